@@ -1,0 +1,730 @@
+"""Command line: the same client API as the GUI, human output or ``--json``.
+
+Bad input gets a one-line error naming the problem and a non-zero exit, never a traceback.
+Exit codes: 0 done, 1 the run failed or was cancelled, 2 bad input or environment,
+3 the run waits for the analyst.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import getpass
+import json
+import logging
+import os
+import signal
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, TextIO
+
+from desktop_agent import config
+from desktop_agent.domain import (
+    ApprovalState,
+    Run,
+    RunStatus,
+    Step,
+    StepKind,
+    StepStatus,
+    WaitReason,
+)
+from desktop_agent.domain.errors import DesktopAgentError, InvalidInputError
+from desktop_agent.domain.units import format_duration, format_usd, parse_duration
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_WAITING = 0, 1, 2, 3
+
+
+class CliError(DesktopAgentError):
+    """A usage error found while parsing."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> Any:  # one line, exit 2, as everywhere else
+        raise CliError(f"{message} (see `{self.prog} --help`)")
+
+
+def _common() -> _Parser:
+    p = _Parser(add_help=False)
+    p.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="machine output")
+    p.add_argument("--db", default=argparse.SUPPRESS, help="database file (or DESKTOP_AGENT_DB)")
+    return p
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser."""
+    common = _common()
+    parser = _Parser(
+        prog="desktop-agent",
+        description="Supervise long-running Claude research agents. No command: start the app.",
+        parents=[common],
+    )
+    sub = parser.add_subparsers(dest="command", parser_class=_Parser)
+
+    def add(name: str, help_: str) -> argparse.ArgumentParser:
+        return sub.add_parser(name, help=help_, description=help_, parents=[common])
+
+    p = add("run", "start a run; follows it until it ends or waits (or --detach)")
+    p.add_argument("goal")
+    p.add_argument("--model", help="demo or a Claude model id")
+    p.add_argument("--workspace", help="folder the agent works in")
+    p.add_argument("--max-cost", type=float, metavar="USD")
+    p.add_argument("--max-steps", type=int, metavar="N")
+    p.add_argument("--max-time", metavar="DURATION", help="e.g. 30m, 2h, 1d")
+    p.add_argument("--tools", help="comma-separated tool names (default: the built-ins)")
+    p.add_argument("--ask", action="append", default=[], metavar="TOOL", help="always ask for TOOL")
+    p.add_argument("--detach", action="store_true", help="print the run id and return")
+    p.add_argument("--yes", action="store_true", help="approve this run's requests as they come")
+
+    p = add("worker", "execute runs (leases, recovery, wake-ups)")
+    p.add_argument("--until-idle", action="store_true", help="exit when no run is runnable")
+    p.add_argument("--max-runs", type=int, default=None)
+
+    p = add("runs", "list runs")
+    p.add_argument("--status", action="append", choices=[s.value for s in RunStatus])
+    p.add_argument("--search")
+    p.add_argument("--limit", type=int, default=50)
+
+    p = add("show", "a run's status and journal")
+    p.add_argument("run")
+    p.add_argument("--full", action="store_true", help="print step inputs and outputs")
+
+    for name, help_ in (
+        ("pause", "pause at the next step boundary"),
+        ("resume", "resume a paused run, retry a failed one"),
+        ("cancel", "cancel (a partial report is written)"),
+        ("stop", "stop gracefully with a partial report"),
+    ):
+        p = add(name, help_)
+        p.add_argument("run")
+
+    p = add("steer", "send the agent a note")
+    p.add_argument("run")
+    p.add_argument("text")
+
+    p = add("answer", "answer the agent's question")
+    p.add_argument("run")
+    p.add_argument("text")
+
+    add("approvals", "pending approvals across runs")
+    p = add("approve", "approve a pending request")
+    p.add_argument("id")
+    p.add_argument("--edit", metavar="JSON", help="replace the arguments (only these run)")
+    p = add("reject", "reject a pending request; the reason goes to the agent")
+    p.add_argument("id")
+    p.add_argument("--reason", required=True)
+
+    p = add("budget", "extend a run's budget")
+    p.add_argument("run")
+    p.add_argument("--add-cost", type=float, default=0.0, metavar="USD")
+    p.add_argument("--add-steps", type=int, default=0, metavar="N")
+    p.add_argument("--add-time", default=None, metavar="DURATION")
+
+    p = add("resolve", "decide about an effect in doubt after a crash")
+    p.add_argument("run")
+    p.add_argument("action", choices=["probe", "mark_done", "retry", "skip", "accept"])
+
+    p = add("key", "the Anthropic API key (never on the command line)")
+    p.add_argument("action", choices=["set", "status", "delete"])
+
+    add("gui", "start the desktop app")
+    return parser
+
+
+# --------------------------------------------------------------------------- output
+
+
+class Out:
+    """Human or JSON output."""
+
+    def __init__(self, as_json: bool, stream: TextIO | None = None) -> None:
+        self.as_json = as_json
+        self.stream = stream or sys.stdout
+
+    def emit(self, human: str, data: Any) -> None:
+        """Print ``human`` or ``data`` as JSON."""
+        if self.as_json:
+            print(json.dumps(data, default=str, ensure_ascii=False), file=self.stream)
+        else:
+            print(human, file=self.stream)
+
+
+def run_json(run: Run) -> dict[str, Any]:
+    """A run as plain data."""
+    return {
+        "id": run.id,
+        "goal": run.goal,
+        "status": str(run.status),
+        "wait_reason": str(run.wait_reason) if run.wait_reason else None,
+        "wake_at": run.wake_at,
+        "message": run.status_message,
+        "model": run.model,
+        "demo": run.is_demo,
+        "workspace": run.workspace,
+        "cost_usd": round(run.cost_usd, 6),
+        "usage": run.usage.to_json(),
+        "steps": run.last_seq,
+        "budget": run.budget.to_json(),
+        "created_at": run.created_at,
+        "finished_at": run.finished_at,
+        "attention_seq": run.attention_seq,
+        "definition_hash": run.definition_hash,
+    }
+
+
+def step_json(step: Step) -> dict[str, Any]:
+    """A step as plain data."""
+    return {
+        "seq": step.seq,
+        "kind": str(step.kind),
+        "name": step.name,
+        "status": str(step.status),
+        "attempt": step.attempt,
+        "effect": str(step.effect) if step.effect else None,
+        "idempotency_key": step.idempotency_key,
+        "input": step.input,
+        "output": step.output,
+        "error": step.error,
+        "partial_text": step.partial_text,
+        "salvaged": list(step.salvaged),
+        "usage": step.usage.to_json(),
+        "cost_usd": step.cost_usd,
+        "started_at": step.started_at,
+        "finished_at": step.finished_at,
+    }
+
+
+def model_label(model: str) -> str:
+    """The model's name as shown, with the demo clearly marked."""
+    return "demo (offline demo model)" if model == "demo" else model
+
+
+def status_label(run: Run) -> str:
+    """Status with the wait reason."""
+    if run.status == RunStatus.WAITING and run.wait_reason:
+        return f"waiting({run.wait_reason})"
+    return str(run.status)
+
+
+def step_line(step: Step) -> str:
+    """One line describing a step."""
+    mark = {"completed": "✓", "failed": "✗", "started": "…"}[str(step.status)]
+    what = _step_summary(step)
+    extra = []
+    if step.duration_s is not None:
+        extra.append(
+            f"{step.duration_s * 1000:.0f}ms"
+            if step.duration_s < 10
+            else format_duration(step.duration_s)
+        )
+    if step.cost_usd:
+        extra.append(format_usd(step.cost_usd))
+    if step.attempt > 1:
+        extra.append(f"attempt {step.attempt}")
+    tail = f"  ({', '.join(extra)})" if extra else ""
+    return f"[{step.seq:>4}] {mark} {step.kind:<11} {what}{tail}"
+
+
+def _step_summary(step: Step) -> str:
+    inp = step.input if isinstance(step.input, dict) else {}
+    out = step.output if isinstance(step.output, dict) else {}
+    if step.kind == StepKind.MODEL_CALL:
+        texts = [b.get("text", "") for b in out.get("content", []) if b.get("type") == "text"]
+        uses = [b.get("name", "") for b in out.get("content", []) if b.get("type") == "tool_use"]
+        text = " ".join(texts).strip() or step.partial_text or step.error or ""
+        tail = f" → {', '.join(uses)}" if uses else ""
+        return f"{model_label(step.name)}: {_clip(text, 70)}{tail}"
+    if step.kind == StepKind.TOOL_CALL:
+        args = inp.get("arguments", {})
+        arg = (
+            next((str(v) for k, v in args.items() if k in ("path", "url", "query", "to")), "")
+            if isinstance(args, dict)
+            else ""
+        )
+        res = str(out.get("content", step.error or ""))
+        err = " ERROR" if out.get("is_error") else ""
+        return f"{step.name} {arg}{err}: {_clip(res, 60)}"
+    if step.kind == StepKind.APPROVAL:
+        names = ", ".join(str(r.get("name")) for r in inp.get("requests", []))
+        decisions = ", ".join(str(d.get("state")) for d in out.get("decisions", []))
+        return f"approval for {names}" + (f": {decisions}" if decisions else ": pending")
+    if step.kind == StepKind.STEER:
+        return f"note: {_clip(str(inp.get('text', '')), 70)}"
+    if step.kind == StepKind.BUDGET:
+        return f"budget reached ({step.name})" + (f": {out.get('action')}" if out else "")
+    return f"{step.name} {_clip(json.dumps(out) if out else '', 60)}"
+
+
+def _clip(text: str, n: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+# --------------------------------------------------------------------------- commands
+
+
+def _client(args: argparse.Namespace) -> Any:
+    from desktop_agent.client.api import Client
+
+    return Client(config.resolve_db_path(getattr(args, "db", None)))
+
+
+def cmd_run(args: argparse.Namespace, out: Out) -> int:
+    """Start a run and follow it."""
+    client = _client(args)
+    max_time = parse_duration(args.max_time) if args.max_time else None
+    tools = [t.strip() for t in args.tools.split(",") if t.strip()] if args.tools else None
+    run = client.start_run(
+        args.goal,
+        model=args.model,
+        workspace=args.workspace,
+        max_cost_usd=args.max_cost,
+        max_steps=args.max_steps,
+        max_time_s=max_time,
+        tools=tools,
+        approval_overrides={t: "ask" for t in args.ask},
+    )
+    if args.detach:
+        pid = client.ensure_worker()
+        started = f" (started worker pid {pid})" if pid else ""
+        out.emit(f"{run.id}{started}", {**run_json(run), "worker_started": pid})
+        return EXIT_OK
+    if not out.as_json:
+        print(
+            f"Run {run.id} · {model_label(run.model)} · workspace {run.workspace}",
+            file=sys.stderr,
+        )
+    client.ensure_worker(until_idle=True)
+    final = follow(client, run.id, out, auto_approve=args.yes)
+    return exit_code(final)
+
+
+def exit_code(run: Run) -> int:
+    """Exit code for a run that ended or waits."""
+    if run.status == RunStatus.COMPLETED:
+        return EXIT_OK
+    if run.status in (RunStatus.FAILED, RunStatus.CANCELLED):
+        return EXIT_FAILED
+    return EXIT_WAITING
+
+
+def follow(
+    client: Any, run_id: str, out: Out, *, auto_approve: bool = False, poll_s: float = 0.2
+) -> Run:
+    """Print steps as they finish until the run ends or waits for the analyst."""
+    printed = 0
+    spinner = "|/-\\"
+    tick = 0
+    interactive = sys.stdin.isatty() and sys.stderr.isatty() and not out.as_json
+    idle_since = time.monotonic()
+    while True:
+        steps = client.steps(run_id, printed + 1)
+        for step in steps:
+            if step.status == StepStatus.STARTED:
+                break
+            printed = step.seq
+            idle_since = time.monotonic()
+            if out.as_json:
+                out.emit("", {"event": "step", **step_json(step)})
+            else:
+                if interactive:
+                    sys.stderr.write("\r\033[K")
+                print(step_line(step), flush=True)
+        run: Run = client.run(run_id)
+        if run.status == RunStatus.WAITING and run.wait_reason == WaitReason.APPROVAL:
+            pending = [a for a in client.approvals() if a.run_id == run.id]
+            if pending and (auto_approve or interactive):
+                for a in pending:
+                    if auto_approve or _ask_approval(a):
+                        client.approve(a.id, note="approved in the terminal")
+                    else:
+                        reason = (
+                            input("Reason for the agent: ").strip() or "rejected in the terminal"
+                        )
+                        client.reject(a.id, reason)
+                time.sleep(poll_s)
+                continue
+        settled = run.status.is_terminal or run.status in (
+            RunStatus.WAITING,
+            RunStatus.PAUSED,
+            RunStatus.NEEDS_ATTENTION,
+        )
+        open_steps = [s for s in steps if s.status == StepStatus.STARTED]
+        if (
+            settled
+            and not client.store.pending_commands(run.id)
+            and (
+                run.status.is_terminal
+                or not open_steps
+                or open_steps[0].kind != StepKind.MODEL_CALL
+            )
+        ) and (not client.steps(run_id, printed + 1) or run.status != RunStatus.RUNNING):
+            rest = [s for s in client.steps(run_id, printed + 1) if s.status != StepStatus.STARTED]
+            for step in rest:
+                out.emit(step_line(step), {"event": "step", **step_json(step)})
+            _final_message(run, out)
+            return run
+        if interactive:
+            tick += 1
+            live = open_steps[0].partial_text[-60:].replace("\n", " ") if open_steps else ""
+            sys.stderr.write(
+                f"\r\033[K{spinner[tick % 4]} {status_label(run)} · step {run.last_seq} · "
+                f"{format_usd(run.cost_usd)} {live}"
+            )
+            sys.stderr.flush()
+        if time.monotonic() - idle_since > 20 and not client.worker_status().alive:
+            client.ensure_worker(until_idle=True)
+            idle_since = time.monotonic()
+        time.sleep(poll_s)
+
+
+def _ask_approval(approval: Any) -> bool:
+    sys.stderr.write("\r\033[K")
+    print(f"\nApproval needed: {approval.tool} ({approval.rule})")
+    args = json.dumps(approval.arguments, indent=2, ensure_ascii=False)
+    print(args if len(args) < 2000 else args[:2000] + "\n…")
+    while True:
+        answer = input("Approve? [y/n] ").strip().lower()
+        if answer in ("y", "yes"):
+            return True
+        if answer in ("n", "no"):
+            return False
+
+
+def _final_message(run: Run, out: Out) -> None:
+    human = (
+        f"Run {run.id}: {status_label(run)} · {run.last_seq} steps · {format_usd(run.cost_usd)}"
+        + (f"\n{run.status_message}" if run.status_message else "")
+    )
+    hint = _next_step_hint(run)
+    if hint:
+        human += f"\n{hint}"
+    out.emit(human, {"event": "end", **run_json(run), "hint": hint})
+
+
+def _next_step_hint(run: Run) -> str:
+    if run.status == RunStatus.WAITING:
+        if run.wait_reason == WaitReason.APPROVAL:
+            return "Approve with `desktop-agent approvals` then `desktop-agent approve ID`."
+        if run.wait_reason == WaitReason.BUDGET:
+            return (
+                f"Extend with `desktop-agent budget {run.id} --add-cost USD`, "
+                f"or `desktop-agent stop {run.id}`."
+            )
+        if run.wait_reason == WaitReason.HUMAN_INPUT:
+            return f"Answer with `desktop-agent answer {run.id} TEXT`."
+        if run.wait_reason == WaitReason.CREDENTIALS:
+            return "Set a key with `desktop-agent key set`; the run resumes."
+        if run.wake_at:
+            return (
+                f"It wakes at {time.strftime('%H:%M:%S', time.localtime(run.wake_at))}; "
+                "keep a worker running (`desktop-agent worker` or the app)."
+            )
+    if run.status == RunStatus.NEEDS_ATTENTION:
+        return f"Decide with `desktop-agent resolve {run.id} probe|mark_done|retry|skip`."
+    if run.status == RunStatus.PAUSED:
+        return f"Resume with `desktop-agent resume {run.id}`."
+    return ""
+
+
+def cmd_worker(args: argparse.Namespace, out: Out) -> int:
+    """Run a worker in the foreground."""
+    from desktop_agent.worker.compose import build_executor, open_store
+    from desktop_agent.worker.worker import Worker, WorkerConfig
+
+    db_path = config.resolve_db_path(getattr(args, "db", None))
+    settings = config.Settings.load(db_path)
+    store = open_store(db_path, settings)
+    worker = Worker(
+        store,
+        build_executor(store, settings),
+        WorkerConfig(max_runs=args.max_runs or settings.workers, until_idle=args.until_idle),
+    )
+
+    def _stop(_sig: int, _frame: Any) -> None:
+        worker.stop()
+
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    if not out.as_json:
+        print(f"worker {worker.id} on {db_path}", file=sys.stderr)
+    worker.run()
+    out.emit(
+        f"worker stopped after {worker.activations} activations",
+        {"activations": worker.activations},
+    )
+    return EXIT_OK
+
+
+def cmd_runs(args: argparse.Namespace, out: Out) -> int:
+    """List runs."""
+    client = _client(args)
+    statuses = [RunStatus(s) for s in args.status] if args.status else None
+    runs = client.runs(statuses, search=args.search, limit=args.limit)
+    if out.as_json:
+        out.emit("", [run_json(r) for r in runs])
+        return EXIT_OK
+    if not runs:
+        print("no runs yet: `desktop-agent run GOAL --model demo` starts one")
+        return EXIT_OK
+    print(f"{'ID':<10}  {'STATUS':<22} {'STEPS':>5} {'COST':>9}  {'MODEL':<18} GOAL")
+    for r in runs:
+        print(
+            f"{r.id:<10}  {status_label(r):<22} {r.last_seq:>5} {format_usd(r.cost_usd):>9}  "
+            f"{_clip(model_label(r.model), 18):<18} {_clip(r.goal, 50)}"
+        )
+    return EXIT_OK
+
+
+def cmd_show(args: argparse.Namespace, out: Out) -> int:
+    """Show a run and its journal."""
+    client = _client(args)
+    run = client.run(args.run)
+    steps = client.steps(run.id)
+    if out.as_json:
+        out.emit("", {**run_json(run), "journal": [step_json(s) for s in steps]})
+        return EXIT_OK
+    u = run.usage
+    b = run.budget
+    print(f"Run {run.id}  {status_label(run)}")
+    print(f"  goal:      {run.goal}")
+    print(f"  model:     {model_label(run.model)}")
+    print(f"  workspace: {run.workspace}")
+    if run.status_message:
+        print(f"  message:   {run.status_message}")
+    print(
+        f"  cost:      {format_usd(run.cost_usd)}"
+        + (f" of {format_usd(b.max_cost_usd)}" if b.max_cost_usd is not None else "")
+        + f"  · tokens in {u.input_tokens}, out {u.output_tokens}, "
+        f"cache write {u.cache_write_tokens}, "
+        f"cache read {u.cache_read_tokens}"
+    )
+    print(
+        f"  worked:    {format_duration(run.active_seconds)}"
+        + (f" of {format_duration(b.max_time_s)}" if b.max_time_s else "")
+    )
+    hint = _next_step_hint(run)
+    if hint:
+        print(f"  next:      {hint}")
+    print()
+    for step in steps:
+        print(step_line(step))
+        if args.full:
+            print(json.dumps(step_json(step), indent=2, default=str, ensure_ascii=False))
+    return EXIT_OK
+
+
+def _simple(name: str) -> Callable[[argparse.Namespace, Out], int]:
+    def cmd(args: argparse.Namespace, out: Out) -> int:
+        client = _client(args)
+        run = getattr(client, name)(args.run)
+        verb = {"pause": "pause", "resume": "resume", "cancel": "cancel", "stop": "stop"}[name]
+        out.emit(
+            f"{verb} requested for run {run.id}; applied at the next step boundary",
+            {"run": run.id, "command": name, "queued": True},
+        )
+        return EXIT_OK
+
+    return cmd
+
+
+def cmd_steer(args: argparse.Namespace, out: Out) -> int:
+    """Send a note."""
+    run = _client(args).steer(args.run, args.text)
+    out.emit(f"note queued for run {run.id}", {"run": run.id, "queued": True})
+    return EXIT_OK
+
+
+def cmd_answer(args: argparse.Namespace, out: Out) -> int:
+    """Answer a question."""
+    run = _client(args).answer(args.run, args.text)
+    out.emit(f"answer queued for run {run.id}", {"run": run.id, "queued": True})
+    return EXIT_OK
+
+
+def cmd_approvals(args: argparse.Namespace, out: Out) -> int:
+    """List pending approvals."""
+    pending = _client(args).approvals(ApprovalState.PENDING)
+    if out.as_json:
+        out.emit(
+            "",
+            [
+                {
+                    "id": a.id,
+                    "run": a.run_id,
+                    "tool": a.tool,
+                    "arguments": a.arguments,
+                    "reason": a.reason,
+                    "rule": a.rule,
+                    "deadline": a.deadline,
+                }
+                for a in pending
+            ],
+        )
+        return EXIT_OK
+    if not pending:
+        print("no pending approvals")
+    for a in pending:
+        args_text = _clip(json.dumps(a.arguments, ensure_ascii=False), 80)
+        print(
+            f"{a.id}  {a.tool}  {args_text}\n    why asked: {a.rule}"
+            + (f"\n    agent: {_clip(a.reason, 100)}" if a.reason else "")
+        )
+    return EXIT_OK
+
+
+def cmd_approve(args: argparse.Namespace, out: Out) -> int:
+    """Approve (or edit)."""
+    edited = None
+    if args.edit is not None:
+        try:
+            edited = json.loads(args.edit)
+        except json.JSONDecodeError as exc:
+            raise InvalidInputError(
+                f"--edit is not valid JSON: {exc.msg} at character {exc.pos}"
+            ) from None
+    a = _client(args).approve(args.id, edited)
+    verb = "edited and approved" if edited is not None else "approved"
+    out.emit(
+        f"{verb} {a.id} ({a.tool}); the run continues",
+        {"approval": a.id, "decision": "edited" if edited is not None else "approved"},
+    )
+    return EXIT_OK
+
+
+def cmd_reject(args: argparse.Namespace, out: Out) -> int:
+    """Reject."""
+    a = _client(args).reject(args.id, args.reason)
+    out.emit(
+        f"rejected {a.id} ({a.tool}); the agent gets your reason",
+        {"approval": a.id, "decision": "rejected"},
+    )
+    return EXIT_OK
+
+
+def cmd_budget(args: argparse.Namespace, out: Out) -> int:
+    """Extend a budget."""
+    time_s = parse_duration(args.add_time) if args.add_time else 0.0
+    run = _client(args).extend_budget(
+        args.run, cost_usd=args.add_cost, steps=args.add_steps, time_s=time_s
+    )
+    out.emit(f"budget extension queued for run {run.id}", {"run": run.id, "queued": True})
+    return EXIT_OK
+
+
+def cmd_resolve(args: argparse.Namespace, out: Out) -> int:
+    """Resolve an in-doubt effect."""
+    run = _client(args).resolve(args.run, args.action)
+    out.emit(f"{args.action} queued for run {run.id}", {"run": run.id, "action": args.action})
+    return EXIT_OK
+
+
+def cmd_key(args: argparse.Namespace, out: Out) -> int:
+    """Set, show or delete the API key."""
+    from desktop_agent.secrets import KeyStore, mask
+
+    keys = KeyStore()
+    if args.action == "status":
+        st = keys.status()
+        key = keys.get()
+        human = st.message + (f" ({mask(key)})" if key else "")
+        out.emit(
+            human,
+            {
+                "source": st.source,
+                "present": st.present,
+                "secure_store": st.secure_store,
+                "backend": st.backend,
+                "message": st.message,
+            },
+        )
+        return EXIT_OK
+    if args.action == "delete":
+        had = keys.delete()
+        out.emit("key deleted" if had else "no stored key", {"deleted": had})
+        return EXIT_OK
+    key = getpass.getpass("Anthropic API key: ") if sys.stdin.isatty() else sys.stdin.readline()
+    where = keys.set(key)
+    resumed = 0
+    with contextlib.suppress(DesktopAgentError):
+        resumed = _client(args).store.resume_waiting_for(str(WaitReason.CREDENTIALS))
+    if where == "session":
+        human = (
+            "no secure store (OS keyring) exists here: the key is kept for this session only; "
+            "set ANTHROPIC_API_KEY for workers started later"
+        )
+    else:
+        human = "key saved in the OS keyring"
+    if resumed:
+        human += f"; resuming {resumed} run(s) that were waiting for a key"
+    out.emit(human, {"stored_in": where, "resumed_runs": resumed})
+    return EXIT_OK
+
+
+def cmd_gui(args: argparse.Namespace, out: Out) -> int:
+    """Start the desktop app."""
+    try:
+        from desktop_agent.gui.app import main as gui_main  # type: ignore[import-not-found,unused-ignore]
+    except ImportError as exc:
+        raise InvalidInputError(
+            f"the desktop app cannot start here ({exc}); use the CLI: `desktop-agent --help`"
+        ) from None
+    db_path = config.resolve_db_path(getattr(args, "db", None))
+    result: int = gui_main(db_path)
+    return result
+
+
+COMMANDS: dict[str, Callable[[argparse.Namespace, Out], int]] = {
+    "run": cmd_run,
+    "worker": cmd_worker,
+    "runs": cmd_runs,
+    "show": cmd_show,
+    "pause": _simple("pause"),
+    "resume": _simple("resume"),
+    "cancel": _simple("cancel"),
+    "stop": _simple("stop"),
+    "steer": cmd_steer,
+    "answer": cmd_answer,
+    "approvals": cmd_approvals,
+    "approve": cmd_approve,
+    "reject": cmd_reject,
+    "budget": cmd_budget,
+    "resolve": cmd_resolve,
+    "key": cmd_key,
+    "gui": cmd_gui,
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``desktop-agent`` command."""
+    logging.basicConfig(
+        level=os.environ.get("DESKTOP_AGENT_LOG", "WARNING").upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    as_json = "--json" in (argv if argv is not None else sys.argv[1:])
+    out = Out(as_json)
+    try:
+        args = build_parser().parse_args(argv)
+        out = Out(bool(getattr(args, "json", False)))
+        command = args.command or "gui"
+        return COMMANDS[command](args, out)
+    except (DesktopAgentError, CliError) as exc:
+        _error(out, str(exc), getattr(exc, "code", "error"))
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        _error(out, "interrupted; the run goes on in the worker", "interrupted")
+        return 130
+    except OSError as exc:
+        _error(out, f"{exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), "os_error")
+        return EXIT_USAGE
+
+
+def _error(out: Out, message: str, code: str) -> None:
+    if out.as_json:
+        print(json.dumps({"error": message, "code": code}), file=sys.stdout)
+    else:
+        print(f"desktop-agent: error: {message}", file=sys.stderr)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

@@ -1,0 +1,407 @@
+"""What the GUI and the CLI call: read state and write command rows, never run the engine."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from desktop_agent import config
+from desktop_agent.config import Settings
+from desktop_agent.domain import (
+    JSON,
+    AgentSpec,
+    Approval,
+    ApprovalPolicy,
+    ApprovalState,
+    Budget,
+    CommandKind,
+    Resolution,
+    Run,
+    RunStatus,
+    Step,
+    WaitReason,
+    WorkerInfo,
+)
+from desktop_agent.domain.errors import InvalidInputError, InvalidStateError, NotFoundError
+from desktop_agent.llm.pricing import MODELS
+from desktop_agent.persistence.db import Database, DbSettings
+from desktop_agent.persistence.store import SqlStore
+from desktop_agent.tools.registry import DEFAULT_TOOLS, ToolRegistry
+
+DEFAULT_SYSTEM_PROMPT = (
+    "You are a careful research agent working for an analyst. Work in small steps with the "
+    "tools you have; keep a plan with update_plan and tick items as you finish them. Cite the "
+    "files and pages you used. When the goal is met, answer with a short summary of what you "
+    "found and where you wrote it."
+)
+
+WORKER_STALE_S = 45.0
+"""A worker whose heartbeat is older than this is shown as offline."""
+
+
+@dataclass(frozen=True)
+class WorkerStatus:
+    """Whether a worker is serving the database."""
+
+    alive: bool
+    worker: WorkerInfo | None
+    age_s: float | None
+
+    def describe(self) -> str:
+        """One line for a status bar."""
+        if self.alive and self.worker:
+            return f"worker online (pid {self.worker.pid})"
+        if self.worker is not None and self.age_s is not None:
+            return f"worker offline (last heartbeat {self.age_s:.0f}s ago)"
+        return "worker offline"
+
+
+def new_run_id() -> str:
+    """A short random run id."""
+    return uuid.uuid4().hex[:10]
+
+
+class Client:
+    """Client API over one database.
+
+    Args:
+        db_path: the SQLite file (created and migrated if needed).
+        settings: user settings; read from beside the database when omitted.
+    """
+
+    def __init__(self, db_path: Path, settings: Settings | None = None) -> None:
+        self.db_path = db_path
+        self.settings = settings or Settings.load(db_path)
+        self.db = Database(DbSettings.for_path(db_path, self.settings.durability))
+        self.store = SqlStore(self.db)
+        self.tools = ToolRegistry()
+
+    def close(self) -> None:
+        """Release database connections."""
+        self.db.dispose()
+
+    # ------------------------------------------------------------------ runs
+
+    def start_run(
+        self,
+        goal: str,
+        *,
+        model: str | None = None,
+        workspace: str | Path | None = None,
+        max_cost_usd: float | None = None,
+        max_steps: int | None = None,
+        max_time_s: float | None = None,
+        max_tokens_budget: int | None = None,
+        tools: Sequence[str] | None = None,
+        system_prompt: str | None = None,
+        approval_overrides: dict[str, str] | None = None,
+        max_tokens: int = 4096,
+        thinking_budget: int = 0,
+        use_defaults: bool = True,
+    ) -> Run:
+        """Queue a new run; a worker picks it up."""
+        goal = goal.strip()
+        if not goal:
+            raise InvalidInputError("the goal is empty: say what the agent should do")
+        model = (model or self.settings.default_model).strip()
+        validate_model(model)
+        run_id = new_run_id()
+        ws = self._workspace(workspace, run_id)
+        names = list(tools) if tools is not None else list(DEFAULT_TOOLS)
+        unknown = [n for n in names if n not in self.tools.names()]
+        if unknown:
+            raise InvalidInputError(
+                f"unknown tool(s): {', '.join(unknown)}; available: {', '.join(self.tools.names())}"
+            )
+        for name, policy in (approval_overrides or {}).items():
+            if policy not in {p.value for p in ApprovalPolicy}:
+                raise InvalidInputError(f"approval policy for {name} must be always, ask or never")
+        s = self.settings
+        budget = Budget(
+            max_cost_usd=max_cost_usd
+            if max_cost_usd is not None
+            else (s.default_max_cost_usd if use_defaults else None),
+            max_steps=max_steps
+            if max_steps is not None
+            else (s.default_max_steps if use_defaults else None),
+            max_time_s=max_time_s
+            if max_time_s is not None
+            else (s.default_max_time_s if use_defaults else None),
+            max_tokens=max_tokens_budget,
+        )
+        for label, value in (
+            ("cost", budget.max_cost_usd),
+            ("steps", budget.max_steps),
+            ("time", budget.max_time_s),
+        ):
+            if value is not None and value <= 0:
+                raise InvalidInputError(f"the {label} budget must be positive")
+        spec = AgentSpec(
+            model=model,
+            system_prompt=system_prompt or DEFAULT_SYSTEM_PROMPT,
+            tools=tuple((n, self.tools.version_of(n)) for n in names),
+            max_tokens=max_tokens,
+            thinking_budget=thinking_budget,
+            approval_overrides=tuple(sorted((approval_overrides or {}).items())),
+        )
+        now = time.time()
+        run = Run(
+            id=run_id,
+            goal=goal,
+            status=RunStatus.QUEUED,
+            spec=spec,
+            workspace=str(ws),
+            budget=budget,
+            created_at=now,
+            updated_at=now,
+            title=goal.splitlines()[0][:120],
+            definition_hash=spec.definition_hash,
+        )
+        self.store.create_run(run)
+        return self.store.get_run(run_id)
+
+    def _workspace(self, workspace: str | Path | None, run_id: str) -> Path:
+        if workspace is None:
+            path = self.db_path.parent / "workspaces" / run_id
+        else:
+            path = Path(workspace).expanduser().absolute()
+        if path.exists() and not path.is_dir():
+            raise InvalidInputError(f"workspace {path} is a file, not a folder")
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise InvalidInputError(f"cannot create workspace {path}: {exc.strerror}") from None
+        return path
+
+    def runs(
+        self,
+        statuses: Iterable[RunStatus] | None = None,
+        search: str | None = None,
+        limit: int = 500,
+    ) -> list[Run]:
+        """Runs, newest first."""
+        return self.store.list_runs(statuses, limit=limit, search=search)
+
+    def run(self, run_id: str) -> Run:
+        """A run by id or unique prefix."""
+        return self.store.find_run(run_id)
+
+    def steps(self, run_id: str, from_seq: int = 1, limit: int | None = None) -> list[Step]:
+        """The run's journal."""
+        return self.store.load_steps(run_id, from_seq, limit)
+
+    # ------------------------------------------------------------------ commands
+
+    def _command(self, run_id: str, kind: CommandKind, payload: JSON = None) -> int:
+        run = self.run(run_id)
+        return self.store.add_command(run.id, kind, payload)
+
+    def pause(self, run_id: str) -> Run:
+        """Pause at the next step boundary."""
+        run = self.run(run_id)
+        if run.status.is_terminal or run.status == RunStatus.PAUSED:
+            raise InvalidStateError(f"run {run.id} is {run.status}: nothing to pause")
+        self.store.add_command(run.id, CommandKind.PAUSE)
+        return run
+
+    def resume(self, run_id: str) -> Run:
+        """Resume a paused run, retry a failed one, or wake a rate-limited one now."""
+        run = self.run(run_id)
+        ok = run.status in (RunStatus.PAUSED, RunStatus.FAILED) or (
+            run.status == RunStatus.WAITING
+            and run.wait_reason in (WaitReason.RATE_LIMIT, WaitReason.CREDENTIALS, WaitReason.TIMER)
+        )
+        if not ok:
+            raise InvalidStateError(_resume_hint(run))
+        self.store.add_command(run.id, CommandKind.RESUME)
+        return run
+
+    def cancel(self, run_id: str) -> Run:
+        """Cancel (interrupting a model call in flight); a partial report is written."""
+        run = self.run(run_id)
+        if run.status.is_terminal:
+            raise InvalidStateError(f"run {run.id} already {run.status}")
+        self.store.add_command(run.id, CommandKind.CANCEL)
+        return run
+
+    def stop(self, run_id: str) -> Run:
+        """Stop gracefully with a partial report (e.g. instead of extending a budget)."""
+        run = self.run(run_id)
+        if run.status.is_terminal:
+            raise InvalidStateError(f"run {run.id} already {run.status}")
+        self.store.add_command(run.id, CommandKind.STOP)
+        return run
+
+    def steer(self, run_id: str, text: str) -> Run:
+        """Add a note from the analyst to the conversation at the next boundary."""
+        if not text.strip():
+            raise InvalidInputError("the note is empty")
+        run = self.run(run_id)
+        if run.status in (RunStatus.CANCELLED,):
+            raise InvalidStateError(f"run {run.id} is cancelled")
+        self.store.add_command(run.id, CommandKind.STEER, {"text": text.strip()})
+        return run
+
+    def answer(self, run_id: str, text: str) -> Run:
+        """Answer the agent's question."""
+        run = self.run(run_id)
+        if run.wait_reason != WaitReason.HUMAN_INPUT:
+            raise InvalidStateError(f"run {run.id} is not waiting for an answer")
+        self.store.add_command(run.id, CommandKind.ANSWER, {"text": text})
+        return run
+
+    def extend_budget(
+        self,
+        run_id: str,
+        *,
+        cost_usd: float = 0.0,
+        steps: int = 0,
+        time_s: float = 0.0,
+        tokens: int = 0,
+    ) -> Run:
+        """Raise the run's limits."""
+        if min(cost_usd, steps, time_s, tokens) < 0 or not any((cost_usd, steps, time_s, tokens)):
+            raise InvalidInputError("give a positive amount to add (cost, steps, time or tokens)")
+        run = self.run(run_id)
+        if run.status.is_terminal:
+            raise InvalidStateError(f"run {run.id} already {run.status}")
+        self.store.add_command(
+            run.id,
+            CommandKind.EXTEND_BUDGET,
+            {"cost_usd": cost_usd, "steps": steps, "time_s": time_s, "tokens": tokens},
+        )
+        return run
+
+    def resolve(self, run_id: str, action: str) -> Run:
+        """Decide about an effect left in doubt (probe, mark_done, retry, skip) or accept."""
+        run = self.run(run_id)
+        valid = {r.value for r in Resolution} | {"accept"}
+        if action not in valid:
+            raise InvalidInputError(f"action must be one of {', '.join(sorted(valid))}")
+        if run.status != RunStatus.NEEDS_ATTENTION:
+            raise InvalidStateError(f"run {run.id} does not need attention (it is {run.status})")
+        self.store.add_command(run.id, CommandKind.RESOLVE, {"action": action})
+        return run
+
+    # ------------------------------------------------------------------ approvals
+
+    def approvals(self, state: ApprovalState | None = ApprovalState.PENDING) -> list[Approval]:
+        """Approvals across runs, oldest first."""
+        return self.store.list_approvals(state)
+
+    def approve(self, approval_id: str, arguments: JSON = None, note: str = "") -> Approval:
+        """Approve, or approve with edited arguments (only the edited call runs)."""
+        approval = self._pending_approval(approval_id)
+        if arguments is not None and not isinstance(arguments, dict):
+            raise InvalidInputError("edited arguments must be a JSON object")
+        payload: dict[str, Any] = {"approval_id": approval.id, "reason": note}
+        if arguments is not None:
+            payload["arguments"] = arguments
+        self.store.add_command(approval.run_id, CommandKind.APPROVE, payload)
+        return approval
+
+    def reject(self, approval_id: str, reason: str) -> Approval:
+        """Reject; the reason goes back to the model."""
+        if not reason.strip():
+            raise InvalidInputError("give a reason: the agent reads it")
+        approval = self._pending_approval(approval_id)
+        self.store.add_command(
+            approval.run_id, CommandKind.REJECT, {"approval_id": approval.id, "reason": reason}
+        )
+        return approval
+
+    def _pending_approval(self, approval_id: str) -> Approval:
+        approval = self.store.get_approval(approval_id)
+        if approval.state != ApprovalState.PENDING:
+            raise InvalidStateError(f"approval {approval_id} was already {approval.state}")
+        return approval
+
+    # ------------------------------------------------------------------ worker
+
+    def worker_status(self) -> WorkerStatus:
+        """Whether a live worker serves this database."""
+        now = time.time()
+        workers = self.store.list_workers()
+        for info, proc_started in workers:
+            age = now - info.heartbeat_at
+            local_dead = info.host == _hostname() and not _alive(info.pid, proc_started)
+            if age <= WORKER_STALE_S and not local_dead:
+                return WorkerStatus(True, info, age)
+        if workers:
+            info = workers[0][0]
+            return WorkerStatus(False, info, now - info.heartbeat_at)
+        return WorkerStatus(False, None, None)
+
+    def spawn_worker(self, *, until_idle: bool = False) -> int:
+        """Start a detached worker process (no stdio pipes); returns its pid."""
+        log_path = config.log_dir(self.db_path) / "worker.log"
+        args = [sys.executable, "-m", "desktop_agent", "--db", str(self.db_path), "worker"]
+        if until_idle:
+            args.append("--until-idle")
+        with open(log_path, "ab") as log:
+            proc = subprocess.Popen(
+                args,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                start_new_session=True,
+                close_fds=True,
+                env=os.environ.copy(),
+            )
+        return proc.pid
+
+    def ensure_worker(self, *, until_idle: bool = False) -> int | None:
+        """Start a worker when none is alive; returns the new pid, or None."""
+        if self.worker_status().alive:
+            return None
+        return self.spawn_worker(until_idle=until_idle)
+
+
+def _hostname() -> str:
+    import socket
+
+    return socket.gethostname()
+
+
+def _alive(pid: int, started: float) -> bool:
+    try:
+        proc = psutil.Process(pid)
+        return proc.status() != psutil.STATUS_ZOMBIE and (
+            started == 0.0 or abs(proc.create_time() - started) < 2.0
+        )
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return False
+
+
+def _resume_hint(run: Run) -> str:
+    if run.status == RunStatus.WAITING and run.wait_reason == WaitReason.APPROVAL:
+        return f"run {run.id} waits for an approval: approve or reject it"
+    if run.status == RunStatus.WAITING and run.wait_reason == WaitReason.BUDGET:
+        return f"run {run.id} reached its budget: `desktop-agent budget {run.id} --add-cost USD`"
+    if run.status == RunStatus.WAITING and run.wait_reason == WaitReason.HUMAN_INPUT:
+        return f"run {run.id} asked a question: `desktop-agent answer {run.id} TEXT`"
+    if run.status == RunStatus.NEEDS_ATTENTION:
+        return f"run {run.id} needs attention: `desktop-agent resolve {run.id} ACTION`"
+    return f"run {run.id} is {run.status}: nothing to resume"
+
+
+def validate_model(model: str) -> None:
+    """Refuse model names that cannot be right."""
+    if model == "demo" or model in MODELS or model.startswith("claude-"):
+        return
+    raise InvalidInputError(
+        f"unknown model {model!r}; use demo or a Claude model "
+        f"({', '.join(m for m in MODELS if m != 'demo')})"
+    )
+
+
+__all__ = ["Client", "NotFoundError", "WorkerStatus"]

@@ -1,0 +1,115 @@
+"""Enumerations shared by every layer: statuses, step kinds, effect classes."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class RunStatus(StrEnum):
+    """Lifecycle of a run (DESIGN.md §3)."""
+
+    QUEUED = "queued"
+    RUNNING = "running"
+    PAUSED = "paused"
+    WAITING = "waiting"
+    NEEDS_ATTENTION = "needs_attention"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    @property
+    def is_terminal(self) -> bool:
+        """True for statuses a run never leaves."""
+        return self in _TERMINAL
+
+    @property
+    def is_active(self) -> bool:
+        """True while the run is not finished (it may still be waiting or paused)."""
+        return self not in _TERMINAL
+
+
+_TERMINAL = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED})
+
+
+class WaitReason(StrEnum):
+    """Why a waiting run waits."""
+
+    APPROVAL = "approval"
+    TIMER = "timer"
+    RATE_LIMIT = "rate_limit"
+    BUDGET = "budget"
+    HUMAN_INPUT = "human_input"
+    CREDENTIALS = "credentials"
+
+
+class StepKind(StrEnum):
+    """What a journal step records."""
+
+    MODEL_CALL = "model_call"
+    TOOL_CALL = "tool_call"
+    APPROVAL = "approval"
+    SLEEP = "sleep"
+    STEER = "steer"
+    COMPACTION = "compaction"
+    BUDGET = "budget"
+    ERROR = "error"
+    QUESTION = "question"
+    REPORT = "report"
+
+
+class StepStatus(StrEnum):
+    """State of one journal record: intent written, outcome written, or failed."""
+
+    STARTED = "started"
+    COMPLETED = "completed"
+    FAILED = "failed"
+
+
+class EffectClass(StrEnum):
+    """How a tool's effect may be repeated after a crash."""
+
+    READ_ONLY = "read_only"
+    IDEMPOTENT = "idempotent"
+    UNSAFE = "unsafe"
+
+
+class ApprovalPolicy(StrEnum):
+    """Whether a tool call waits for the analyst."""
+
+    ALWAYS = "always"
+    ASK = "ask"
+    NEVER = "never"
+
+
+class ApprovalState(StrEnum):
+    """An approval record's lifecycle."""
+
+    PENDING = "pending"
+    APPROVED = "approved"
+    EDITED = "edited"
+    REJECTED = "rejected"
+    EXPIRED = "expired"
+
+
+class CommandKind(StrEnum):
+    """What a command row asks the worker to do at the next step boundary."""
+
+    PAUSE = "pause"
+    RESUME = "resume"
+    CANCEL = "cancel"
+    STEER = "steer"
+    APPROVE = "approve"
+    REJECT = "reject"
+    EXTEND_BUDGET = "extend_budget"
+    STOP = "stop"
+    RESOLVE = "resolve"
+    ANSWER = "answer"
+
+
+class Resolution(StrEnum):
+    """The analyst's decision about an effect left in doubt by a crash."""
+
+    PROBE = "probe"
+    MARK_DONE = "mark_done"
+    RETRY = "retry"
+    SKIP = "skip"

@@ -1,0 +1,123 @@
+"""One root for our errors, split on two axes.
+
+Environment problems the user can fix (``KnownError``) are shown as a message; anything else
+is our bug. Independently, ``TransientError`` may succeed when tried again and
+``PermanentError`` will not.
+"""
+
+from __future__ import annotations
+
+
+class DesktopAgentError(Exception):
+    """Root of every error this package raises on purpose.
+
+    Attributes:
+        code: short stable identifier, used for UI text and ``--json`` output.
+    """
+
+    code = "error"
+
+    def __init__(self, message: str, *, code: str | None = None) -> None:
+        super().__init__(message)
+        if code is not None:
+            self.code = code
+
+    @property
+    def message(self) -> str:
+        """The human-readable message."""
+        return str(self)
+
+
+class KnownError(DesktopAgentError):
+    """A problem of the environment or of the input, shown to the user as is."""
+
+
+class BugError(DesktopAgentError):
+    """Something that should never happen: a crash report, not a message."""
+
+
+class TransientError(DesktopAgentError):
+    """May succeed if tried again later.
+
+    Attributes:
+        retry_after: seconds the other side asked us to wait, if it said.
+    """
+
+    def __init__(self, message: str, *, code: str | None = None, retry_after: float | None = None):
+        super().__init__(message, code=code)
+        self.retry_after = retry_after
+
+
+class PermanentError(DesktopAgentError):
+    """Will fail the same way when tried again."""
+
+
+class NotFoundError(KnownError):
+    """A run, step or approval id that does not exist."""
+
+    code = "not_found"
+
+
+class InvalidInputError(KnownError):
+    """Input that does not parse or does not validate."""
+
+    code = "invalid_input"
+
+
+class InvalidStateError(KnownError):
+    """A command that does not apply to the run's current status."""
+
+    code = "invalid_state"
+
+
+class StorageError(KnownError):
+    """The database cannot be opened, read or written."""
+
+    code = "storage"
+
+
+class SchemaTooNewError(StorageError):
+    """The database was written by a newer release of desktop-agent."""
+
+    code = "schema_too_new"
+
+
+class NondeterminismError(BugError):
+    """The journal does not match the step the engine is about to take."""
+
+    code = "nondeterminism"
+
+
+class RateLimitedError(TransientError):
+    """The model API asked us to slow down (429) or is overloaded (529)."""
+
+    code = "rate_limited"
+
+
+class ApiConnectionError(TransientError):
+    """The model API could not be reached, or answered with a server error."""
+
+    code = "api_unavailable"
+
+
+class AuthenticationError(PermanentError):
+    """The API key is missing or rejected (401/403)."""
+
+    code = "auth"
+
+
+class BadRequestError(PermanentError):
+    """The model API rejected the request itself (400)."""
+
+    code = "bad_request"
+
+
+class ControlFlowInterrupt(BaseException):
+    """Root of the interrupts that unwind a run at a boundary.
+
+    A ``BaseException`` so that ``except Exception`` in tool code cannot swallow it.
+    """
+
+
+class RunCancelled(ControlFlowInterrupt):
+    """The analyst cancelled the run."""

@@ -1,0 +1,319 @@
+"""Frozen value objects: what every layer above the database sees."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from desktop_agent.domain.enums import (
+    ApprovalState,
+    CommandKind,
+    EffectClass,
+    RunStatus,
+    StepKind,
+    StepStatus,
+    WaitReason,
+)
+
+JSON = Any
+"""A value that ``json.dumps`` accepts."""
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Token counts of one model call or a sum of them."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_write_tokens: int = 0
+    cache_read_tokens: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        """Sum two usages field by field."""
+        return Usage(
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            self.cache_write_tokens + other.cache_write_tokens,
+            self.cache_read_tokens + other.cache_read_tokens,
+        )
+
+    @property
+    def total(self) -> int:
+        """All tokens, cached or not."""
+        return (
+            self.input_tokens
+            + self.output_tokens
+            + self.cache_write_tokens
+            + self.cache_read_tokens
+        )
+
+    def to_json(self) -> dict[str, int]:
+        """Plain dict for storage."""
+        return {
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cache_write_tokens": self.cache_write_tokens,
+            "cache_read_tokens": self.cache_read_tokens,
+        }
+
+    @classmethod
+    def from_json(cls, data: JSON) -> Usage:
+        """Inverse of :meth:`to_json`; tolerates missing keys."""
+        if not isinstance(data, dict):
+            return cls()
+        return cls(
+            int(data.get("input_tokens", 0) or 0),
+            int(data.get("output_tokens", 0) or 0),
+            int(data.get("cache_write_tokens", 0) or 0),
+            int(data.get("cache_read_tokens", 0) or 0),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    """Limits of a run; ``None`` means unlimited.
+
+    Attributes:
+        max_cost_usd: dollars the run may spend on model calls.
+        max_steps: journal steps the run may take.
+        max_time_s: wall-clock seconds of work.
+        max_tokens: model tokens of every kind.
+        count_waiting_time: whether time spent waiting on the user counts towards
+            ``max_time_s`` (it does not by default).
+    """
+
+    max_cost_usd: float | None = None
+    max_steps: int | None = None
+    max_time_s: float | None = None
+    max_tokens: int | None = None
+    count_waiting_time: bool = False
+
+    def to_json(self) -> dict[str, JSON]:
+        """Plain dict for storage."""
+        return {
+            "max_cost_usd": self.max_cost_usd,
+            "max_steps": self.max_steps,
+            "max_time_s": self.max_time_s,
+            "max_tokens": self.max_tokens,
+            "count_waiting_time": self.count_waiting_time,
+        }
+
+    @classmethod
+    def from_json(cls, data: JSON) -> Budget:
+        """Inverse of :meth:`to_json`."""
+        if not isinstance(data, dict):
+            return cls()
+        return cls(
+            max_cost_usd=data.get("max_cost_usd"),
+            max_steps=data.get("max_steps"),
+            max_time_s=data.get("max_time_s"),
+            max_tokens=data.get("max_tokens"),
+            count_waiting_time=bool(data.get("count_waiting_time", False)),
+        )
+
+    def extended(
+        self,
+        *,
+        cost_usd: float = 0.0,
+        steps: int = 0,
+        time_s: float = 0.0,
+        tokens: int = 0,
+    ) -> Budget:
+        """Return this budget raised by the given amounts (unlimited stays unlimited)."""
+
+        def add(limit: float | None, extra: float) -> float | None:
+            return None if limit is None else limit + extra
+
+        def add_int(limit: int | None, extra: int) -> int | None:
+            return None if limit is None else limit + extra
+
+        return replace(
+            self,
+            max_cost_usd=add(self.max_cost_usd, cost_usd),
+            max_steps=add_int(self.max_steps, steps),
+            max_time_s=add(self.max_time_s, time_s),
+            max_tokens=add_int(self.max_tokens, tokens),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class AgentSpec:
+    """Everything that defines how a run behaves; its hash pins the run.
+
+    Attributes:
+        model: model id, e.g. ``claude-sonnet-4-5`` or ``demo``.
+        system_prompt: the system prompt.
+        tools: names of the enabled tools, with their versions.
+        max_tokens: output tokens per model call.
+        thinking_budget: extended-thinking token budget, or 0 for none.
+        approval_overrides: per-tool approval policy chosen for this run.
+    """
+
+    model: str
+    system_prompt: str
+    tools: tuple[tuple[str, str], ...] = ()
+    max_tokens: int = 4096
+    thinking_budget: int = 0
+    approval_overrides: tuple[tuple[str, str], ...] = ()
+
+    def to_json(self) -> dict[str, JSON]:
+        """Plain dict for storage."""
+        return {
+            "model": self.model,
+            "system_prompt": self.system_prompt,
+            "tools": [list(t) for t in self.tools],
+            "max_tokens": self.max_tokens,
+            "thinking_budget": self.thinking_budget,
+            "approval_overrides": [list(t) for t in self.approval_overrides],
+        }
+
+    @classmethod
+    def from_json(cls, data: JSON) -> AgentSpec:
+        """Inverse of :meth:`to_json`."""
+        return cls(
+            model=str(data["model"]),
+            system_prompt=str(data.get("system_prompt", "")),
+            tools=tuple((str(n), str(v)) for n, v in data.get("tools", [])),
+            max_tokens=int(data.get("max_tokens", 4096)),
+            thinking_budget=int(data.get("thinking_budget", 0)),
+            approval_overrides=tuple(
+                (str(n), str(p)) for n, p in data.get("approval_overrides", [])
+            ),
+        )
+
+    @property
+    def definition_hash(self) -> str:
+        """Stable hash of the definition; a resume under another hash is flagged."""
+        blob = json.dumps(self.to_json(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+    @property
+    def tool_names(self) -> tuple[str, ...]:
+        """Names of the enabled tools."""
+        return tuple(name for name, _ in self.tools)
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    """One agent run: its definition, status and running totals."""
+
+    id: str
+    goal: str
+    status: RunStatus
+    spec: AgentSpec
+    workspace: str
+    budget: Budget = field(default_factory=Budget)
+    wait_reason: WaitReason | None = None
+    wake_at: float | None = None
+    status_message: str = ""
+    attention_seq: int | None = None
+    created_at: float = 0.0
+    updated_at: float = 0.0
+    started_at: float | None = None
+    finished_at: float | None = None
+    last_seq: int = 0
+    cost_usd: float = 0.0
+    usage: Usage = field(default_factory=Usage)
+    active_seconds: float = 0.0
+    lease_owner: str | None = None
+    lease_expires_at: float | None = None
+    title: str = ""
+    definition_hash: str = ""
+    parent_id: str | None = None
+    schedule_id: str | None = None
+
+    @property
+    def model(self) -> str:
+        """The model the run uses."""
+        return self.spec.model
+
+    @property
+    def is_demo(self) -> bool:
+        """Whether the run is driven by the offline demo model."""
+        return self.spec.model == "demo"
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One journal record, keyed ``(run_id, seq)``."""
+
+    run_id: str
+    seq: int
+    kind: StepKind
+    name: str
+    status: StepStatus
+    input: JSON = None
+    output: JSON = None
+    error: str | None = None
+    started_at: float = 0.0
+    finished_at: float | None = None
+    attempt: int = 1
+    partial_text: str = ""
+    salvaged: tuple[str, ...] = ()
+    usage: Usage = field(default_factory=Usage)
+    cost_usd: float = 0.0
+    effect: EffectClass | None = None
+
+    @property
+    def idempotency_key(self) -> str:
+        """Key passed to the outside world; stable across retries of this step."""
+        return idempotency_key(self.run_id, self.seq)
+
+    @property
+    def duration_s(self) -> float | None:
+        """Seconds between intent and outcome, if the step finished."""
+        if self.finished_at is None:
+            return None
+        return max(0.0, self.finished_at - self.started_at)
+
+
+def idempotency_key(run_id: str, seq: int) -> str:
+    """The idempotency key of step ``seq`` of run ``run_id``."""
+    return f"{run_id}:{seq}"
+
+
+@dataclass(frozen=True, slots=True)
+class Approval:
+    """A tool call waiting for (or decided by) the analyst."""
+
+    id: str
+    run_id: str
+    seq: int
+    tool: str
+    arguments: JSON
+    state: ApprovalState = ApprovalState.PENDING
+    reason: str = ""
+    rule: str = ""
+    decided_arguments: JSON = None
+    decision_note: str = ""
+    deadline: float | None = None
+    default_action: str = "reject"
+    created_at: float = 0.0
+    decided_at: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Command:
+    """A request from the GUI or CLI, applied by the worker at a step boundary."""
+
+    id: int
+    run_id: str
+    kind: CommandKind
+    payload: JSON = None
+    created_at: float = 0.0
+    applied_at: float | None = None
+    result: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerInfo:
+    """A worker process as recorded in the database."""
+
+    id: str
+    host: str
+    pid: int
+    started_at: float
+    heartbeat_at: float
+    stopped_at: float | None = None

@@ -1,0 +1,1 @@
+"""The run loop, replay, recovery and budgets; talks to the world only through ports."""

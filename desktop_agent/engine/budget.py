@@ -1,0 +1,163 @@
+"""Budgets: checked before each model call (worst case) and after it.
+
+A run that reaches a limit does not fail: it opens a ``budget`` step and waits for the
+analyst to extend the budget or stop the run.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from desktop_agent.domain import JSON, Budget, RunStatus, Step, StepKind, WaitReason
+from desktop_agent.domain.units import format_duration, format_usd
+from desktop_agent.engine.ports import RunPatch, StepIntent
+
+if TYPE_CHECKING:
+    from desktop_agent.engine.loop import Activation
+
+
+def extend(budget: Budget, payload: JSON) -> Budget:
+    """Apply an ``extend_budget`` command's payload to ``budget``."""
+    data = payload if isinstance(payload, dict) else {}
+    out = budget.extended(
+        cost_usd=float(data.get("cost_usd", 0) or 0),
+        steps=int(data.get("steps", 0) or 0),
+        time_s=float(data.get("time_s", 0) or 0),
+        tokens=int(data.get("tokens", 0) or 0),
+    )
+    return out
+
+
+def elapsed_s(act: Activation) -> float:
+    """Seconds that count against the time budget."""
+    run = act.run
+    now = act.clock.now()
+    if run.budget.count_waiting_time and run.started_at is not None:
+        return now - run.started_at
+    current = now - act._mark if run.status == RunStatus.RUNNING else 0.0
+    return run.active_seconds + max(0.0, current)
+
+
+def spent_steps(act: Activation) -> int:
+    """Model calls and tool calls taken so far."""
+    sc = act.state.scalars
+    return sc.model_calls + sc.tool_calls
+
+
+def exceeded(act: Activation, worst_case_usd: float = 0.0) -> str | None:
+    """Which limit the run has reached (``cost``, ``steps``, ``time``, ``tokens``), if any."""
+    b = act.run.budget
+    sc = act.state.scalars
+    if b.max_cost_usd is not None and sc.cost_usd + worst_case_usd > b.max_cost_usd:
+        return "cost"
+    if b.max_steps is not None and spent_steps(act) >= b.max_steps:
+        return "steps"
+    if b.max_time_s is not None and elapsed_s(act) >= b.max_time_s:
+        return "time"
+    if b.max_tokens is not None and sc.usage.total >= b.max_tokens:
+        return "tokens"
+    return None
+
+
+def spend_report(act: Activation, limit: str, worst_case_usd: float) -> dict[str, JSON]:
+    """Spend breakdown shown with an extend-budget request."""
+    sc = act.state.scalars
+    b = act.run.budget
+    hours = max(elapsed_s(act), 1.0) / 3600.0
+    plan = sc.plan
+    done = sum(1 for item in plan if item.get("done"))
+    projected = None
+    if plan and done:
+        projected = sc.cost_usd * len(plan) / done
+    return {
+        "limit": limit,
+        "budget": b.to_json(),
+        "spent": {
+            "cost_usd": sc.cost_usd,
+            "steps": spent_steps(act),
+            "time_s": elapsed_s(act),
+            "tokens": sc.usage.total,
+        },
+        "next_call_worst_case_usd": worst_case_usd,
+        "by_model": dict(sc.cost_by_model),
+        "burn_rate_usd_per_hour": sc.cost_usd / hours,
+        "projected_cost_usd": projected,
+    }
+
+
+def describe(report: JSON) -> str:
+    """One line for the run's status message."""
+    spent = report["spent"]
+    b = report["budget"]
+    limit = report["limit"]
+    if limit == "cost":
+        return (
+            f"Budget reached: spent {format_usd(spent['cost_usd'])} of "
+            f"{format_usd(b['max_cost_usd'])}; extend the budget or stop"
+        )
+    if limit == "steps":
+        return f"Budget reached: {spent['steps']} of {b['max_steps']} steps; extend or stop"
+    if limit == "time":
+        return (
+            f"Budget reached: worked {format_duration(spent['time_s'])} of "
+            f"{format_duration(b['max_time_s'])}; extend or stop"
+        )
+    return f"Budget reached: {spent['tokens']} of {b['max_tokens']} tokens; extend or stop"
+
+
+def open_budget_wait(act: Activation, limit: str, worst_case_usd: float) -> None:
+    """Record a ``budget`` step and hibernate until the analyst decides."""
+    seq = act.next_seq
+    report = spend_report(act, limit, worst_case_usd)
+    act.commit(
+        intents=[StepIntent(seq=seq, kind=StepKind.BUDGET, name=limit, input=report)],
+        patch=RunPatch(
+            status=RunStatus.WAITING,
+            wait_reason=WaitReason.BUDGET,
+            status_message=describe(report),
+        ),
+    )
+    act.state.scalars.last_seq = seq
+    act.open_step = act.store.load_steps(act.run.id, from_seq=seq)[0]
+    act.boundary(act.open_step)
+    resume_budget_wait(act, act.open_step)
+
+
+def _worst_case(act: Activation) -> float:
+    if act.run.budget.max_cost_usd is None:
+        return 0.0
+    model = act.x.model_for(act.run.spec.model)
+    return model.worst_case_cost(act.build_request())
+
+
+def check_before_model_call(act: Activation) -> None:
+    """Open a budget wait if the next call could exceed a limit."""
+    worst = _worst_case(act)
+    limit = exceeded(act, worst)
+    if limit:
+        open_budget_wait(act, limit, worst)
+
+
+def check_after_model_call(act: Activation) -> None:
+    """Open a budget wait if the call just made went over a limit."""
+    limit = exceeded(act)
+    if limit and not act.state.conversation.finished:
+        open_budget_wait(act, limit, 0.0)
+
+
+def resume_budget_wait(act: Activation, step: Step) -> None:
+    """Continue once the budget was extended; else keep waiting."""
+    from desktop_agent.engine.control import close_wait
+
+    limit = exceeded(act, _worst_case(act) if not act.state.conversation.pending else 0.0)
+    if limit is None:
+        close_wait(act, step, {"action": "extend", "budget": act.run.budget.to_json()})
+        return
+    report = spend_report(act, limit, 0.0)
+    act.suspend(
+        RunPatch(
+            status=RunStatus.WAITING,
+            wait_reason=WaitReason.BUDGET,
+            status_message=describe(report),
+        )
+    )

@@ -1,0 +1,870 @@
+"""Tool uses, waits, recovery of open steps, compaction and reports.
+
+Split from :mod:`desktop_agent.engine.loop` to keep each module readable; every function
+takes the current :class:`~desktop_agent.engine.loop.Activation`.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from desktop_agent.domain import (
+    JSON,
+    Approval,
+    ApprovalPolicy,
+    ApprovalState,
+    Command,
+    CommandKind,
+    EffectClass,
+    Resolution,
+    Run,
+    RunStatus,
+    Step,
+    StepKind,
+    StepStatus,
+    WaitReason,
+)
+from desktop_agent.domain.errors import RunCancelled
+from desktop_agent.engine import budget as budgets
+from desktop_agent.engine.ports import (
+    ModelRequest,
+    RunPatch,
+    StepIntent,
+    StepOutcome,
+    Tool,
+    ToolContext,
+    ToolInputError,
+    ToolProvider,
+    ToolResult,
+)
+
+if TYPE_CHECKING:
+    from desktop_agent.engine.loop import Activation
+
+CONTROL_TOOL_VERSION = "engine-1"
+
+CONTROL_TOOLS: dict[str, dict[str, Any]] = {
+    "update_plan": {
+        "description": (
+            "Write or update your to-do list for this run. Send the whole list each time; "
+            "mark finished items done. The analyst sees it."
+        ),
+        "input_schema": {
+            "type": "object",
+            "properties": {
+                "items": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "properties": {
+                            "text": {"type": "string"},
+                            "done": {"type": "boolean"},
+                        },
+                        "required": ["text"],
+                    },
+                }
+            },
+            "required": ["items"],
+        },
+    },
+    "wait": {
+        "description": (
+            "Pause this run until a time or for a duration, e.g. to let a page update. "
+            "The run hibernates and is woken later."
+        ),
+        "input_schema": {
+            "type": "object",
+            "properties": {
+                "seconds": {"type": "number", "description": "how long to wait"},
+                "until": {"type": "number", "description": "epoch seconds to wait until"},
+                "reason": {"type": "string"},
+            },
+        },
+    },
+    "ask_user": {
+        "description": "Ask the analyst a question and wait for the answer.",
+        "input_schema": {
+            "type": "object",
+            "properties": {"question": {"type": "string"}},
+            "required": ["question"],
+        },
+    },
+}
+
+
+# --------------------------------------------------------------------------- schemas
+
+
+def tool_schemas(act: Activation) -> list[dict[str, JSON]]:
+    """Definitions of the run's tools, as sent to the model."""
+    out: list[dict[str, JSON]] = []
+    for name in act.run.spec.tool_names:
+        if name in CONTROL_TOOLS:
+            meta = CONTROL_TOOLS[name]
+            out.append(
+                {
+                    "name": name,
+                    "description": meta["description"],
+                    "input_schema": meta["input_schema"],
+                }
+            )
+            continue
+        tool = act.x.tools.get(name)
+        if tool is not None:
+            out.append(
+                {
+                    "name": tool.name,
+                    "description": tool.description,
+                    "input_schema": dict(tool.input_schema),
+                }
+            )
+    return out
+
+
+def definition_problem(run: Run, tools: ToolProvider) -> str | None:
+    """Why the run's recorded agent definition no longer matches the installed tools."""
+    problems = []
+    for name, version in run.spec.tools:
+        if name in CONTROL_TOOLS:
+            continue
+        tool = tools.get(name)
+        if tool is None:
+            problems.append(f"tool {name!r} is no longer installed")
+        elif tool.version != version:
+            problems.append(f"tool {name!r} changed from version {version} to {tool.version}")
+    if not problems:
+        return None
+    return (
+        "The agent definition changed since this run started ("
+        + "; ".join(problems)
+        + "). Accept the new definition to continue, or cancel."
+    )
+
+
+# --------------------------------------------------------------------------- tool uses
+
+
+def _tool_context(act: Activation, seq: int) -> ToolContext:
+    return ToolContext(
+        run_id=act.run.id,
+        seq=seq,
+        idempotency_key=f"{act.run.id}:{seq}",
+        workspace=Path(act.run.workspace),
+        clock=act.clock,
+        cancel=act.cancel,
+        settings=act.cfg.settings,
+    )
+
+
+def _policy(act: Activation, tool: Tool) -> ApprovalPolicy:
+    for name, policy in act.run.spec.approval_overrides:
+        if name == tool.name:
+            return ApprovalPolicy(policy)
+    return tool.approval
+
+
+def _approval_rule(act: Activation, tool: Tool, args: Mapping[str, JSON]) -> str | None:
+    """Why this call must be approved, or None."""
+    policy = _policy(act, tool)
+    if policy == ApprovalPolicy.NEVER:
+        return None
+    if policy == ApprovalPolicy.ASK:
+        return f"the policy for {tool.name} is to ask"
+    rules = act.cfg.settings.get("approval_rules", {})
+    rules = rules if isinstance(rules, dict) else {}
+    if tool.effect == EffectClass.UNSAFE and rules.get("ask_unsafe", True):
+        return f"{tool.name} acts on the outside world and cannot be undone"
+    if rules.get("ask_overwrite", True):
+        try:
+            return tool.approval_reason(args, _tool_context(act, act.next_seq))
+        except ToolInputError:
+            return None
+    return None
+
+
+def next_tool_use(act: Activation) -> None:
+    """Answer the first pending tool use, asking for approvals first where needed."""
+    conv = act.state.conversation
+    requests = []
+    for use in conv.pending:
+        if use["id"] in conv.decisions or use["name"] in CONTROL_TOOLS:
+            continue
+        tool = act.x.tools.get(use["name"])
+        if tool is None or use["name"] not in act.run.spec.tool_names:
+            continue
+        raw = use.get("input")
+        args: dict[str, JSON] = raw if isinstance(raw, dict) else {}
+        rule = _approval_rule(act, tool, args)
+        if rule:
+            requests.append((use, rule))
+    if requests:
+        open_approvals(act, requests)
+        return
+    execute_tool_use(act, conv.pending[0], None, 1)
+
+
+def _stated_reason(act: Activation) -> str:
+    """The text the model wrote alongside its tool calls: its stated reason."""
+    msgs = act.state.conversation.messages
+    if not msgs or msgs[-1]["role"] != "assistant":
+        return ""
+    return "\n".join(
+        str(b.get("text", "")) for b in msgs[-1]["content"] if b.get("type") == "text"
+    ).strip()
+
+
+def open_approvals(act: Activation, requests: list[tuple[dict[str, Any], str]]) -> None:
+    """Record one approval step for the calls that need it, and hibernate."""
+    seq = act.next_seq
+    now = act.clock.now()
+    deadline_s = act.cfg.settings.get("approval_deadline_s")
+    deadline = now + float(deadline_s) if isinstance(deadline_s, int | float) else None
+    default = str(act.cfg.settings.get("approval_default", "reject"))
+    reason = _stated_reason(act)
+    records = []
+    items = []
+    for i, (use, rule) in enumerate(requests, start=1):
+        approval_id = f"{act.run.id}.{seq}.{i}"
+        records.append(
+            Approval(
+                id=approval_id,
+                run_id=act.run.id,
+                seq=seq,
+                tool=str(use["name"]),
+                arguments=use.get("input"),
+                reason=reason,
+                rule=rule,
+                deadline=deadline,
+                default_action=default,
+                created_at=now,
+            )
+        )
+        items.append(
+            {
+                "tool_use_id": use["id"],
+                "name": use["name"],
+                "arguments": use.get("input"),
+                "approval_id": approval_id,
+                "rule": rule,
+            }
+        )
+    names = ", ".join(str(u["name"]) for u, _ in requests)
+    act.commit(
+        intents=[
+            StepIntent(seq=seq, kind=StepKind.APPROVAL, name="approval", input={"requests": items})
+        ],
+        approvals=records,
+        patch=RunPatch(
+            status=RunStatus.WAITING,
+            wait_reason=WaitReason.APPROVAL,
+            wake_at=deadline,
+            status_message=f"Waiting for approval: {names}",
+        ),
+    )
+    act.state.scalars.last_seq = seq
+    act.open_step = act.store.load_steps(act.run.id, from_seq=seq)[0]
+    # Decisions may already be waiting as commands: look before hibernating.
+    act.boundary(act.open_step)
+    resume_wait(act, act.open_step)
+
+
+def apply_decision(act: Activation, cmd: Command) -> None:
+    """Record an approve/edit/reject command on its approval record."""
+    payload = cmd.payload or {}
+    approval_id = str(payload.get("approval_id", ""))
+    try:
+        seq = int(approval_id.rsplit(".", 2)[1])
+    except (IndexError, ValueError):
+        act.commit(applied=[(cmd.id, f"ignored: no approval {approval_id}")])
+        return
+    match = [a for a in act.store.get_approvals(act.run.id, seq) if a.id == approval_id]
+    if not match or match[0].state != ApprovalState.PENDING:
+        act.commit(applied=[(cmd.id, f"ignored: approval {approval_id} is not pending")])
+        return
+    rec = match[0]
+    now = act.clock.now()
+    if cmd.kind == CommandKind.REJECT:
+        state, args = ApprovalState.REJECTED, rec.arguments
+    elif payload.get("arguments") is not None:
+        state, args = ApprovalState.EDITED, payload["arguments"]
+    else:
+        state, args = ApprovalState.APPROVED, rec.arguments
+    from dataclasses import replace
+
+    decided = replace(
+        rec,
+        state=state,
+        decided_arguments=args,
+        decision_note=str(payload.get("reason", "")),
+        decided_at=now,
+    )
+    act.commit(approvals=[decided], applied=[(cmd.id, str(state))])
+
+
+def resume_wait(act: Activation, step: Step) -> None:
+    """Finish an open wait step if what it waits for has happened; else hibernate."""
+    handler = {
+        StepKind.APPROVAL: _resume_approval,
+        StepKind.SLEEP: _resume_sleep,
+        StepKind.QUESTION: _resume_question,
+        StepKind.BUDGET: budgets.resume_budget_wait,
+    }[step.kind]
+    handler(act, step)
+
+
+def close_wait(act: Activation, step: Step, output: JSON) -> None:
+    """Complete an open wait step and mark the run running again."""
+    act._outcome = StepOutcome(step.seq, StepStatus.COMPLETED, output)
+    act._fold_local(step.seq, step.kind, step.name, step.input, outcome=act._outcome)
+    act.open_step = None
+    act.commit(patch=RunPatch(status=RunStatus.RUNNING, clear_wait=True, status_message=""))
+
+
+def _resume_approval(act: Activation, step: Step) -> None:
+    records = act.store.get_approvals(act.run.id, step.seq)
+    now = act.clock.now()
+    expired = []
+    for rec in records:
+        if rec.state == ApprovalState.PENDING and rec.deadline is not None and rec.deadline <= now:
+            from dataclasses import replace
+
+            state = (
+                ApprovalState.APPROVED if rec.default_action == "approve" else ApprovalState.EXPIRED
+            )
+            expired.append(
+                replace(
+                    rec,
+                    state=state,
+                    decided_arguments=rec.arguments,
+                    decision_note="the deadline passed; default action applied",
+                    decided_at=now,
+                )
+            )
+    if expired:
+        act.commit(approvals=expired)
+        records = act.store.get_approvals(act.run.id, step.seq)
+    pending = [r for r in records if r.state == ApprovalState.PENDING]
+    if pending:
+        deadlines = [r.deadline for r in pending if r.deadline is not None]
+        act.suspend(
+            RunPatch(
+                status=RunStatus.WAITING,
+                wait_reason=WaitReason.APPROVAL,
+                wake_at=min(deadlines) if deadlines else None,
+                status_message="Waiting for approval: " + ", ".join(r.tool for r in pending),
+            )
+        )
+    by_id = {r.id: r for r in records}
+    decisions = []
+    for item in (step.input or {}).get("requests", []):
+        rec = by_id[item["approval_id"]]
+        label = "expired_rejected" if rec.state == ApprovalState.EXPIRED else str(rec.state)
+        decisions.append(
+            {
+                "tool_use_id": item["tool_use_id"],
+                "approval_id": rec.id,
+                "state": label,
+                "arguments": rec.decided_arguments,
+                "note": rec.decision_note,
+            }
+        )
+    close_wait(act, step, {"decisions": decisions})
+
+
+def _resume_sleep(act: Activation, step: Step) -> None:
+    until = float((step.input or {}).get("until", 0))
+    now = act.clock.now()
+    if now >= until:
+        close_wait(act, step, {"content": f"Waited until {time.ctime(until)}."})
+        return
+    act.suspend(
+        RunPatch(
+            status=RunStatus.WAITING,
+            wait_reason=WaitReason.TIMER,
+            wake_at=until,
+            status_message=f"Sleeping until {time.ctime(until)}",
+        )
+    )
+
+
+def _resume_question(act: Activation, step: Step) -> None:
+    for cmd in act.store.pending_commands(act.run.id):
+        if cmd.kind == CommandKind.ANSWER:
+            answer = str((cmd.payload or {}).get("text", ""))
+            act._outcome = StepOutcome(step.seq, StepStatus.COMPLETED, {"content": answer})
+            act._fold_local(step.seq, step.kind, step.name, step.input, outcome=act._outcome)
+            act.open_step = None
+            act.commit(
+                patch=RunPatch(status=RunStatus.RUNNING, clear_wait=True, status_message=""),
+                applied=[(cmd.id, f"answered step {step.seq}")],
+            )
+            return
+    question = str((step.input or {}).get("question", ""))
+    act.suspend(
+        RunPatch(
+            status=RunStatus.WAITING,
+            wait_reason=WaitReason.HUMAN_INPUT,
+            status_message=f"Question for you: {question}"[:300],
+        )
+    )
+
+
+def _decided_args(act: Activation, use: Mapping[str, Any]) -> tuple[JSON, bool]:
+    decision = act.state.conversation.decisions.get(str(use["id"]))
+    if decision is None:
+        return use.get("input"), False
+    return decision.get("arguments", use.get("input")), True
+
+
+def _control_tool(act: Activation, use: Mapping[str, Any], args: JSON) -> None:
+    seq = act.next_seq
+    name = str(use["name"])
+    args = args if isinstance(args, dict) else {}
+    base = {"tool_use_id": use["id"], "arguments": args}
+    if name == "update_plan":
+        items = args.get("items")
+        if not isinstance(items, list) or not all(
+            isinstance(i, dict) and isinstance(i.get("text"), str) for i in items
+        ):
+            result = ToolResult("invalid arguments: items must be a list of {text, done}", True)
+            plan: list[dict[str, JSON]] = act.state.scalars.plan
+        else:
+            plan = [{"text": str(i["text"]), "done": bool(i.get("done"))} for i in items]
+            done = sum(1 for i in plan if i["done"])
+            result = ToolResult(f"Plan saved ({done}/{len(plan)} done).", data={"plan": plan})
+        act.commit(
+            intents=[
+                StepIntent(
+                    seq=seq,
+                    kind=StepKind.TOOL_CALL,
+                    name=name,
+                    input=base,
+                    effect=EffectClass.READ_ONLY,
+                    status=StepStatus.COMPLETED,
+                    output={
+                        "content": result.content,
+                        "is_error": result.is_error,
+                        "data": result.data,
+                    },
+                )
+            ]
+        )
+        return
+    if name == "wait":
+        now = act.clock.now()
+        until = args.get("until")
+        seconds = args.get("seconds")
+        if isinstance(until, int | float) and not isinstance(until, bool):
+            wake = float(until)
+        elif isinstance(seconds, int | float) and not isinstance(seconds, bool) and seconds >= 0:
+            wake = now + float(seconds)
+        else:
+            _immediate_result(act, use, "invalid arguments: give seconds or until", True)
+            return
+        act.commit(
+            intents=[
+                StepIntent(seq=seq, kind=StepKind.SLEEP, name=name, input={**base, "until": wake})
+            ]
+        )
+        act.state.scalars.last_seq = seq
+        act.open_step = act.store.load_steps(act.run.id, from_seq=seq)[0]
+        _resume_sleep(act, act.open_step)
+        return
+    question = args.get("question")
+    if not isinstance(question, str) or not question.strip():
+        _immediate_result(act, use, "invalid arguments: question must be a non-empty string", True)
+        return
+    act.commit(
+        intents=[
+            StepIntent(
+                seq=seq, kind=StepKind.QUESTION, name=name, input={**base, "question": question}
+            )
+        ],
+        patch=RunPatch(
+            status=RunStatus.WAITING,
+            wait_reason=WaitReason.HUMAN_INPUT,
+            status_message=f"Question for you: {question}"[:300],
+        ),
+    )
+    act.state.scalars.last_seq = seq
+    act.open_step = act.store.load_steps(act.run.id, from_seq=seq)[0]
+    _resume_question(act, act.open_step)
+
+
+def _immediate_result(act: Activation, use: Mapping[str, Any], text: str, is_error: bool) -> None:
+    """Answer a tool use without any effect (unknown tool, refused, invalid)."""
+    seq = act.next_seq
+    act.commit(
+        intents=[
+            StepIntent(
+                seq=seq,
+                kind=StepKind.TOOL_CALL,
+                name=str(use["name"]),
+                input={"tool_use_id": use["id"], "arguments": use.get("input")},
+                status=StepStatus.COMPLETED,
+                output={"content": text, "is_error": is_error},
+            )
+        ]
+    )
+
+
+def execute_tool_use(
+    act: Activation, use: Mapping[str, Any], open_seq: int | None, attempt: int
+) -> None:
+    """Intent, effect and outcome of one tool call."""
+    name = str(use["name"])
+    args, decided = _decided_args(act, use)
+    if name in CONTROL_TOOLS and name in act.run.spec.tool_names:
+        _control_tool(act, use, args)
+        return
+    tool = act.x.tools.get(name)
+    if tool is None or name not in act.run.spec.tool_names:
+        _immediate_result(act, use, f"unknown tool {name!r}: it is not available to this run", True)
+        return
+    if _policy(act, tool) == ApprovalPolicy.NEVER and not decided:
+        _immediate_result(act, use, f"{name} is disabled by the analyst's policy", True)
+        return
+    if not isinstance(args, dict):
+        _immediate_result(act, use, "invalid arguments: expected a JSON object", True)
+        return
+    seq = open_seq if open_seq is not None else act.next_seq
+    ctx = _tool_context(act, seq)
+    input_ = {"tool_use_id": use["id"], "arguments": args}
+    if decided and open_seq is None:
+        try:
+            problem = tool.validate(args, ctx)
+        except ToolInputError as exc:
+            problem = f"invalid arguments: {exc}"
+        if problem:
+            _immediate_result(
+                act, use, f"Not executed: the check before running failed: {problem}", True
+            )
+            return
+    if open_seq is None:
+        act.crash_point("before_intent")
+        act.commit(
+            intents=[
+                StepIntent(
+                    seq=seq, kind=StepKind.TOOL_CALL, name=name, input=input_, effect=tool.effect
+                )
+            ]
+        )
+        act.state.scalars.last_seq = seq
+        act.crash_point("after_intent")
+    result = run_tool(tool, args, ctx)
+    act.finish_step(
+        seq,
+        StepKind.TOOL_CALL,
+        name,
+        input_,
+        StepOutcome(
+            seq,
+            StepStatus.COMPLETED,
+            {"content": result.content, "is_error": result.is_error, "data": result.data},
+        ),
+    )
+
+
+def run_tool(tool: Tool, args: Mapping[str, JSON], ctx: ToolContext) -> ToolResult:
+    """Call a tool, turning its failures into error results the model can read."""
+    try:
+        result = tool.run(args, ctx)
+    except RunCancelled:
+        raise
+    except ToolInputError as exc:
+        return ToolResult(f"invalid arguments for {tool.name}: {exc}", is_error=True)
+    except Exception as exc:  # a tool's bug must not kill the run
+        return ToolResult(f"{tool.name} failed: {type(exc).__name__}: {exc}", is_error=True)
+    if len(result.content) > 200_000:
+        cut = result.content[:200_000]
+        return ToolResult(cut + "\n[... output truncated at 200,000 characters]", result.is_error)
+    return result
+
+
+def recover_tool_call(act: Activation, step: Step) -> None:
+    """A tool call was in flight when the last activation died: repeat it or ask."""
+    use = {"id": (step.input or {}).get("tool_use_id"), "name": step.name}
+    args = (step.input or {}).get("arguments", {})
+    use["input"] = args
+    if step.effect != EffectClass.UNSAFE:
+        attempt = act.store.restart_step(act.run.id, step.seq, salvaged=None)
+        act._mark_running()
+        _rerun(act, step, use, args, attempt)
+        return
+    resolution = None
+    for cmd in act.store.pending_commands(act.run.id):
+        if cmd.kind == CommandKind.RESOLVE:
+            resolution = cmd
+            break
+    if resolution is None:
+        act._needs_attention(
+            f"Step {step.seq} ({step.name}) was in flight when the worker stopped, and its "
+            "effect cannot be safely repeated: it may or may not have happened. Probe it, "
+            "mark it done, retry it with the same idempotency key, or skip it.",
+            step.seq,
+        )
+        return
+    _resolve_in_doubt(act, step, use, args, resolution)
+
+
+def _rerun(act: Activation, step: Step, use: Mapping[str, Any], args: JSON, attempt: int) -> None:
+    tool = act.x.tools.get(step.name)
+    if tool is None:
+        act._outcome = StepOutcome(
+            step.seq, StepStatus.FAILED, None, f"tool {step.name!r} is no longer installed"
+        )
+        act._fold_local(step.seq, step.kind, step.name, step.input, outcome=act._outcome)
+        return
+    execute_tool_use(act, use, step.seq, attempt)
+
+
+def _resolve_in_doubt(
+    act: Activation, step: Step, use: Mapping[str, Any], args: JSON, cmd: Command
+) -> None:
+    action = Resolution(str((cmd.payload or {}).get("action", "skip")))
+    tool = act.x.tools.get(step.name)
+    ctx = _tool_context(act, step.seq)
+    if action == Resolution.PROBE:
+        happened = None
+        if tool is not None and isinstance(args, dict):
+            try:
+                happened = tool.probe(args, ctx)
+            except Exception as exc:  # a failing probe tells nothing
+                happened = None
+                note = f"probe failed: {exc}"
+            else:
+                note = ""
+        if happened is None:
+            act.commit(applied=[(cmd.id, "probe could not tell")])
+            act._needs_attention(
+                f"Step {step.seq} ({step.name}): the probe could not tell whether the effect "
+                f"happened{': ' + note if note else ''}. Mark it done, retry, or skip.",
+                step.seq,
+            )
+            return
+        if not happened:
+            act.commit(
+                applied=[(cmd.id, "probe: not done; retrying")],
+                patch=RunPatch(status=RunStatus.RUNNING, clear_attention=True, status_message=""),
+            )
+            attempt = act.store.restart_step(act.run.id, step.seq, salvaged=None)
+            _rerun(act, step, use, args, attempt)
+            return
+        content = "The effect had already happened (confirmed by probing the target)."
+        _close_in_doubt(act, step, cmd, content, False, "probe: already done")
+    elif action == Resolution.MARK_DONE:
+        content = "The analyst confirmed this effect had already happened."
+        _close_in_doubt(act, step, cmd, content, False, "marked done")
+    elif action == Resolution.SKIP:
+        content = (
+            "Skipped by the analyst after a crash: the effect may or may not have happened. "
+            "Do not assume it did."
+        )
+        _close_in_doubt(act, step, cmd, content, True, "skipped")
+    else:
+        act.commit(
+            applied=[(cmd.id, "retrying with the same idempotency key")],
+            patch=RunPatch(status=RunStatus.RUNNING, clear_attention=True, status_message=""),
+        )
+        attempt = act.store.restart_step(act.run.id, step.seq, salvaged=None)
+        _rerun(act, step, use, args, attempt)
+
+
+def _close_in_doubt(
+    act: Activation, step: Step, cmd: Command, content: str, is_error: bool, result: str
+) -> None:
+    act._outcome = StepOutcome(
+        step.seq,
+        StepStatus.COMPLETED,
+        {"content": content, "is_error": is_error, "resolved": result},
+    )
+    act._fold_local(step.seq, step.kind, step.name, step.input, outcome=act._outcome)
+    act.commit(
+        applied=[(cmd.id, result)],
+        patch=RunPatch(status=RunStatus.RUNNING, clear_attention=True, status_message=""),
+    )
+
+
+# --------------------------------------------------------------------------- streaming
+
+
+class PartialStreamer:
+    """Collects streamed text and persists it a few times a second."""
+
+    def __init__(self, act: Activation, seq: int) -> None:
+        self.act = act
+        self.seq = seq
+        self.parts: list[str] = []
+        self._last = time.monotonic()
+        self._dirty = False
+
+    @property
+    def text(self) -> str:
+        """Everything streamed so far."""
+        return "".join(self.parts)
+
+    def on_text(self, delta: str) -> None:
+        """Called by the model adapter for each text delta."""
+        self.parts.append(delta)
+        self._dirty = True
+        if time.monotonic() - self._last >= self.act.cfg.partial_flush_s:
+            self.flush()
+            self.act.crash_point("mid_stream")
+
+    def flush(self) -> None:
+        """Persist the text streamed so far, if it changed."""
+        if self._dirty:
+            self.act.store.save_partial(self.act.run.id, self.seq, self.text)
+            self._dirty = False
+            self._last = time.monotonic()
+
+
+# --------------------------------------------------------------------------- compaction
+
+SUMMARY_PROMPT = (
+    "Summarize the work so far for your own later use: what was found (with sources and "
+    "file names), what was decided, what is still to do. Be complete but concise; this "
+    "summary replaces the older turns of the conversation."
+)
+
+
+def needs_compaction(act: Activation) -> bool:
+    """Whether the last prompt came close enough to the context window to compact."""
+    sc = act.state.scalars
+    conv = act.state.conversation
+    if sc.last_prompt_tokens <= 0 or len(conv.messages) <= act.cfg.keep_recent_messages + 2:
+        return False
+    window = act.x.model_for(act.run.spec.model).context_window(act.run.spec.model)
+    return sc.last_prompt_tokens >= act.cfg.compaction_threshold * window
+
+
+def _cut_index(act: Activation) -> int:
+    """Index of the first kept message: an assistant turn after the last compaction."""
+    conv = act.state.conversation
+    start = max(1, len(conv.messages) - act.cfg.keep_recent_messages)
+    for i in range(start, len(conv.messages)):
+        if conv.messages[i]["role"] == "assistant":
+            return i
+    return len(conv.messages)
+
+
+def compaction(act: Activation, open_seq: int | None, attempt: int) -> None:
+    """Summarize older turns by a model call recorded as a ``compaction`` step."""
+    conv = act.state.conversation
+    cut = _cut_index(act)
+    older = conv.messages[:cut]
+    if older and older[-1]["role"] == "assistant":
+        older = older[:-1]
+    messages = [*older, {"role": "user", "content": [{"type": "text", "text": SUMMARY_PROMPT}]}]
+    spec = act.run.spec
+    request = ModelRequest(
+        model=spec.model,
+        system=spec.system_prompt,
+        messages=messages,
+        tools=tool_schemas(act),
+        max_tokens=min(spec.max_tokens, 4096),
+    )
+    seq = open_seq if open_seq is not None else act.next_seq
+    input_ = {"summarized_messages": len(older), "kept_messages": len(conv.messages) - cut}
+    if open_seq is None:
+        act.commit(
+            intents=[StepIntent(seq=seq, kind=StepKind.COMPACTION, name=spec.model, input=input_)]
+        )
+        act.state.scalars.last_seq = seq
+    streamer = PartialStreamer(act, seq)
+    model = act.x.model_for(spec.model)
+    try:
+        response = model.complete(
+            request,
+            idempotency_key=f"{act.run.id}:{seq}",
+            on_text=streamer.on_text,
+            cancel=act.cancel,
+        )
+    except RunCancelled:
+        raise
+    except Exception as exc:
+        act.model_failed(seq, spec.model, input_, exc, streamer.text)
+        return
+    summary = "\n".join(
+        str(b.get("text", "")) for b in response.content if b.get("type") == "text"
+    ).strip()
+    window_start = conv.message_seqs[cut] if cut < len(conv.message_seqs) else seq
+    output = {
+        "summary": summary,
+        "keep_messages": len(conv.messages) - cut,
+        "window_start_seq": window_start,
+        "model": response.model,
+    }
+    act.finish_step(
+        seq,
+        StepKind.COMPACTION,
+        spec.model,
+        input_,
+        StepOutcome(
+            seq, StepStatus.COMPLETED, output, usage=response.usage, cost_usd=response.cost_usd
+        ),
+    )
+    act.state.scalars.last_prompt_tokens = 0
+
+
+# --------------------------------------------------------------------------- reports
+
+
+def partial_report_text(act: Activation, why: str) -> str:
+    """A Markdown report of what the run achieved before it was stopped."""
+    sc = act.state.scalars
+    conv = act.state.conversation
+    lines = [
+        f"# Partial report: {act.run.goal}",
+        "",
+        f"*{why}.* Run `{act.run.id}`, {sc.model_calls} model calls, {sc.tool_calls} tool calls, "
+        f"${sc.cost_usd:.4f} spent.",
+        "",
+    ]
+    if sc.plan:
+        lines += ["## Plan", ""]
+        lines += [f"- [{'x' if i.get('done') else ' '}] {i.get('text')}" for i in sc.plan]
+        lines.append("")
+    if conv.summary:
+        lines += ["## Summary of earlier work", "", conv.summary, ""]
+    texts = []
+    for msg in conv.messages:
+        if msg["role"] != "assistant":
+            continue
+        for block in msg["content"]:
+            if block.get("type") == "text" and str(block.get("text", "")).strip():
+                texts.append(str(block["text"]).strip())
+    if texts:
+        lines += ["## What the agent wrote", ""]
+        lines += [f"- {t}" for t in texts[-20:]]
+        lines.append("")
+    tools_used: dict[str, int] = {}
+    for msg in conv.messages:
+        for block in msg["content"] if msg["role"] == "assistant" else []:
+            if block.get("type") == "tool_use":
+                tools_used[str(block["name"])] = tools_used.get(str(block["name"]), 0) + 1
+    if tools_used:
+        lines += ["## Tools used", ""]
+        lines += [f"- {n}: {c}" for n, c in sorted(tools_used.items())]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def write_partial_report(act: Activation, why: str) -> str:
+    """Write the partial report into the workspace; return its file name."""
+    name = f"partial-report-{act.run.id}.md"
+    workspace = Path(act.run.workspace)
+    try:
+        workspace.mkdir(parents=True, exist_ok=True)
+        (workspace / name).write_text(partial_report_text(act, why), encoding="utf-8")
+    except OSError as exc:
+        return f"(not written: {exc})"
+    return name
+
+
+def dumps(data: JSON) -> str:
+    """Compact JSON, for messages."""
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":"))

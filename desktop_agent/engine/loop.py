@@ -1,0 +1,639 @@
+"""The run loop: one activation of a run, from its journal to its next wait or its end.
+
+An activation restores the working state from the newest snapshot plus the journal, applies
+the analyst's commands at each step boundary, and takes steps until the run finishes, waits,
+pauses or needs attention. It never sleeps through a wait: it records the wake time and
+returns, so a waiting run holds no thread.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from desktop_agent.domain import (
+    JSON,
+    Approval,
+    Command,
+    CommandKind,
+    Run,
+    RunStatus,
+    Step,
+    StepKind,
+    StepStatus,
+    Usage,
+    WaitReason,
+)
+from desktop_agent.domain.errors import (
+    AuthenticationError,
+    ControlFlowInterrupt,
+    NondeterminismError,
+    PermanentError,
+    RateLimitedError,
+    RunCancelled,
+    TransientError,
+)
+from desktop_agent.engine import budget as budgets
+from desktop_agent.engine import control
+from desktop_agent.engine.ports import (
+    CancelToken,
+    Clock,
+    JournalStore,
+    ModelPort,
+    ModelRequest,
+    RunPatch,
+    Snapshot,
+    StepIntent,
+    StepOutcome,
+    ToolProvider,
+)
+from desktop_agent.engine.state import (
+    CONTROL_WAIT_KINDS,
+    AgentState,
+    Conversation,
+    Scalars,
+    apply_conversation,
+    apply_step,
+    check_open_step,
+)
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """Tunables of the run loop.
+
+    Attributes:
+        snapshot_every: steps between snapshots of the working state.
+        partial_flush_s: how often streamed text is persisted while it streams.
+        compaction_threshold: fraction of the context window that triggers compaction.
+        keep_recent_messages: messages kept verbatim by a compaction.
+        backoff_base_s: first wait after a transient API failure.
+        backoff_cap_s: longest wait after repeated transient failures.
+        crash_hook: test seam called with a named crash point (see ``tests/crash``).
+    """
+
+    snapshot_every: int = 25
+    partial_flush_s: float = 0.25
+    compaction_threshold: float = 0.8
+    keep_recent_messages: int = 6
+    backoff_base_s: float = 5.0
+    backoff_cap_s: float = 600.0
+    crash_hook: Callable[[str], None] | None = None
+    settings: dict[str, JSON] = field(default_factory=dict)
+
+
+class Suspend(ControlFlowInterrupt):
+    """Ends an activation: the run now waits, pauses, or needs the analyst."""
+
+
+class Finish(ControlFlowInterrupt):
+    """Ends an activation: the run reached a terminal status."""
+
+
+class RunExecutor:
+    """Executes activations of runs against the engine's ports.
+
+    Args:
+        store: the journal.
+        model_for: returns the model port for a model id.
+        tools: looks tools up by name.
+        clock: source of time.
+        config: tunables.
+    """
+
+    def __init__(
+        self,
+        store: JournalStore,
+        model_for: Callable[[str], ModelPort],
+        tools: ToolProvider,
+        clock: Clock,
+        config: EngineConfig | None = None,
+    ) -> None:
+        self.store = store
+        self.model_for = model_for
+        self.tools = tools
+        self.clock = clock
+        self.config = config or EngineConfig()
+
+    def execute(self, run_id: str, cancel: CancelToken | None = None) -> RunStatus:
+        """Run one activation of ``run_id`` and return the run's status at its end."""
+        run = self.store.get_run(run_id)
+        activation = Activation(self, run, cancel or CancelToken())
+        activation.go()
+        return self.store.get_run(run_id).status
+
+
+def restore_state(store: JournalStore, run: Run) -> tuple[AgentState, Step | None]:
+    """Fold the journal of ``run`` into its working state.
+
+    Returns:
+        The state after every finished step, and the trailing step if it is still open.
+    """
+    snap = store.load_snapshot(run.id)
+    scalars = Scalars.from_json(snap.state) if snap else Scalars()
+    snap_seq = snap.seq if snap else 0
+    conv = Conversation(goal=run.goal, summary=scalars.summary)
+    state = AgentState(scalars, conv)
+    open_step: Step | None = None
+    for step in store.load_steps(run.id, from_seq=min(scalars.window_start_seq, snap_seq + 1)):
+        if open_step is not None:
+            raise NondeterminismError(
+                f"step {open_step.seq} is still open but step {step.seq} follows it"
+            )
+        if step.status == StepStatus.STARTED:
+            open_step = step
+            state.scalars.last_seq = max(state.scalars.last_seq, step.seq)
+            continue
+        if step.seq <= snap_seq:
+            apply_conversation(conv, step)
+        else:
+            apply_step(state, step)
+    return state, open_step
+
+
+class Activation:
+    """One pass of a run through the loop; see the module docstring."""
+
+    def __init__(self, executor: RunExecutor, run: Run, cancel: CancelToken) -> None:
+        self.x = executor
+        self.store = executor.store
+        self.clock = executor.clock
+        self.cfg = executor.config
+        self.run = run
+        self.cancel = cancel
+        self.state = AgentState.initial(run.goal)
+        self._outcome: StepOutcome | None = None
+        self._mark = self.clock.now()
+        self._since_snapshot = 0
+        self.open_step: Step | None = None
+
+    # ------------------------------------------------------------------ plumbing
+
+    @property
+    def next_seq(self) -> int:
+        """Sequence number of the next step."""
+        return self.state.scalars.last_seq + 1
+
+    def crash_point(self, name: str) -> None:
+        """Give the crash tests a chance to kill the process here."""
+        if self.cfg.crash_hook is not None:
+            self.cfg.crash_hook(name)
+
+    def commit(
+        self,
+        *,
+        intents: Sequence[StepIntent] = (),
+        patch: RunPatch | None = None,
+        applied: Sequence[tuple[int, str]] = (),
+        approvals: Sequence[Approval] = (),
+    ) -> None:
+        """Write the buffered outcome, new intents and run changes in one transaction."""
+        now = self.clock.now()
+        active = now - self._mark if self.run.status == RunStatus.RUNNING else 0.0
+        self._mark = now
+        base = patch or RunPatch()
+        outcome, self._outcome = self._outcome, None
+        patch = RunPatch(
+            **{
+                **{f: getattr(base, f) for f in base.__dataclass_fields__},
+                "add_active_seconds": base.add_active_seconds + max(0.0, active),
+                "add_cost_usd": base.add_cost_usd + (outcome.cost_usd if outcome else 0.0),
+                "add_usage": (outcome.usage if outcome and outcome.usage else base.add_usage),
+            }
+        )
+        snapshot = None
+        if outcome is not None:
+            self._since_snapshot += 1
+            if self._since_snapshot >= self.cfg.snapshot_every:
+                snapshot = Snapshot(seq=outcome.seq, state=self._scalars_at(outcome.seq))
+                self._since_snapshot = 0
+        if snapshot is not None:
+            self.crash_point("before_snapshot")
+        self.store.commit(
+            self.run.id,
+            outcome=outcome,
+            intents=intents,
+            patch=patch,
+            snapshot=snapshot,
+            applied_commands=applied,
+            approvals=approvals,
+        )
+        if snapshot is not None:
+            self.crash_point("after_snapshot")
+        if patch.status is not None or patch.budget is not None or patch.spec is not None:
+            self.run = self.store.get_run(self.run.id)
+        for intent in intents:
+            if intent.status == StepStatus.STARTED:
+                self.state.scalars.last_seq = max(self.state.scalars.last_seq, intent.seq)
+            else:
+                self._fold_local(intent.seq, intent.kind, intent.name, intent.input, intent)
+
+    def _scalars_at(self, seq: int) -> dict[str, JSON]:
+        data = self.state.scalars.to_json()
+        data["last_seq"] = seq
+        return data
+
+    def _fold_local(
+        self,
+        seq: int,
+        kind: StepKind,
+        name: str,
+        input_: JSON,
+        intent: StepIntent | None = None,
+        outcome: StepOutcome | None = None,
+    ) -> None:
+        """Fold a step we just wrote (or are about to) into the in-memory state."""
+        now = self.clock.now()
+        if outcome is not None:
+            step = Step(
+                run_id=self.run.id,
+                seq=seq,
+                kind=kind,
+                name=name,
+                status=outcome.status,
+                input=input_,
+                output=outcome.output,
+                error=outcome.error,
+                started_at=now,
+                finished_at=now,
+                usage=outcome.usage or Usage(),
+                cost_usd=outcome.cost_usd,
+            )
+        else:
+            assert intent is not None
+            step = Step(
+                run_id=self.run.id,
+                seq=seq,
+                kind=kind,
+                name=name,
+                status=intent.status,
+                input=input_,
+                output=intent.output,
+                started_at=now,
+                finished_at=now,
+            )
+        apply_step(self.state, step)
+
+    def finish_step(
+        self, seq: int, kind: StepKind, name: str, input_: JSON, outcome: StepOutcome
+    ) -> None:
+        """Buffer the outcome of an effect; it is written with the next commit."""
+        self.crash_point("after_effect")
+        self._outcome = outcome
+        self._fold_local(seq, kind, name, input_, outcome=outcome)
+
+    def suspend(self, patch: RunPatch, **kw: Any) -> None:
+        """Commit ``patch`` and end the activation."""
+        self.commit(patch=patch, **kw)
+        raise Suspend(patch.status)
+
+    # ------------------------------------------------------------------ main loop
+
+    def go(self) -> None:
+        """Run until the next wait, pause or end."""
+        if self.run.status.is_terminal and not self._has_retry():
+            self._ignore_commands("the run has ended")
+            return
+        try:
+            self.state, self.open_step = restore_state(self.store, self.run)
+            self._start()
+            while True:
+                self.boundary(self.open_step)
+                if self.open_step is not None:
+                    step, self.open_step = self.open_step, None
+                    self.open_step = step if step.kind in CONTROL_WAIT_KINDS else None
+                    self.resume_open(step)
+                    self.open_step = None
+                    continue
+                self.advance()
+        except (Suspend, Finish):
+            return
+        except RunCancelled:
+            self.finish_cancelled()
+        except NondeterminismError as exc:
+            self._needs_attention(f"The journal does not match the agent: {exc}", None)
+
+    def _has_retry(self) -> bool:
+        return self.run.status == RunStatus.FAILED and any(
+            c.kind == CommandKind.RESUME for c in self.store.pending_commands(self.run.id)
+        )
+
+    def _ignore_commands(self, why: str) -> None:
+        cmds = self.store.pending_commands(self.run.id)
+        if cmds:
+            self.commit(applied=[(c.id, f"ignored: {why}") for c in cmds])
+
+    def _start(self) -> None:
+        now = self.clock.now()
+        if self.run.status == RunStatus.QUEUED:
+            self.commit(patch=RunPatch(status=RunStatus.RUNNING, started_at=now, clear_wait=True))
+        elif self.run.status == RunStatus.RUNNING:
+            self._mark = now
+        problem = control.definition_problem(self.run, self.x.tools)
+        if problem and not self._definition_accepted():
+            self._needs_attention(problem, None)
+
+    def _definition_accepted(self) -> bool:
+        for cmd in self.store.pending_commands(self.run.id):
+            if cmd.kind == CommandKind.RESOLVE and (cmd.payload or {}).get("action") == "accept":
+                self.commit(applied=[(cmd.id, "accepted the changed agent definition")])
+                return True
+        return False
+
+    def _needs_attention(self, message: str, seq: int | None) -> None:
+        self.suspend(
+            RunPatch(
+                status=RunStatus.NEEDS_ATTENTION,
+                status_message=message,
+                attention_seq=seq,
+                clear_wait=True,
+            )
+        )
+
+    # ------------------------------------------------------------------ boundary
+
+    def boundary(self, open_step: Step | None) -> None:
+        """Apply the analyst's commands; may pause, cancel or stop the run."""
+        if self.cancel.cancelled:
+            raise RunCancelled("cancelled")
+        cmds = self.store.pending_commands(self.run.id)
+        waiting_step = open_step is not None and open_step.kind in CONTROL_WAIT_KINDS
+        for cmd in cmds:
+            self.apply_command(cmd, waiting_step=waiting_step)
+        if self.run.status == RunStatus.PAUSED:
+            raise Suspend(RunStatus.PAUSED)
+        if open_step is None and self.run.status == RunStatus.NEEDS_ATTENTION:
+            raise Suspend(self.run.status)
+        if open_step is None and self.run.status == RunStatus.WAITING:
+            # Woken early (e.g. to apply a note): keep waiting until the wake time.
+            if self.run.wait_reason == WaitReason.CREDENTIALS:
+                raise Suspend(self.run.status)
+            if self.run.wake_at is not None and self.clock.now() < self.run.wake_at:
+                raise Suspend(self.run.status)
+
+    def apply_command(self, cmd: Command, *, waiting_step: bool) -> None:
+        """Apply one command row (or leave it for the wait it belongs to)."""
+        kind = cmd.kind
+        status = self.run.status
+        if kind == CommandKind.CANCEL:
+            self.commit(applied=[(cmd.id, "cancelled")])
+            raise RunCancelled("cancelled by the analyst")
+        if kind == CommandKind.PAUSE:
+            if status.is_terminal or status == RunStatus.PAUSED:
+                self.commit(applied=[(cmd.id, f"ignored: run is {status}")])
+            else:
+                self.commit(
+                    applied=[(cmd.id, "paused")],
+                    patch=RunPatch(status=RunStatus.PAUSED, status_message="Paused by the analyst"),
+                )
+        elif kind == CommandKind.RESUME:
+            if status in (RunStatus.PAUSED, RunStatus.FAILED, RunStatus.WAITING):
+                self.commit(
+                    applied=[(cmd.id, "resumed")],
+                    patch=RunPatch(status=RunStatus.RUNNING, status_message="", clear_wait=True),
+                )
+            elif status == RunStatus.NEEDS_ATTENTION:
+                pass  # resolved by a RESOLVE command in resume_open
+            else:
+                self.commit(applied=[(cmd.id, f"ignored: run is {status}")])
+        elif kind == CommandKind.STEER:
+            if waiting_step:
+                return  # delivered when the wait ends, so the open step stays last
+            seq = self.next_seq
+            text = str((cmd.payload or {}).get("text", ""))
+            self.commit(
+                intents=[
+                    StepIntent(
+                        seq=seq,
+                        kind=StepKind.STEER,
+                        name="note",
+                        input={"text": text},
+                        status=StepStatus.COMPLETED,
+                        output={"delivered": True},
+                    )
+                ],
+                applied=[(cmd.id, f"delivered as step {seq}")],
+            )
+        elif kind == CommandKind.EXTEND_BUDGET:
+            new = budgets.extend(self.run.budget, cmd.payload or {})
+            self.commit(applied=[(cmd.id, "budget extended")], patch=RunPatch(budget=new.to_json()))
+        elif kind in (CommandKind.APPROVE, CommandKind.REJECT):
+            control.apply_decision(self, cmd)
+        elif kind == CommandKind.STOP:
+            self.commit(applied=[(cmd.id, "stopping")])
+            self.finish_stopped("Stopped by the analyst")
+        # RESOLVE and ANSWER are read by the wait or recovery they belong to.
+
+    # ------------------------------------------------------------------ steps
+
+    def resume_open(self, step: Step) -> None:
+        """Continue from a step that was open when the last activation ended."""
+        check_open_step(self.state.conversation, step)
+        if step.kind in CONTROL_WAIT_KINDS:
+            control.resume_wait(self, step)
+        elif step.kind in (StepKind.MODEL_CALL, StepKind.COMPACTION):
+            attempt = self.store.restart_step(self.run.id, step.seq, salvaged=step.partial_text)
+            self._mark_running()
+            if step.kind == StepKind.MODEL_CALL:
+                self.model_call(step.seq, attempt)
+            else:
+                control.compaction(self, step.seq, attempt)
+        elif step.kind == StepKind.TOOL_CALL:
+            control.recover_tool_call(self, step)
+        else:
+            raise NondeterminismError(f"step {step.seq} of kind {step.kind} cannot be open")
+
+    def _mark_running(self) -> None:
+        if self.run.status != RunStatus.RUNNING:
+            self.commit(patch=RunPatch(status=RunStatus.RUNNING, clear_wait=True))
+
+    def advance(self) -> None:
+        """Take the next step the state calls for."""
+        conv = self.state.conversation
+        self._mark_running()
+        if self.state.scalars.stopped:
+            self.finish_stopped("Stopped at the analyst's request")
+        if conv.pending:
+            control.next_tool_use(self)
+            return
+        if conv.finished:
+            self.finish_completed()
+        if control.needs_compaction(self):
+            control.compaction(self, None, 1)
+            return
+        budgets.check_before_model_call(self)
+        self.model_call(None, 1)
+
+    def build_request(self) -> ModelRequest:
+        """The model request for the current conversation."""
+        spec = self.run.spec
+        return ModelRequest(
+            model=spec.model,
+            system=spec.system_prompt,
+            messages=self.state.conversation.request_messages(),
+            tools=control.tool_schemas(self),
+            max_tokens=spec.max_tokens,
+            thinking_budget=spec.thinking_budget,
+        )
+
+    def model_call(self, open_seq: int | None, attempt: int) -> None:
+        """Intent, streamed effect and outcome of one model turn."""
+        request = self.build_request()
+        model = self.x.model_for(self.run.spec.model)
+        seq = open_seq if open_seq is not None else self.next_seq
+        input_ = {"model": request.model, "messages": len(request.messages)}
+        if open_seq is None:
+            self.crash_point("before_intent")
+            self.commit(
+                intents=[
+                    StepIntent(seq=seq, kind=StepKind.MODEL_CALL, name=request.model, input=input_)
+                ]
+            )
+            self.state.scalars.last_seq = seq
+            self.crash_point("after_intent")
+        streamer = control.PartialStreamer(self, seq)
+        try:
+            response = model.complete(
+                request,
+                idempotency_key=f"{self.run.id}:{seq}",
+                on_text=streamer.on_text,
+                cancel=self.cancel,
+            )
+        except RunCancelled:
+            self.finish_step(
+                seq,
+                StepKind.MODEL_CALL,
+                request.model,
+                input_,
+                StepOutcome(seq, StepStatus.FAILED, {"partial": streamer.text}, "cancelled"),
+            )
+            raise
+        except (TransientError, PermanentError) as exc:
+            self.model_failed(seq, request.model, input_, exc, streamer.text)
+            return
+        streamer.flush()
+        output = {
+            "content": response.content,
+            "stop_reason": response.stop_reason,
+            "model": response.model,
+            "thinking": response.thinking,
+        }
+        self.finish_step(
+            seq,
+            StepKind.MODEL_CALL,
+            request.model,
+            input_,
+            StepOutcome(
+                seq, StepStatus.COMPLETED, output, usage=response.usage, cost_usd=response.cost_usd
+            ),
+        )
+        budgets.check_after_model_call(self)
+
+    def model_failed(self, seq: int, name: str, input_: JSON, exc: Exception, partial: str) -> None:
+        """Record a failed model call and decide what the run does next."""
+        output: dict[str, JSON] = {"partial": partial, "error_code": getattr(exc, "code", "")}
+        self.finish_step(
+            seq,
+            StepKind.MODEL_CALL,
+            name,
+            input_,
+            StepOutcome(seq, StepStatus.FAILED, output, str(exc)),
+        )
+        now = self.clock.now()
+        if isinstance(exc, AuthenticationError):
+            self.suspend(
+                RunPatch(
+                    status=RunStatus.WAITING,
+                    wait_reason=WaitReason.CREDENTIALS,
+                    status_message=f"API key rejected: set a valid key ({exc})",
+                )
+            )
+        if isinstance(exc, TransientError):
+            failures = self.state.scalars.consecutive_failures
+            backoff = min(
+                self.cfg.backoff_cap_s, self.cfg.backoff_base_s * (2 ** max(0, failures - 1))
+            )
+            asked = exc.retry_after
+            if isinstance(exc, RateLimitedError) and asked is not None:
+                delay = asked
+            else:
+                delay = max(asked or 0.0, backoff)
+            what = "Rate limited" if isinstance(exc, RateLimitedError) else "Model API unavailable"
+            self.suspend(
+                RunPatch(
+                    status=RunStatus.WAITING,
+                    wait_reason=WaitReason.RATE_LIMIT,
+                    wake_at=now + float(delay),
+                    status_message=f"{what}: {exc}; retrying in {delay:.0f}s",
+                )
+            )
+        self.commit(
+            patch=RunPatch(
+                status=RunStatus.FAILED,
+                finished_at=now,
+                status_message=f"Model call failed: {exc}",
+            )
+        )
+        raise Finish(RunStatus.FAILED)
+
+    # ------------------------------------------------------------------ endings
+
+    def finish_completed(self) -> None:
+        """The model gave its final answer."""
+        text = self.state.conversation.final_text
+        first = text.strip().splitlines()[0] if text.strip() else "Finished"
+        self.commit(
+            patch=RunPatch(
+                status=RunStatus.COMPLETED,
+                finished_at=self.clock.now(),
+                status_message=first[:200],
+                clear_wait=True,
+            )
+        )
+        raise Finish(RunStatus.COMPLETED)
+
+    def finish_stopped(self, why: str) -> None:
+        """End gracefully at the analyst's request, leaving a partial report."""
+        path = control.write_partial_report(self, why)
+        self._end_with_report(RunStatus.COMPLETED, f"{why}; partial report: {path}", why, path)
+
+    def finish_cancelled(self) -> None:
+        """End after a cancel, leaving a partial report."""
+        path = control.write_partial_report(self, "Cancelled by the analyst")
+        self._end_with_report(
+            RunStatus.CANCELLED, f"Cancelled; partial report: {path}", "cancelled", path
+        )
+
+    def _end_with_report(self, status: RunStatus, message: str, why: str, path: str) -> None:
+        if self._outcome is None and self.open_step is not None:
+            # Close the step left open (a wait, or an effect never resumed) so that the
+            # journal stays a sequence of closed records followed by the report.
+            self._outcome = StepOutcome(self.open_step.seq, StepStatus.FAILED, None, why)
+            self.open_step = None
+        seq = self.next_seq
+        self.commit(
+            intents=[
+                StepIntent(
+                    seq=seq,
+                    kind=StepKind.REPORT,
+                    name="partial_report",
+                    input={"reason": why},
+                    status=StepStatus.COMPLETED,
+                    output={"path": path, "report": control.partial_report_text(self, why)},
+                )
+            ],
+            patch=RunPatch(
+                status=status,
+                finished_at=self.clock.now(),
+                status_message=message,
+                clear_wait=True,
+            ),
+            applied=[
+                (c.id, "ignored: the run ended") for c in self.store.pending_commands(self.run.id)
+            ],
+        )
+        raise Finish(status)

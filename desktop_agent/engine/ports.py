@@ -1,0 +1,325 @@
+"""The engine's ports: what it needs from the world, as protocols.
+
+Adapters (``persistence``, ``llm``, ``tools``) implement these; the engine never imports them.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from desktop_agent.domain import (
+    JSON,
+    Approval,
+    ApprovalPolicy,
+    Command,
+    EffectClass,
+    Run,
+    RunStatus,
+    Step,
+    StepKind,
+    StepStatus,
+    Usage,
+    WaitReason,
+)
+from desktop_agent.domain.errors import RunCancelled
+
+
+class Clock(Protocol):
+    """Source of time for everything the engine decides."""
+
+    def now(self) -> float:
+        """Seconds since the epoch."""
+        ...
+
+
+class SystemClock:
+    """The real clock."""
+
+    def now(self) -> float:
+        """Seconds since the epoch."""
+        return time.time()
+
+
+class CancelToken:
+    """Set by the worker when the analyst cancels a run that is executing."""
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+
+    def cancel(self) -> None:
+        """Ask the run to stop as soon as it can."""
+        self._event.set()
+
+    @property
+    def cancelled(self) -> bool:
+        """Whether cancellation was asked for."""
+        return self._event.is_set()
+
+    def wait(self, timeout: float) -> bool:
+        """Sleep up to ``timeout`` seconds; return True at once if cancelled."""
+        return self._event.wait(timeout)
+
+    def raise_if_cancelled(self) -> None:
+        """Raise :class:`RunCancelled` if cancellation was asked for."""
+        if self._event.is_set():
+            raise RunCancelled("cancelled by the analyst")
+
+
+# --------------------------------------------------------------------------- model
+
+
+@dataclass(frozen=True, slots=True)
+class ModelRequest:
+    """One call to the model: the whole prompt."""
+
+    model: str
+    system: str
+    messages: Sequence[Mapping[str, JSON]]
+    tools: Sequence[Mapping[str, JSON]]
+    max_tokens: int
+    thinking_budget: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ModelResponse:
+    """What the model answered, with its usage and price."""
+
+    content: list[dict[str, JSON]]
+    stop_reason: str
+    usage: Usage
+    cost_usd: float
+    model: str
+    thinking: str = ""
+
+
+class ModelPort(Protocol):
+    """A language model the engine can call."""
+
+    def complete(
+        self,
+        request: ModelRequest,
+        *,
+        idempotency_key: str,
+        on_text: Callable[[str], None],
+        cancel: CancelToken,
+    ) -> ModelResponse:
+        """Run one model turn, streaming text to ``on_text``.
+
+        Raises:
+            RunCancelled: ``cancel`` was set while the call was in flight.
+            RateLimitedError, ApiConnectionError: try again later.
+            AuthenticationError, BadRequestError: will not succeed as is.
+        """
+        ...
+
+    def worst_case_cost(self, request: ModelRequest) -> float:
+        """Upper bound of the call's price in dollars, for budget checks."""
+        ...
+
+    def context_window(self, model: str) -> int:
+        """Tokens the model accepts in one request."""
+        ...
+
+
+# --------------------------------------------------------------------------- tools
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    """What a tool returns to the model."""
+
+    content: str
+    is_error: bool = False
+    data: JSON = None
+
+
+@dataclass(frozen=True, slots=True)
+class ToolContext:
+    """What a tool may know about the step that calls it."""
+
+    run_id: str
+    seq: int
+    idempotency_key: str
+    workspace: Path
+    clock: Clock
+    cancel: CancelToken
+    settings: Mapping[str, JSON] = field(default_factory=dict)
+
+
+class ToolInputError(ValueError):
+    """Arguments from the model that do not fit the tool's schema."""
+
+
+class Tool(Protocol):
+    """A capability offered to the model.
+
+    Attributes:
+        name: what the model calls it.
+        version: bumped when behaviour changes; part of the run's definition hash.
+        description: what the model reads about it.
+        input_schema: JSON schema of the arguments.
+        effect: how the effect may be repeated after a crash.
+        approval: default approval policy.
+    """
+
+    @property
+    def name(self) -> str:
+        """What the model calls the tool."""
+        ...
+
+    @property
+    def version(self) -> str:
+        """Bumped when behaviour changes."""
+        ...
+
+    @property
+    def description(self) -> str:
+        """What the model reads about the tool."""
+        ...
+
+    @property
+    def input_schema(self) -> Mapping[str, JSON]:
+        """JSON schema of the arguments."""
+        ...
+
+    @property
+    def effect(self) -> EffectClass:
+        """How the effect may be repeated after a crash."""
+        ...
+
+    @property
+    def approval(self) -> ApprovalPolicy:
+        """Default approval policy."""
+        ...
+
+    def run(self, args: Mapping[str, JSON], ctx: ToolContext) -> ToolResult:
+        """Perform the effect. Raise :class:`ToolInputError` for bad arguments."""
+        ...
+
+    def approval_reason(self, args: Mapping[str, JSON], ctx: ToolContext) -> str | None:
+        """A rule-based reason to ask the analyst (e.g. an overwrite), or None."""
+        ...
+
+    def validate(self, args: Mapping[str, JSON], ctx: ToolContext) -> str | None:
+        """Re-check right before an approved effect; a string says what changed."""
+        ...
+
+    def probe(self, args: Mapping[str, JSON], ctx: ToolContext) -> bool | None:
+        """Ask the target whether the keyed effect already happened (None: unknown)."""
+        ...
+
+
+class ToolProvider(Protocol):
+    """Looks tools up by name."""
+
+    def get(self, name: str) -> Tool | None:
+        """The tool called ``name``, or None."""
+        ...
+
+
+# --------------------------------------------------------------------------- store
+
+
+@dataclass(frozen=True, slots=True)
+class StepIntent:
+    """A step about to be taken: written before its effect."""
+
+    seq: int
+    kind: StepKind
+    name: str
+    input: JSON
+    effect: EffectClass | None = None
+    attempt: int = 1
+    status: StepStatus = StepStatus.STARTED
+    output: JSON = None
+
+
+@dataclass(frozen=True, slots=True)
+class StepOutcome:
+    """The end of a step: written after its effect."""
+
+    seq: int
+    status: StepStatus
+    output: JSON = None
+    error: str | None = None
+    usage: Usage | None = None
+    cost_usd: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class RunPatch:
+    """Fields of the run row to change in the same commit as a journal record."""
+
+    status: RunStatus | None = None
+    wait_reason: WaitReason | None = None
+    clear_wait: bool = False
+    wake_at: float | None = None
+    status_message: str | None = None
+    attention_seq: int | None = None
+    clear_attention: bool = False
+    add_cost_usd: float = 0.0
+    add_usage: Usage | None = None
+    add_active_seconds: float = 0.0
+    budget: JSON = None
+    started_at: float | None = None
+    finished_at: float | None = None
+    spec: JSON = None
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """The fold of a run's journal up to ``seq`` (small: no message bodies)."""
+
+    seq: int
+    state: JSON
+
+
+class JournalStore(Protocol):
+    """Durable storage of runs, journals, approvals and commands."""
+
+    def get_run(self, run_id: str) -> Run:
+        """The run; raises NotFoundError."""
+        ...
+
+    def load_snapshot(self, run_id: str) -> Snapshot | None:
+        """The newest snapshot of the run, if any."""
+        ...
+
+    def load_steps(self, run_id: str, from_seq: int = 1) -> list[Step]:
+        """Steps with ``seq >= from_seq`` in order."""
+        ...
+
+    def commit(
+        self,
+        run_id: str,
+        *,
+        outcome: StepOutcome | None = None,
+        intents: Sequence[StepIntent] = (),
+        patch: RunPatch | None = None,
+        snapshot: Snapshot | None = None,
+        applied_commands: Sequence[tuple[int, str]] = (),
+        approvals: Sequence[Approval] = (),
+    ) -> None:
+        """Write all of it in one transaction (one fsync)."""
+        ...
+
+    def restart_step(self, run_id: str, seq: int, *, salvaged: str | None) -> int:
+        """Count another attempt of an in-flight step; keep its partial text. Returns attempt."""
+        ...
+
+    def save_partial(self, run_id: str, seq: int, text: str) -> None:
+        """Persist text streamed so far by an in-flight model call."""
+        ...
+
+    def pending_commands(self, run_id: str) -> list[Command]:
+        """Commands not yet applied, oldest first."""
+        ...
+
+    def get_approvals(self, run_id: str, seq: int) -> list[Approval]:
+        """Approval records created by step ``seq``."""
+        ...

@@ -1,0 +1,303 @@
+"""The agent's working state as a fold over its journal.
+
+Two parts, so that snapshots stay small and storage linear in the number of steps:
+
+* ``Scalars``: totals, plan and flags, snapshotted every few steps;
+* ``Conversation``: the messages sent to the model, projected from the step records of the
+  current context window (after the last compaction); never snapshotted, because the step
+  records already hold every message body once.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Any
+
+from desktop_agent.domain import JSON, Step, StepKind, StepStatus, Usage
+from desktop_agent.domain.errors import NondeterminismError
+
+CONTROL_WAIT_KINDS = frozenset(
+    {StepKind.APPROVAL, StepKind.SLEEP, StepKind.BUDGET, StepKind.QUESTION}
+)
+"""Step kinds that are a wait, not an effect: a started one is a hibernating run."""
+
+TOOL_USE_KINDS = frozenset(
+    {StepKind.TOOL_CALL, StepKind.APPROVAL, StepKind.SLEEP, StepKind.QUESTION}
+)
+"""Step kinds that answer a tool use of the model."""
+
+
+@dataclass
+class Scalars:
+    """Totals and working memory, cheap to snapshot."""
+
+    last_seq: int = 0
+    usage: Usage = field(default_factory=Usage)
+    cost_usd: float = 0.0
+    model_calls: int = 0
+    tool_calls: int = 0
+    plan: list[dict[str, JSON]] = field(default_factory=list)
+    window_start_seq: int = 1
+    summary: str = ""
+    stopped: bool = False
+    last_prompt_tokens: int = 0
+    consecutive_failures: int = 0
+    cost_by_model: dict[str, float] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, JSON]:
+        """Plain dict for a snapshot."""
+        return {
+            "last_seq": self.last_seq,
+            "usage": self.usage.to_json(),
+            "cost_usd": self.cost_usd,
+            "model_calls": self.model_calls,
+            "tool_calls": self.tool_calls,
+            "plan": self.plan,
+            "window_start_seq": self.window_start_seq,
+            "summary": self.summary,
+            "stopped": self.stopped,
+            "last_prompt_tokens": self.last_prompt_tokens,
+            "consecutive_failures": self.consecutive_failures,
+            "cost_by_model": self.cost_by_model,
+        }
+
+    @classmethod
+    def from_json(cls, data: JSON) -> Scalars:
+        """Inverse of :meth:`to_json`."""
+        return cls(
+            last_seq=int(data["last_seq"]),
+            usage=Usage.from_json(data.get("usage")),
+            cost_usd=float(data.get("cost_usd", 0.0)),
+            model_calls=int(data.get("model_calls", 0)),
+            tool_calls=int(data.get("tool_calls", 0)),
+            plan=list(data.get("plan", [])),
+            window_start_seq=int(data.get("window_start_seq", 1)),
+            summary=str(data.get("summary", "")),
+            stopped=bool(data.get("stopped", False)),
+            last_prompt_tokens=int(data.get("last_prompt_tokens", 0)),
+            consecutive_failures=int(data.get("consecutive_failures", 0)),
+            cost_by_model=dict(data.get("cost_by_model", {})),
+        )
+
+
+@dataclass
+class Conversation:
+    """Messages of the current context window and the tool uses still unanswered."""
+
+    goal: str
+    summary: str = ""
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    outbox: list[dict[str, Any]] = field(default_factory=list)
+    pending: list[dict[str, Any]] = field(default_factory=list)
+    decisions: dict[str, dict[str, Any]] = field(default_factory=dict)
+    finished: bool = False
+    final_text: str = ""
+    message_seqs: list[int] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not self.messages:
+            text = f"Goal: {self.goal}"
+            if self.summary:
+                text += (
+                    "\n\nSummary of the work so far (older turns were compacted):\n" + self.summary
+                )
+            self.messages.append({"role": "user", "content": [{"type": "text", "text": text}]})
+            self.message_seqs = [0]
+
+    def request_messages(self) -> list[dict[str, Any]]:
+        """The messages to send with the next model call (outbox flushed)."""
+        msgs = copy.deepcopy(self.messages)
+        if self.outbox:
+            msgs.append({"role": "user", "content": _ordered(self.outbox)})
+        return msgs
+
+    def add_result(self, tool_use_id: str, content: str, *, is_error: bool) -> None:
+        """Answer a pending tool use."""
+        self.outbox.append(
+            {
+                "type": "tool_result",
+                "tool_use_id": tool_use_id,
+                "content": content,
+                "is_error": is_error,
+            }
+        )
+        self.pending = [p for p in self.pending if p["id"] != tool_use_id]
+
+
+def _ordered(blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Tool results first: the Messages API requires them before any text."""
+    results = [b for b in blocks if b.get("type") == "tool_result"]
+    others = [b for b in blocks if b.get("type") != "tool_result"]
+    return copy.deepcopy(results + others)
+
+
+@dataclass
+class AgentState:
+    """Both halves of the fold, plus the goal."""
+
+    scalars: Scalars
+    conversation: Conversation
+
+    @classmethod
+    def initial(cls, goal: str) -> AgentState:
+        """The state of a run with an empty journal."""
+        return cls(Scalars(), Conversation(goal=goal))
+
+
+def apply_conversation(conv: Conversation, step: Step) -> None:
+    """Project one finished step onto the conversation, checking it fits.
+
+    Raises:
+        NondeterminismError: the step does not answer what the conversation expects.
+    """
+    if step.status == StepStatus.STARTED:
+        return
+    kind = step.kind
+    if kind in TOOL_USE_KINDS:
+        _check_answers_pending(conv, step)
+    if kind == StepKind.MODEL_CALL:
+        if step.status != StepStatus.COMPLETED:
+            return
+        if conv.pending:
+            raise NondeterminismError(
+                f"step {step.seq}: a model call was recorded while tool use "
+                f"{conv.pending[0]['id']} was still unanswered"
+            )
+        out = step.output or {}
+        if conv.outbox:
+            conv.messages.append({"role": "user", "content": _ordered(conv.outbox)})
+            conv.message_seqs.append(step.seq)
+            conv.outbox = []
+        content = list(out.get("content", []))
+        conv.messages.append({"role": "assistant", "content": content})
+        conv.message_seqs.append(step.seq)
+        conv.pending = [b for b in content if b.get("type") == "tool_use"]
+        stop = str(out.get("stop_reason", "end_turn"))
+        if conv.pending:
+            return
+        if stop == "max_tokens":
+            conv.outbox.append(
+                {
+                    "type": "text",
+                    "text": "(Your last answer was cut off at the output limit. Continue.)",
+                }
+            )
+        elif stop != "pause_turn":
+            conv.finished = True
+            conv.final_text = "\n".join(
+                str(b.get("text", "")) for b in content if b.get("type") == "text"
+            ).strip()
+    elif kind in (StepKind.TOOL_CALL, StepKind.SLEEP, StepKind.QUESTION):
+        out = step.output or {}
+        tool_use_id = str((step.input or {}).get("tool_use_id"))
+        if step.status == StepStatus.FAILED:
+            conv.add_result(tool_use_id, step.error or "the tool failed", is_error=True)
+        else:
+            conv.add_result(
+                tool_use_id, str(out.get("content", "")), is_error=bool(out.get("is_error"))
+            )
+    elif kind == StepKind.APPROVAL:
+        for decision in (step.output or {}).get("decisions", []):
+            tool_use_id = str(decision["tool_use_id"])
+            conv.decisions[tool_use_id] = dict(decision)
+            if decision["state"] in ("rejected", "expired_rejected"):
+                note = decision.get("note") or "no reason given"
+                conv.add_result(
+                    tool_use_id,
+                    f"The analyst rejected this call. Reason: {note}",
+                    is_error=True,
+                )
+    elif kind == StepKind.STEER:
+        text = str((step.input or {}).get("text", ""))
+        conv.outbox.append(
+            {"type": "text", "text": f"[Note from the analyst, sent while you worked]: {text}"}
+        )
+        # A note after a final answer reopens the conversation.
+        if conv.finished:
+            conv.finished = False
+    elif kind == StepKind.COMPACTION and step.status == StepStatus.COMPLETED:
+        out = step.output or {}
+        _compact(conv, str(out.get("summary", "")), int(out.get("keep_messages", 0)))
+
+
+def _compact(conv: Conversation, summary: str, keep_messages: int) -> None:
+    """Replace all but the newest ``keep_messages`` messages with a summary."""
+    cut = len(conv.messages) - keep_messages if keep_messages else len(conv.messages)
+    fresh = Conversation(goal=conv.goal, summary=summary)
+    conv.summary = summary
+    conv.messages = fresh.messages + conv.messages[cut:]
+    conv.message_seqs = fresh.message_seqs + conv.message_seqs[cut:]
+
+
+def check_open_step(conv: Conversation, step: Step) -> None:
+    """Check that an open step is the one the conversation calls for next.
+
+    Raises:
+        NondeterminismError: it is not.
+    """
+    if step.kind in TOOL_USE_KINDS:
+        _check_answers_pending(conv, step)
+    elif step.kind in (StepKind.MODEL_CALL, StepKind.COMPACTION) and conv.pending:
+        raise NondeterminismError(
+            f"step {step.seq} is a model call, but tool use {conv.pending[0]['id']} "
+            "is still unanswered"
+        )
+
+
+def _check_answers_pending(conv: Conversation, step: Step) -> None:
+    data = step.input or {}
+    ids = [str(r["tool_use_id"]) for r in data.get("requests", [])] or [
+        str(data.get("tool_use_id"))
+    ]
+    pending_ids = {p["id"]: p for p in conv.pending}
+    for tool_use_id in ids:
+        if tool_use_id not in pending_ids:
+            raise NondeterminismError(
+                f"step {step.seq} ({step.kind} {step.name}) answers tool use {tool_use_id}, "
+                "which the conversation does not have pending"
+            )
+        if step.kind != StepKind.APPROVAL and pending_ids[tool_use_id]["name"] != step.name:
+            raise NondeterminismError(
+                f"step {step.seq}: journal has tool {step.name!r} where the model asked for "
+                f"{pending_ids[tool_use_id]['name']!r}"
+            )
+
+
+def apply_scalars(sc: Scalars, step: Step) -> None:
+    """Fold one step into the totals and working memory."""
+    sc.last_seq = max(sc.last_seq, step.seq)
+    if step.status == StepStatus.STARTED:
+        return
+    sc.usage = sc.usage + step.usage
+    sc.cost_usd += step.cost_usd
+    out = step.output if isinstance(step.output, dict) else {}
+    if step.kind in (StepKind.MODEL_CALL, StepKind.COMPACTION):
+        if step.cost_usd:
+            model = str(out.get("model") or step.name)
+            sc.cost_by_model[model] = sc.cost_by_model.get(model, 0.0) + step.cost_usd
+        if step.status == StepStatus.COMPLETED:
+            sc.model_calls += 1
+            sc.consecutive_failures = 0
+            u = step.usage
+            sc.last_prompt_tokens = (
+                u.input_tokens + u.cache_read_tokens + u.cache_write_tokens + u.output_tokens
+            )
+        else:
+            sc.consecutive_failures += 1
+    elif step.kind == StepKind.TOOL_CALL:
+        sc.tool_calls += 1
+        data = out.get("data")
+        if step.name == "update_plan" and isinstance(data, dict):
+            sc.plan = list(data.get("plan", []))
+    if step.kind == StepKind.COMPACTION and step.status == StepStatus.COMPLETED:
+        sc.window_start_seq = int(out.get("window_start_seq", sc.window_start_seq))
+        sc.summary = str(out.get("summary", ""))
+    if step.kind == StepKind.BUDGET and out.get("action") == "stop":
+        sc.stopped = True
+
+
+def apply_step(state: AgentState, step: Step) -> None:
+    """Fold one step into both halves of the state."""
+    apply_conversation(state.conversation, step)
+    apply_scalars(state.scalars, step)

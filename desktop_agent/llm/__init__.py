@@ -1,0 +1,1 @@
+"""Model adapters: the Claude adapter, the price table and the offline demo model."""

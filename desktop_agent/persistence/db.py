@@ -1,0 +1,231 @@
+"""Opening the database on purpose: SQLite pragmas, private files, migrations.
+
+SQLite is configured for a durable journal (DESIGN.md §4): WAL, ``synchronous=FULL`` by
+default (a committed step survives power loss), a 30 s busy timeout, foreign keys, and
+``BEGIN IMMEDIATE`` for writers so that two writer processes queue on the lock instead of
+failing on a deferred read-then-write upgrade. Readers get their own engine with deferred
+transactions, so the GUI never waits for the write lock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import stat
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from alembic import command
+from alembic.config import Config
+from alembic.script import ScriptDirectory
+from sqlalchemy import event
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import DatabaseError, OperationalError
+
+from desktop_agent.domain.errors import SchemaTooNewError, StorageError
+
+BUSY_TIMEOUT_MS = 30_000
+"""Long enough for another process's checkpoint or a slow disk; short enough to report."""
+
+MIGRATIONS = Path(__file__).with_name("migrations")
+
+
+@dataclass(frozen=True)
+class DbSettings:
+    """How to open the database.
+
+    Attributes:
+        url: SQLAlchemy URL (``sqlite:///path`` or ``postgresql+psycopg://...``).
+        synchronous: ``FULL`` (default; survives power loss) or ``NORMAL`` (faster; the
+            last commits may be lost on power loss, never on a process crash).
+    """
+
+    url: str
+    synchronous: str = "FULL"
+
+    @classmethod
+    def for_path(cls, path: Path | str, synchronous: str = "FULL") -> DbSettings:
+        """Settings for a SQLite file."""
+        return cls(f"sqlite:///{Path(path)}", synchronous)
+
+    @property
+    def sqlite_path(self) -> Path | None:
+        """The database file, for SQLite URLs."""
+        if self.url.startswith("sqlite:///"):
+            return Path(self.url[len("sqlite:///") :])
+        return None
+
+
+def _prepare_private_file(path: Path) -> None:
+    """Create the folder (0700) and file (0600) before SQLite does, so they stay private."""
+    folder = path.parent
+    if not folder.exists():
+        folder.mkdir(parents=True, mode=0o700)
+    if not path.exists():
+        fd = os.open(path, os.O_CREAT | os.O_WRONLY, 0o600)
+        os.close(fd)
+    for p, mode in ((folder, 0o700), (path, 0o600)):
+        with contextlib.suppress(OSError):
+            if stat.S_IMODE(p.stat().st_mode) & 0o077 and p == path:
+                os.chmod(p, mode)
+
+
+def _check_sqlite_file(path: Path) -> None:
+    """Fail with a clear message when the file is not a readable SQLite database."""
+    if not path.exists() or path.stat().st_size == 0:
+        return
+    try:
+        with path.open("rb") as f:
+            header = f.read(16)
+    except OSError as exc:
+        raise StorageError(f"cannot read the database {path}: {exc.strerror}") from None
+    if header != b"SQLite format 3\x00":
+        raise StorageError(
+            f"{path} is not a desktop-agent database (not SQLite, or corrupt); "
+            "restore it from a backup or point --db elsewhere"
+        )
+
+
+def _sqlite_engine(settings: DbSettings, *, writer: bool) -> Engine:
+    path = settings.sqlite_path
+    assert path is not None
+    engine = sa.create_engine(
+        settings.url,
+        connect_args={"timeout": BUSY_TIMEOUT_MS / 1000, "check_same_thread": False},
+        pool_size=32,
+        max_overflow=32,
+        pool_pre_ping=False,
+    )
+    sync = settings.synchronous.upper()
+    if sync not in ("FULL", "NORMAL", "EXTRA"):
+        raise StorageError(f"invalid durability level {settings.synchronous!r}: FULL or NORMAL")
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn: sqlite3.Connection, _record: Any) -> None:
+        # Let SQLAlchemy's begin event below emit BEGIN itself.
+        dbapi_conn.isolation_level = None
+        cur = dbapi_conn.cursor()
+        cur.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+        cur.execute("PRAGMA journal_mode=WAL")
+        cur.execute(f"PRAGMA synchronous={sync}")
+        cur.execute("PRAGMA foreign_keys=ON")
+        cur.close()
+
+    begin_sql = "BEGIN IMMEDIATE" if writer else "BEGIN"
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Connection) -> None:
+        conn.exec_driver_sql(begin_sql)
+
+    return engine
+
+
+class Database:
+    """The two engines (writer, reader) over one database, migrated to the newest schema.
+
+    Args:
+        settings: where and how to open it.
+        migrate: bring the schema up to date (creating it in an empty database).
+    """
+
+    def __init__(self, settings: DbSettings, *, migrate: bool = True) -> None:
+        self.settings = settings
+        path = settings.sqlite_path
+        self.is_sqlite = path is not None
+        if path is not None:
+            _check_sqlite_file(path)
+            try:
+                _prepare_private_file(path)
+            except OSError as exc:
+                raise StorageError(f"cannot create the database {path}: {exc.strerror}") from None
+            self.writer = _sqlite_engine(settings, writer=True)
+            self.reader = _sqlite_engine(settings, writer=False)
+        else:
+            self.writer = sa.create_engine(settings.url, pool_size=32, max_overflow=32)
+            self.reader = self.writer
+        try:
+            if migrate:
+                self.migrate()
+            else:
+                self.check_schema()
+        except (OperationalError, DatabaseError) as exc:
+            self.dispose()
+            raise StorageError(f"cannot open the database {self.describe()}: {exc.orig}") from None
+        except BaseException:
+            self.dispose()
+            raise
+
+    def describe(self) -> str:
+        """Where the database is, for messages (no password)."""
+        path = self.settings.sqlite_path
+        return str(path) if path else sa.engine.make_url(self.settings.url).render_as_string()
+
+    def dispose(self) -> None:
+        """Close every pooled connection."""
+        self.writer.dispose()
+        if self.reader is not self.writer:
+            self.reader.dispose()
+
+    @contextlib.contextmanager
+    def write(self) -> Iterator[Connection]:
+        """A write transaction (``BEGIN IMMEDIATE`` on SQLite), committed on exit."""
+        with self.writer.begin() as conn:
+            yield conn
+
+    @contextlib.contextmanager
+    def read(self) -> Iterator[Connection]:
+        """A read transaction that never takes the write lock."""
+        with self.reader.begin() as conn:
+            yield conn
+
+    # ------------------------------------------------------------------ schema
+
+    def _alembic_config(self, conn: Connection) -> Config:
+        cfg = Config()
+        cfg.set_main_option("script_location", str(MIGRATIONS))
+        cfg.attributes["connection"] = conn
+        return cfg
+
+    def current_revision(self, conn: Connection) -> str | None:
+        """The schema revision stamped in the database, or None when empty."""
+        if not sa.inspect(conn).has_table("alembic_version"):
+            return None
+        return conn.exec_driver_sql("SELECT version_num FROM alembic_version").scalar()
+
+    def check_schema(self) -> None:
+        """Refuse a database written by a newer release."""
+        with self.writer.connect() as conn:
+            rev = self.current_revision(conn)
+            script = ScriptDirectory.from_config(self._alembic_config(conn))
+            known = {s.revision for s in script.walk_revisions()}
+            if rev is not None and rev not in known:
+                raise SchemaTooNewError(
+                    f"the database {self.describe()} was written by a newer desktop-agent "
+                    f"(schema {rev}); upgrade desktop-agent to open it"
+                )
+
+    def migrate(self) -> None:
+        """Create or upgrade the schema to the newest revision."""
+        self.check_schema()
+        with self.writer.connect() as conn:
+            cfg = self._alembic_config(conn)
+            script = ScriptDirectory.from_config(cfg)
+            if self.current_revision(conn) == script.get_current_head():
+                return
+            command.upgrade(cfg, "head")
+            conn.commit()
+        self._fix_permissions()
+
+    def _fix_permissions(self) -> None:
+        path = self.settings.sqlite_path
+        if path is None:
+            return
+        for suffix in ("", "-wal", "-shm"):
+            p = Path(str(path) + suffix)
+            with contextlib.suppress(OSError):
+                if p.exists():
+                    os.chmod(p, 0o600)

@@ -1,0 +1,681 @@
+"""The SQL store: the engine's journal port, plus what the worker and the client need.
+
+The journal's hot path sends prepared driver-level statements (``exec_driver_sql``) over the
+tables declared in :mod:`~desktop_agent.persistence.tables`: the ORM costs more per row than
+an fsync. Every public method owns its transaction; one call is one commit.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, TypeVar
+
+from sqlalchemy.engine import Connection
+from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
+
+from desktop_agent.domain import (
+    Approval,
+    ApprovalState,
+    Command,
+    CommandKind,
+    Run,
+    RunStatus,
+    Step,
+    StepStatus,
+    WorkerInfo,
+)
+from desktop_agent.domain.errors import NotFoundError, StorageError
+from desktop_agent.engine.ports import RunPatch, Snapshot, StepIntent, StepOutcome
+from desktop_agent.persistence.db import Database
+from desktop_agent.persistence.mapping import (
+    approval_from_row,
+    approval_params,
+    command_from_row,
+    dumps,
+    loads,
+    run_from_row,
+    step_from_row,
+    worker_from_row,
+)
+
+T = TypeVar("T")
+
+_NAMED = re.compile(r"(?<![:\w]):(\w+)")
+
+_INSERT_STEP = """
+INSERT INTO steps (run_id, seq, kind, name, status, effect, attempt, input, output, error,
+                   partial_text, started_at, finished_at)
+VALUES (:run_id, :seq, :kind, :name, :status, :effect, :attempt, :input, :output, NULL,
+        '', :now, :finished_at)
+"""
+
+_FINISH_STEP = """
+UPDATE steps SET status = :status, output = :output, error = :error, finished_at = :now,
+       input_tokens = :it, output_tokens = :ot, cache_write_tokens = :cw,
+       cache_read_tokens = :cr, cost_usd = :cost
+WHERE run_id = :run_id AND seq = :seq
+"""
+
+_RUN_TOTALS = """
+UPDATE runs SET updated_at = :now, last_seq = CASE WHEN last_seq > :seq THEN last_seq ELSE :seq END,
+       cost_usd = cost_usd + :cost, input_tokens = input_tokens + :it,
+       output_tokens = output_tokens + :ot, cache_write_tokens = cache_write_tokens + :cw,
+       cache_read_tokens = cache_read_tokens + :cr, active_seconds = active_seconds + :active
+WHERE id = :run_id
+"""
+
+_RUN_COLUMNS = (
+    "id, goal, title, status, wait_reason, wake_at, status_message, attention_seq, spec, "
+    "definition_hash, workspace, budget, created_at, updated_at, started_at, finished_at, "
+    "last_seq, cost_usd, input_tokens, output_tokens, cache_write_tokens, cache_read_tokens, "
+    "active_seconds, lease_owner, lease_expires_at, parent_id, schedule_id"
+)
+
+
+def _now() -> float:
+    return time.time()
+
+
+class SqlStore:
+    """Runs, journals, approvals, commands and workers in one SQL database.
+
+    Args:
+        db: an opened, migrated database.
+        clock: time source for bookkeeping columns (``updated_at``, ``created_at``).
+    """
+
+    def __init__(self, db: Database, clock: Callable[[], float] = _now) -> None:
+        self.db = db
+        self.now = clock
+        self._pg = not db.is_sqlite
+
+    # ------------------------------------------------------------------ helpers
+
+    def _q(self, sql: str) -> str:
+        """Driver-level SQL in the driver's parameter style."""
+        if self._pg:
+            return _NAMED.sub(r"%(\1)s", sql)
+        return sql
+
+    def _write(self, fn: Callable[[Connection], T]) -> T:
+        try:
+            with self.db.write() as conn:
+                return fn(conn)
+        except OperationalError as exc:
+            raise StorageError(_storage_message(exc)) from exc
+
+    def _read(self, fn: Callable[[Connection], T]) -> T:
+        try:
+            with self.db.read() as conn:
+                return fn(conn)
+        except OperationalError as exc:
+            raise StorageError(_storage_message(exc)) from exc
+
+    def _rows(self, conn: Connection, sql: str, **params: Any) -> list[Any]:
+        return list(conn.exec_driver_sql(self._q(sql), params).mappings())
+
+    def _exec(self, conn: Connection, sql: str, **params: Any) -> int:
+        return conn.exec_driver_sql(self._q(sql), params).rowcount
+
+    # ------------------------------------------------------------------ journal port
+
+    def get_run(self, run_id: str) -> Run:
+        """The run; raises NotFoundError."""
+        rows = self._read(
+            lambda c: self._rows(c, f"SELECT {_RUN_COLUMNS} FROM runs WHERE id = :id", id=run_id)
+        )
+        if not rows:
+            raise NotFoundError(f"no run {run_id!r}")
+        return run_from_row(rows[0])
+
+    def load_snapshot(self, run_id: str) -> Snapshot | None:
+        """The newest snapshot of the run, if any."""
+        rows = self._read(
+            lambda c: self._rows(
+                c, "SELECT seq, state FROM snapshots WHERE run_id = :id", id=run_id
+            )
+        )
+        if not rows:
+            return None
+        return Snapshot(seq=rows[0]["seq"], state=loads(rows[0]["state"]))
+
+    def load_steps(self, run_id: str, from_seq: int = 1, limit: int | None = None) -> list[Step]:
+        """Steps with ``seq >= from_seq`` in order."""
+        sql = "SELECT * FROM steps WHERE run_id = :id AND seq >= :s ORDER BY seq"
+        if limit is not None:
+            sql += f" LIMIT {int(limit)}"
+        rows = self._read(lambda c: self._rows(c, sql, id=run_id, s=from_seq))
+        return [step_from_row(r) for r in rows]
+
+    def get_step(self, run_id: str, seq: int) -> Step:
+        """One step; raises NotFoundError."""
+        steps = self.load_steps(run_id, seq, limit=1)
+        if not steps or steps[0].seq != seq:
+            raise NotFoundError(f"run {run_id} has no step {seq}")
+        return steps[0]
+
+    def commit(
+        self,
+        run_id: str,
+        *,
+        outcome: StepOutcome | None = None,
+        intents: Sequence[StepIntent] = (),
+        patch: RunPatch | None = None,
+        snapshot: Snapshot | None = None,
+        applied_commands: Sequence[tuple[int, str]] = (),
+        approvals: Sequence[Approval] = (),
+    ) -> None:
+        """Write all of it in one transaction (one fsync)."""
+
+        def txn(conn: Connection) -> None:
+            now = self.now()
+            seq = 0
+            totals: dict[str, Any] = {"cost": 0.0, "it": 0, "ot": 0, "cw": 0, "cr": 0}
+            if outcome is not None:
+                u = outcome.usage
+                totals = {
+                    "cost": outcome.cost_usd,
+                    "it": u.input_tokens if u else 0,
+                    "ot": u.output_tokens if u else 0,
+                    "cw": u.cache_write_tokens if u else 0,
+                    "cr": u.cache_read_tokens if u else 0,
+                }
+                self._exec(
+                    conn,
+                    _FINISH_STEP,
+                    status=str(outcome.status),
+                    output=dumps(outcome.output),
+                    error=outcome.error,
+                    now=now,
+                    run_id=run_id,
+                    seq=outcome.seq,
+                    **totals,
+                )
+                seq = outcome.seq
+            for intent in intents:
+                finished = intent.status != StepStatus.STARTED
+                self._exec(
+                    conn,
+                    _INSERT_STEP,
+                    run_id=run_id,
+                    seq=intent.seq,
+                    kind=str(intent.kind),
+                    name=intent.name,
+                    status=str(intent.status),
+                    effect=str(intent.effect) if intent.effect else None,
+                    attempt=intent.attempt,
+                    input=dumps(intent.input),
+                    output=dumps(intent.output) if finished else None,
+                    now=now,
+                    finished_at=now if finished else None,
+                )
+                seq = max(seq, intent.seq)
+            active = patch.add_active_seconds if patch else 0.0
+            self._exec(conn, _RUN_TOTALS, now=now, seq=seq, active=active, run_id=run_id, **totals)
+            if patch is not None:
+                self._apply_patch(conn, run_id, patch)
+            if snapshot is not None:
+                self._exec(conn, "DELETE FROM snapshots WHERE run_id = :id", id=run_id)
+                self._exec(
+                    conn,
+                    "INSERT INTO snapshots (run_id, seq, state, created_at) "
+                    "VALUES (:id, :seq, :state, :now)",
+                    id=run_id,
+                    seq=snapshot.seq,
+                    state=dumps(snapshot.state),
+                    now=now,
+                )
+            for cmd_id, result in applied_commands:
+                self._exec(
+                    conn,
+                    "UPDATE commands SET applied_at = :now, result = :r WHERE id = :id",
+                    now=now,
+                    r=result,
+                    id=cmd_id,
+                )
+            for a in approvals:
+                self._upsert_approval(conn, a)
+
+        self._write(txn)
+
+    def _apply_patch(self, conn: Connection, run_id: str, p: RunPatch) -> None:
+        sets: list[str] = []
+        params: dict[str, Any] = {"id": run_id}
+
+        def put(col: str, value: Any) -> None:
+            sets.append(f"{col} = :{col}")
+            params[col] = value
+
+        if p.status is not None:
+            put("status", str(p.status))
+            if p.status != RunStatus.WAITING:
+                put("wait_reason", None)
+                put("wake_at", None)
+        if p.clear_wait:
+            params.setdefault("wait_reason", None)
+            params.setdefault("wake_at", None)
+            if "wait_reason = :wait_reason" not in sets:
+                sets += ["wait_reason = :wait_reason", "wake_at = :wake_at"]
+        if p.wait_reason is not None:
+            params["wait_reason"] = str(p.wait_reason)
+            params["wake_at"] = p.wake_at
+            if "wait_reason = :wait_reason" not in sets:
+                sets += ["wait_reason = :wait_reason", "wake_at = :wake_at"]
+        if p.status_message is not None:
+            put("status_message", p.status_message)
+        if p.attention_seq is not None:
+            put("attention_seq", p.attention_seq)
+        elif p.clear_attention:
+            put("attention_seq", None)
+        if p.budget is not None:
+            put("budget", dumps(p.budget))
+        if p.started_at is not None:
+            put("started_at", p.started_at)
+        if p.finished_at is not None:
+            put("finished_at", p.finished_at)
+        if p.spec is not None:
+            put("spec", dumps(p.spec))
+        if sets:
+            self._exec(conn, f"UPDATE runs SET {', '.join(sets)} WHERE id = :id", **params)
+
+    def _upsert_approval(self, conn: Connection, a: Approval) -> None:
+        params = approval_params(a)
+        n = self._exec(
+            conn,
+            "UPDATE approvals SET state = :state, decided_arguments = :decided_arguments, "
+            "decision_note = :decision_note, decided_at = :decided_at WHERE id = :id",
+            **{
+                k: params[k]
+                for k in ("state", "decided_arguments", "decision_note", "decided_at", "id")
+            },
+        )
+        if n == 0:
+            cols = ", ".join(params)
+            vals = ", ".join(f":{k}" for k in params)
+            self._exec(conn, f"INSERT INTO approvals ({cols}) VALUES ({vals})", **params)
+
+    def restart_step(self, run_id: str, seq: int, *, salvaged: str | None) -> int:
+        """Count another attempt of an in-flight step; keep its partial text."""
+
+        def txn(conn: Connection) -> int:
+            rows = self._rows(
+                conn,
+                "SELECT attempt, salvaged FROM steps WHERE run_id = :id AND seq = :seq",
+                id=run_id,
+                seq=seq,
+            )
+            if not rows:
+                raise NotFoundError(f"run {run_id} has no step {seq}")
+            attempt = int(rows[0]["attempt"]) + 1
+            kept = list(loads(rows[0]["salvaged"]) or [])
+            if salvaged:
+                kept.append(salvaged)
+            self._exec(
+                conn,
+                "UPDATE steps SET attempt = :a, salvaged = :s, partial_text = '' "
+                "WHERE run_id = :id AND seq = :seq",
+                a=attempt,
+                s=dumps(kept) if kept else None,
+                id=run_id,
+                seq=seq,
+            )
+            self._exec(
+                conn, "UPDATE runs SET updated_at = :now WHERE id = :id", now=self.now(), id=run_id
+            )
+            return attempt
+
+        return self._write(txn)
+
+    def save_partial(self, run_id: str, seq: int, text: str) -> None:
+        """Persist text streamed so far by an in-flight model call."""
+
+        def txn(conn: Connection) -> None:
+            self._exec(
+                conn,
+                "UPDATE steps SET partial_text = :t WHERE run_id = :id AND seq = :seq",
+                t=text,
+                id=run_id,
+                seq=seq,
+            )
+            self._exec(
+                conn, "UPDATE runs SET updated_at = :now WHERE id = :id", now=self.now(), id=run_id
+            )
+
+        self._write(txn)
+
+    def pending_commands(self, run_id: str) -> list[Command]:
+        """Commands not yet applied, oldest first."""
+        rows = self._read(
+            lambda c: self._rows(
+                c,
+                "SELECT * FROM commands WHERE run_id = :id AND applied_at IS NULL ORDER BY id",
+                id=run_id,
+            )
+        )
+        return [command_from_row(r) for r in rows]
+
+    def get_approvals(self, run_id: str, seq: int) -> list[Approval]:
+        """Approval records created by step ``seq``."""
+        rows = self._read(
+            lambda c: self._rows(
+                c,
+                "SELECT * FROM approvals WHERE run_id = :id AND seq = :seq ORDER BY id",
+                id=run_id,
+                seq=seq,
+            )
+        )
+        return [approval_from_row(r) for r in rows]
+
+    # ------------------------------------------------------------------ client side
+
+    def create_run(self, run: Run) -> None:
+        """Insert a new run (normally ``queued``)."""
+        params = {
+            "id": run.id,
+            "goal": run.goal,
+            "title": run.title,
+            "status": str(run.status),
+            "spec": dumps(run.spec.to_json()),
+            "definition_hash": run.spec.definition_hash,
+            "workspace": run.workspace,
+            "budget": dumps(run.budget.to_json()),
+            "created_at": run.created_at,
+            "updated_at": run.created_at,
+            "parent_id": run.parent_id,
+            "schedule_id": run.schedule_id,
+        }
+        cols = ", ".join(params)
+        vals = ", ".join(f":{k}" for k in params)
+        try:
+            self._write(
+                lambda c: self._exec(c, f"INSERT INTO runs ({cols}) VALUES ({vals})", **params)
+            )
+        except IntegrityError:
+            raise StorageError(f"a run with id {run.id} already exists") from None
+
+    def list_runs(
+        self,
+        statuses: Iterable[RunStatus] | None = None,
+        limit: int = 500,
+        search: str | None = None,
+    ) -> list[Run]:
+        """Runs, newest first."""
+        where = []
+        params: dict[str, Any] = {}
+        if statuses is not None:
+            names = [str(s) for s in statuses]
+            where.append("status IN (" + ", ".join(f":s{i}" for i in range(len(names))) + ")")
+            params.update({f"s{i}": n for i, n in enumerate(names)})
+        if search:
+            where.append("(lower(goal) LIKE :q OR lower(id) LIKE :q)")
+            params["q"] = f"%{search.lower()}%"
+        sql = f"SELECT {_RUN_COLUMNS} FROM runs"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += f" ORDER BY created_at DESC LIMIT {int(limit)}"
+        return [run_from_row(r) for r in self._read(lambda c: self._rows(c, sql, **params))]
+
+    def find_run(self, prefix: str) -> Run:
+        """A run by id or unique id prefix; raises NotFoundError."""
+        rows = self._read(
+            lambda c: self._rows(
+                c,
+                f"SELECT {_RUN_COLUMNS} FROM runs WHERE id LIKE :p ORDER BY id LIMIT 2",
+                p=prefix.replace("%", "").replace("_", r"\_") + "%",
+            )
+        )
+        exact = [r for r in rows if r["id"] == prefix]
+        if exact:
+            return run_from_row(exact[0])
+        if len(rows) == 1:
+            return run_from_row(rows[0])
+        if not rows:
+            raise NotFoundError(f"no run {prefix!r}; `desktop-agent runs` lists them")
+        raise NotFoundError(f"{prefix!r} matches several runs; give more of the id")
+
+    def add_command(self, run_id: str, kind: CommandKind, payload: Any = None) -> int:
+        """Queue a command for the worker; returns its id."""
+
+        def txn(conn: Connection) -> int:
+            now = self.now()
+            if not self._rows(conn, "SELECT id FROM runs WHERE id = :id", id=run_id):
+                raise NotFoundError(f"no run {run_id!r}")
+            self._exec(
+                conn,
+                "INSERT INTO commands (run_id, kind, payload, created_at, result) "
+                "VALUES (:id, :k, :p, :now, '')",
+                id=run_id,
+                k=str(kind),
+                p=dumps(payload),
+                now=now,
+            )
+            self._exec(conn, "UPDATE runs SET updated_at = :now WHERE id = :id", now=now, id=run_id)
+            rows = self._rows(
+                conn, "SELECT max(id) AS id FROM commands WHERE run_id = :id", id=run_id
+            )
+            return int(rows[0]["id"])
+
+        return self._write(txn)
+
+    def get_command(self, command_id: int) -> Command:
+        """One command row."""
+        rows = self._read(
+            lambda c: self._rows(c, "SELECT * FROM commands WHERE id = :id", id=command_id)
+        )
+        if not rows:
+            raise NotFoundError(f"no command {command_id}")
+        return command_from_row(rows[0])
+
+    def list_approvals(
+        self, state: ApprovalState | None = ApprovalState.PENDING, run_id: str | None = None
+    ) -> list[Approval]:
+        """Approvals, oldest first."""
+        where, params = [], {}
+        if state is not None:
+            where.append("state = :st")
+            params["st"] = str(state)
+        if run_id is not None:
+            where.append("run_id = :rid")
+            params["rid"] = run_id
+        sql = "SELECT * FROM approvals"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY created_at, id"
+        return [approval_from_row(r) for r in self._read(lambda c: self._rows(c, sql, **params))]
+
+    def get_approval(self, approval_id: str) -> Approval:
+        """One approval; raises NotFoundError."""
+        rows = self._read(
+            lambda c: self._rows(c, "SELECT * FROM approvals WHERE id = :id", id=approval_id)
+        )
+        if not rows:
+            raise NotFoundError(
+                f"no approval {approval_id!r}; `desktop-agent approvals` lists them"
+            )
+        return approval_from_row(rows[0])
+
+    def change_token(self) -> tuple[int, float, int]:
+        """A cheap value that changes whenever anything the GUI shows changes."""
+        rows = self._read(
+            lambda c: self._rows(
+                c,
+                "SELECT (SELECT count(*) FROM runs) AS n, "
+                "(SELECT max(updated_at) FROM runs) AS u, "
+                "(SELECT max(heartbeat_at) FROM workers) AS h",
+            )
+        )
+        r = rows[0]
+        return int(r["n"] or 0), float(r["u"] or 0.0), int(r["h"] or 0)
+
+    # ------------------------------------------------------------------ worker side
+
+    def runnable_runs(
+        self, now: float, dead_owners: Sequence[str] = (), limit: int = 100
+    ) -> list[str]:
+        """Ids of runs a worker may claim now, oldest first."""
+        dead = ", ".join(f":d{i}" for i in range(len(dead_owners))) or "NULL"
+        params: dict[str, Any] = {f"d{i}": o for i, o in enumerate(dead_owners)}
+        sql = f"""
+        SELECT r.id FROM runs r
+        WHERE (r.lease_owner IS NULL OR r.lease_expires_at < :now OR r.lease_owner IN ({dead}))
+          AND (
+            r.status IN ('queued', 'running')
+            OR (r.status = 'waiting' AND r.wake_at IS NOT NULL AND r.wake_at <= :now)
+            OR EXISTS (SELECT 1 FROM commands c WHERE c.run_id = r.id AND c.applied_at IS NULL)
+          )
+        ORDER BY r.created_at LIMIT {int(limit)}
+        """
+        rows = self._read(lambda c: self._rows(c, sql, now=now, **params))
+        return [r["id"] for r in rows]
+
+    def claim_run(
+        self, run_id: str, owner: str, now: float, lease_s: float, dead_owners: Sequence[str] = ()
+    ) -> bool:
+        """Take the run's lease if it is free, expired, or held by a dead worker."""
+        dead = ", ".join(f":d{i}" for i in range(len(dead_owners))) or "NULL"
+        params: dict[str, Any] = {f"d{i}": o for i, o in enumerate(dead_owners)}
+        sql = f"""
+        UPDATE runs SET lease_owner = :owner, lease_expires_at = :exp
+        WHERE id = :id AND (lease_owner IS NULL OR lease_expires_at < :now
+                            OR lease_owner IN ({dead}))
+        """
+        n = self._write(
+            lambda c: self._exec(
+                c, sql, owner=owner, exp=now + lease_s, id=run_id, now=now, **params
+            )
+        )
+        return n == 1
+
+    def release_run(self, run_id: str, owner: str) -> None:
+        """Give the lease back."""
+        self._write(
+            lambda c: self._exec(
+                c,
+                "UPDATE runs SET lease_owner = NULL, lease_expires_at = NULL "
+                "WHERE id = :id AND lease_owner = :owner",
+                id=run_id,
+                owner=owner,
+            )
+        )
+
+    def heartbeat(self, worker_id: str, now: float, lease_s: float) -> None:
+        """Renew the worker's heartbeat and the leases of the runs it holds."""
+
+        def txn(conn: Connection) -> None:
+            self._exec(
+                conn, "UPDATE workers SET heartbeat_at = :now WHERE id = :id", now=now, id=worker_id
+            )
+            self._exec(
+                conn,
+                "UPDATE runs SET lease_expires_at = :exp WHERE lease_owner = :id",
+                exp=now + lease_s,
+                id=worker_id,
+            )
+
+        self._write(txn)
+
+    def register_worker(self, info: WorkerInfo, proc_started_at: float) -> None:
+        """Record a starting worker."""
+        self._write(
+            lambda c: self._exec(
+                c,
+                "INSERT INTO workers (id, host, pid, proc_started_at, started_at, heartbeat_at) "
+                "VALUES (:id, :host, :pid, :ps, :st, :hb)",
+                id=info.id,
+                host=info.host,
+                pid=info.pid,
+                ps=proc_started_at,
+                st=info.started_at,
+                hb=info.heartbeat_at,
+            )
+        )
+
+    def stop_worker(self, worker_id: str, now: float) -> None:
+        """Record a worker's clean exit and free its leases."""
+
+        def txn(conn: Connection) -> None:
+            self._exec(
+                conn, "UPDATE workers SET stopped_at = :now WHERE id = :id", now=now, id=worker_id
+            )
+            self._exec(
+                conn,
+                "UPDATE runs SET lease_owner = NULL, lease_expires_at = NULL "
+                "WHERE lease_owner = :id",
+                id=worker_id,
+            )
+
+        self._write(txn)
+
+    def list_workers(self, include_stopped: bool = False) -> list[tuple[WorkerInfo, float]]:
+        """Workers with their process start time, newest first."""
+        sql = "SELECT * FROM workers"
+        if not include_stopped:
+            sql += " WHERE stopped_at IS NULL"
+        sql += " ORDER BY started_at DESC"
+        rows = self._read(lambda c: self._rows(c, sql))
+        return [(worker_from_row(r), float(r["proc_started_at"])) for r in rows]
+
+    def mark_worker_dead(self, worker_id: str, now: float) -> None:
+        """Record that a worker's process is gone (found by another worker)."""
+        self._write(
+            lambda c: self._exec(
+                c,
+                "UPDATE workers SET stopped_at = :now WHERE id = :id AND stopped_at IS NULL",
+                now=now,
+                id=worker_id,
+            )
+        )
+
+    def lease_owners(self) -> set[str]:
+        """Workers currently holding a lease on some run."""
+        rows = self._read(
+            lambda c: self._rows(
+                c, "SELECT DISTINCT lease_owner FROM runs WHERE lease_owner IS NOT NULL"
+            )
+        )
+        return {str(r["lease_owner"]) for r in rows}
+
+    def pending_cancels(self) -> set[str]:
+        """Runs with an unapplied cancel command."""
+        rows = self._read(
+            lambda c: self._rows(
+                c,
+                "SELECT DISTINCT run_id FROM commands WHERE applied_at IS NULL AND kind = 'cancel'",
+            )
+        )
+        return {str(r["run_id"]) for r in rows}
+
+    def waiting_wake_times(self) -> list[tuple[str, float]]:
+        """(run id, wake time) of every waiting run that has one."""
+        rows = self._read(
+            lambda c: self._rows(
+                c,
+                "SELECT id, wake_at FROM runs WHERE status = 'waiting' AND wake_at IS NOT NULL",
+            )
+        )
+        return [(r["id"], float(r["wake_at"])) for r in rows]
+
+    def resume_waiting_for(self, reason: str) -> int:
+        """Queue a resume command for every run waiting for ``reason``; returns how many."""
+        runs = [
+            r for r in self.list_runs([RunStatus.WAITING], limit=100_000) if r.wait_reason == reason
+        ]
+        for run in runs:
+            self.add_command(run.id, CommandKind.RESUME, {"why": f"{reason} resolved"})
+        return len(runs)
+
+
+def _storage_message(exc: DBAPIError) -> str:
+    text = str(exc.orig) if exc.orig is not None else str(exc)
+    if "locked" in text:
+        return (
+            "the database is locked by another process and stayed locked for 30 s; "
+            "close other desktop-agent copies or wait"
+        )
+    if "disk" in text and "full" in text:
+        return "the disk is full: free some space; nothing committed was lost"
+    if "readonly" in text or "read-only" in text:
+        return "the database is read-only: check the permissions of the data folder"
+    return f"database error: {text}"

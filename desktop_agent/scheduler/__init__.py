@@ -1,0 +1,1 @@
+"""APScheduler wiring: wake-ups, schedules, deadlines and retention."""

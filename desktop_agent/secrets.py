@@ -1,0 +1,128 @@
+"""The Anthropic API key: environment, else the OS keyring, else this session only.
+
+The key is never written to the database, logs, exports or process arguments.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass
+
+import keyring
+import keyring.errors
+from keyring.backends import fail
+
+from desktop_agent.domain.errors import KnownError
+
+SERVICE = "desktop-agent"
+USERNAME = "anthropic-api-key"
+ENV_VAR = "ANTHROPIC_API_KEY"
+
+_session_lock = threading.Lock()
+_session_key: str | None = None
+
+
+@dataclass(frozen=True)
+class KeyStatus:
+    """Where the key comes from, without the key itself."""
+
+    source: str
+    present: bool
+    secure_store: bool
+    backend: str
+    message: str
+
+
+def mask(key: str) -> str:
+    """A form of the key safe to show: prefix and last four characters."""
+    if len(key) < 12:
+        return "****"
+    return f"{key[:7]}…{key[-4:]}"
+
+
+class KeyStore:
+    """Reads and writes the API key."""
+
+    def secure_store_available(self) -> bool:
+        """Whether a real OS keyring backend exists."""
+        backend = keyring.get_keyring()
+        return not isinstance(backend, fail.Keyring) and backend.priority > 0
+
+    def backend_name(self) -> str:
+        """Name of the keyring backend in use."""
+        backend = keyring.get_keyring()
+        return f"{type(backend).__module__}.{type(backend).__name__}"
+
+    def get(self) -> str | None:
+        """The key, from the environment, the keyring or this session; None if unset."""
+        env = os.environ.get(ENV_VAR, "").strip()
+        if env:
+            return env
+        try:
+            stored = keyring.get_password(SERVICE, USERNAME)
+        except keyring.errors.KeyringError:
+            stored = None
+        if stored:
+            return stored
+        with _session_lock:
+            return _session_key
+
+    def set(self, key: str) -> str:
+        """Store the key; returns where it went ("keyring" or "session")."""
+        global _session_key
+        key = key.strip()
+        if not key:
+            raise KnownError("the API key is empty")
+        if any(c.isspace() for c in key):
+            raise KnownError("the API key contains spaces or line breaks; paste it again")
+        try:
+            keyring.set_password(SERVICE, USERNAME, key)
+            return "keyring"
+        except keyring.errors.KeyringError:
+            with _session_lock:
+                _session_key = key
+            return "session"
+
+    def delete(self) -> bool:
+        """Forget the stored key (keyring and session); returns whether one was stored."""
+        global _session_key
+        had = False
+        try:
+            keyring.delete_password(SERVICE, USERNAME)
+            had = True
+        except keyring.errors.KeyringError:
+            pass
+        with _session_lock:
+            if _session_key:
+                had = True
+            _session_key = None
+        return had
+
+    def status(self) -> KeyStatus:
+        """Where the key would come from, and whether it is stored securely."""
+        secure = self.secure_store_available()
+        backend = self.backend_name()
+        if os.environ.get(ENV_VAR, "").strip():
+            return KeyStatus("environment", True, secure, backend, f"key set by {ENV_VAR}")
+        try:
+            stored = keyring.get_password(SERVICE, USERNAME)
+        except keyring.errors.KeyringError:
+            stored = None
+        if stored:
+            return KeyStatus("keyring", True, True, backend, "key stored in the OS keyring")
+        with _session_lock:
+            session = _session_key
+        note = (
+            ""
+            if secure
+            else (
+                "; no secure store (OS keyring) exists here: a key set now is kept for this "
+                f"session only, or set {ENV_VAR}"
+            )
+        )
+        if session:
+            return KeyStatus(
+                "session", True, secure, backend, "key kept for this session only" + note
+            )
+        return KeyStatus("none", False, secure, backend, "no API key set" + note)

@@ -1,0 +1,1 @@
+"""The tool protocol helpers, the registry and the built-in tools."""

@@ -1,0 +1,244 @@
+"""Workspace file tools: list, read, search, write, append a note."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from pathlib import Path
+
+from pydantic import Field
+
+from desktop_agent.domain import EffectClass
+from desktop_agent.engine.ports import ToolContext, ToolInputError, ToolResult
+from desktop_agent.tools.base import ToolArgs, TypedTool, result
+from desktop_agent.tools.workspace import confine, relative
+
+MAX_READ_CHARS = 100_000
+MAX_LIST = 500
+_TEXT_SUFFIXES = {
+    ".md",
+    ".txt",
+    ".csv",
+    ".json",
+    ".html",
+    ".htm",
+    ".rst",
+    ".py",
+    ".yaml",
+    ".yml",
+    ".xml",
+    ".log",
+    ".tsv",
+}
+
+
+def _read_text(path: Path) -> str:
+    if path.suffix.lower() == ".pdf":
+        try:
+            from pypdf import PdfReader
+        except ImportError:
+            raise ToolInputError("PDF support is not installed (pypdf)") from None
+        reader = PdfReader(str(path))
+        return "\n\n".join((page.extract_text() or "") for page in reader.pages)
+    data = path.read_bytes()
+    if b"\x00" in data[:4096]:
+        raise ToolInputError(f"{path.name} is a binary file")
+    return data.decode("utf-8", errors="replace")
+
+
+class ListArgs(ToolArgs):
+    """Arguments of list_files."""
+
+    path: str = Field(default=".", description="folder relative to the workspace")
+
+
+class ListFiles(TypedTool[ListArgs]):
+    """List the files of the workspace."""
+
+    name = "list_files"
+    description = "List files in the workspace (recursively), one per line with its size."
+    args_model = ListArgs
+
+    def call(self, args: ListArgs, ctx: ToolContext) -> ToolResult:
+        """List files under ``args.path``."""
+        root = confine(ctx.workspace, args.path)
+        if not root.is_dir():
+            return result(f"{args.path!r} is not a folder", error=True)
+        lines = []
+        for dirpath, dirnames, filenames in os.walk(root):
+            dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+            for name in sorted(filenames):
+                if name.startswith("."):
+                    continue
+                p = Path(dirpath) / name
+                try:
+                    confine(ctx.workspace, relative(ctx.workspace, p))
+                    size = p.stat().st_size
+                except (ToolInputError, OSError, ValueError):
+                    continue
+                lines.append(f"{relative(ctx.workspace, p)}  {size} bytes")
+                if len(lines) >= MAX_LIST:
+                    lines.append(f"[listing stopped at {MAX_LIST} files]")
+                    return result("\n".join(lines))
+        return result("\n".join(lines) if lines else "(no files)")
+
+
+class ReadArgs(ToolArgs):
+    """Arguments of read_file."""
+
+    path: str = Field(description="file relative to the workspace")
+    offset: int = Field(default=0, ge=0, description="character offset to start at")
+
+
+class ReadFile(TypedTool[ReadArgs]):
+    """Read a text, Markdown or PDF file."""
+
+    name = "read_file"
+    description = (
+        "Read a file of the workspace as text (Markdown, text, CSV, PDF...). Long files are "
+        f"returned {MAX_READ_CHARS} characters at a time; pass offset to continue."
+    )
+    args_model = ReadArgs
+
+    def call(self, args: ReadArgs, ctx: ToolContext) -> ToolResult:
+        """Read the file."""
+        path = confine(ctx.workspace, args.path)
+        if not path.is_file():
+            return result(f"no file {args.path!r} in the workspace", error=True)
+        try:
+            text = _read_text(path)
+        except OSError as exc:
+            return result(f"cannot read {args.path}: {exc.strerror}", error=True)
+        chunk = text[args.offset : args.offset + MAX_READ_CHARS]
+        if args.offset + MAX_READ_CHARS < len(text):
+            rest = len(text) - args.offset - MAX_READ_CHARS
+            chunk += f"\n[... {rest} more characters; offset={args.offset + MAX_READ_CHARS}]"
+        return result(chunk)
+
+
+class SearchArgs(ToolArgs):
+    """Arguments of search_files."""
+
+    query: str = Field(
+        min_length=1, max_length=500, description="text to look for (case-insensitive)"
+    )
+    path: str = Field(default=".", description="folder to search in")
+
+
+class SearchFiles(TypedTool[SearchArgs]):
+    """Find lines containing a text."""
+
+    name = "search_files"
+    description = "Search the workspace's text files for a phrase; returns file:line: text."
+    args_model = SearchArgs
+
+    def call(self, args: SearchArgs, ctx: ToolContext) -> ToolResult:
+        """Search."""
+        root = confine(ctx.workspace, args.path)
+        needle = args.query.lower()
+        hits: list[str] = []
+        for dirpath, dirnames, filenames in os.walk(root):
+            dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+            for name in sorted(filenames):
+                p = Path(dirpath) / name
+                if p.suffix.lower() not in _TEXT_SUFFIXES:
+                    continue
+                try:
+                    confine(ctx.workspace, relative(ctx.workspace, p))
+                    lines = p.read_text(encoding="utf-8", errors="replace").splitlines()
+                except (ToolInputError, OSError, ValueError):
+                    continue
+                for i, line in enumerate(lines, start=1):
+                    if needle in line.lower():
+                        hits.append(f"{relative(ctx.workspace, p)}:{i}: {line.strip()[:300]}")
+                        if len(hits) >= 50:
+                            return result("\n".join([*hits, "[stopped at 50 matches]"]))
+        return result("\n".join(hits) if hits else f"no match for {args.query!r}")
+
+
+class WriteArgs(ToolArgs):
+    """Arguments of write_file."""
+
+    path: str = Field(description="file relative to the workspace")
+    content: str = Field(description="the whole new content")
+
+
+def _atomic_write(path: Path, content: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.suffix)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(content)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+class WriteFile(TypedTool[WriteArgs]):
+    """Write a whole file; writing the same content again changes nothing."""
+
+    name = "write_file"
+    description = "Create or replace a file of the workspace with the given content."
+    args_model = WriteArgs
+    effect = EffectClass.IDEMPOTENT
+
+    def needs_approval(self, args: WriteArgs, ctx: ToolContext) -> str | None:
+        """Ask before overwriting different content."""
+        path = confine(ctx.workspace, args.path)
+        if path.is_file():
+            try:
+                same = path.read_text(encoding="utf-8") == args.content
+            except (OSError, UnicodeDecodeError):
+                same = False
+            if not same:
+                return f"would overwrite {args.path} ({path.stat().st_size} bytes)"
+        return None
+
+    def call(self, args: WriteArgs, ctx: ToolContext) -> ToolResult:
+        """Write the file atomically."""
+        path = confine(ctx.workspace, args.path)
+        if path.is_dir():
+            return result(f"{args.path} is a folder", error=True)
+        digest = hashlib.sha256(args.content.encode()).hexdigest()[:12]
+        if path.is_file():
+            try:
+                if path.read_text(encoding="utf-8") == args.content:
+                    return result(f"{args.path} already has this content (sha {digest}); unchanged")
+            except (OSError, UnicodeDecodeError):
+                pass
+        _atomic_write(path, args.content)
+        return result(f"wrote {args.path} ({len(args.content.encode())} bytes, sha {digest})")
+
+
+class AppendArgs(ToolArgs):
+    """Arguments of append_note."""
+
+    path: str = Field(default="notes.md", description="notes file relative to the workspace")
+    text: str = Field(min_length=1, description="text to append")
+
+
+class AppendNote(TypedTool[AppendArgs]):
+    """Append to a notes file.
+
+    Safe to repeat after a crash: a repeated append finds its own text already at the end
+    of the file (nothing else can have written after it: it was the run's last effect).
+    """
+
+    name = "append_note"
+    description = "Append text to a notes file in the workspace (default notes.md)."
+    args_model = AppendArgs
+    effect = EffectClass.IDEMPOTENT
+
+    def call(self, args: AppendArgs, ctx: ToolContext) -> ToolResult:
+        """Append, unless the same text already ends the file."""
+        path = confine(ctx.workspace, args.path)
+        text = args.text if args.text.endswith("\n") else args.text + "\n"
+        existing = path.read_text(encoding="utf-8") if path.is_file() else ""
+        if existing.endswith(text):
+            return result(f"{args.path} already ends with this note; unchanged")
+        _atomic_write(path, existing + text)
+        return result(f"appended {len(text)} characters to {args.path}")

@@ -1,0 +1,1 @@
+"""Composition root for execution: leases, heartbeat, recovery at start."""

@@ -1,0 +1,72 @@
+"""Composition root of execution: store, models, tools and engine wired together."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from desktop_agent.config import Settings
+from desktop_agent.domain.errors import KnownError
+from desktop_agent.engine.loop import EngineConfig, RunExecutor
+from desktop_agent.engine.ports import Clock, ModelPort, SystemClock
+from desktop_agent.llm.demo import DEMO_MODEL, DemoModel
+from desktop_agent.persistence.db import Database, DbSettings
+from desktop_agent.persistence.store import SqlStore
+from desktop_agent.tools.registry import ToolRegistry
+from desktop_agent.worker.crash import crash_hook_from_env
+
+
+class ModelFactory:
+    """Gives the model port for a model id, creating clients lazily and once."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._cache: dict[str, ModelPort] = {}
+
+    def __call__(self, model: str) -> ModelPort:
+        """The port for ``model``."""
+        if model == DEMO_MODEL:
+            return self._cache.setdefault(DEMO_MODEL, DemoModel())
+        if "claude" not in self._cache:
+            self._cache["claude"] = self._claude()
+        return self._cache["claude"]
+
+    def _claude(self) -> ModelPort:
+        try:
+            from desktop_agent.llm.claude import ClaudeModel  # type: ignore[import-not-found,unused-ignore]
+            from desktop_agent.secrets import KeyStore
+        except ImportError as exc:  # pragma: no cover - the adapter ships with the package
+            raise KnownError(f"the Claude adapter is unavailable: {exc}") from None
+        port: ModelPort = ClaudeModel(key_source=KeyStore().get, settings=self.settings)
+        return port
+
+
+def open_store(db_path: Path, settings: Settings | None = None) -> SqlStore:
+    """Open (and migrate) the database at ``db_path``."""
+    settings = settings or Settings.load(db_path)
+    db = Database(DbSettings.for_path(db_path, settings.durability))
+    return SqlStore(db)
+
+
+def build_executor(
+    store: SqlStore,
+    settings: Settings,
+    *,
+    clock: Clock | None = None,
+    tools: ToolRegistry | None = None,
+    model_for: Callable[[str], ModelPort] | None = None,
+    config: EngineConfig | None = None,
+) -> RunExecutor:
+    """The engine wired to real adapters."""
+    cfg = config or EngineConfig(
+        crash_hook=crash_hook_from_env(),
+        settings=settings.engine_settings(),
+        compaction_threshold=settings.compaction_threshold,
+    )
+    return RunExecutor(
+        store,
+        model_for or ModelFactory(settings),
+        tools or ToolRegistry(),
+        clock or SystemClock(),
+        cfg,
+    )
