@@ -19,16 +19,16 @@ os.environ["DESKTOP_AGENT_DEMO_DELAY"] = "0"
 os.environ.pop("ANTHROPIC_API_KEY", None)
 os.environ.pop("DESKTOP_AGENT_DB", None)
 
-from desktop_agent.client.api import Client  # noqa: E402
-from desktop_agent.config import Settings  # noqa: E402
-from desktop_agent.engine.loop import EngineConfig, RunExecutor  # noqa: E402
-from desktop_agent.engine.ports import ModelPort  # noqa: E402
-from desktop_agent.llm.demo import DemoModel  # noqa: E402
-from desktop_agent.persistence.store import SqlStore  # noqa: E402
-from desktop_agent.tools.registry import ToolRegistry  # noqa: E402
-from desktop_agent.worker.compose import build_executor  # noqa: E402
-from desktop_agent.worker.worker import Worker, WorkerConfig  # noqa: E402
-from tests.helpers.fakes import FakeClock, MemoryKeyring  # noqa: E402
+from desktop_agent.client.api import Client
+from desktop_agent.config import Settings
+from desktop_agent.engine.loop import EngineConfig, RunExecutor
+from desktop_agent.engine.ports import ModelPort
+from desktop_agent.llm.demo import DemoModel
+from desktop_agent.persistence.store import SqlStore
+from desktop_agent.tools.registry import ToolRegistry
+from desktop_agent.worker.compose import build_executor
+from desktop_agent.worker.worker import Worker, WorkerConfig
+from tests.helpers.fakes import FakeClock, MemoryKeyring
 
 
 @pytest.fixture(autouse=True)
@@ -102,7 +102,9 @@ def make_executor(client: Client) -> MakeExecutor:
     return make
 
 
-def drain(store: SqlStore, executor: RunExecutor, *, clock: FakeClock | None = None, max_runs: int = 4) -> Worker:
+def drain(
+    store: SqlStore, executor: RunExecutor, *, clock: FakeClock | None = None, max_runs: int = 4
+) -> Worker:
     """Run an in-thread worker until no run is runnable."""
     worker = Worker(
         store,

@@ -179,7 +179,12 @@ class Activation:
         return self.state.scalars.last_seq + 1
 
     def crash_point(self, name: str) -> None:
-        """Give the crash tests a chance to kill the process here."""
+        """Give the crash tests a chance to kill the process here.
+
+        Points: ``before_intent``, ``after_intent``, ``after_effect`` (outcome not yet
+        written), ``after_outcome`` (just after the commit that wrote an outcome),
+        ``before_snapshot``, ``after_snapshot`` and ``mid_stream``.
+        """
         if self.cfg.crash_hook is not None:
             self.cfg.crash_hook(name)
 
@@ -224,6 +229,8 @@ class Activation:
         )
         if snapshot is not None:
             self.crash_point("after_snapshot")
+        if outcome is not None:
+            self.crash_point("after_outcome")
         if patch.status is not None or patch.budget is not None or patch.spec is not None:
             self.run = self.store.get_run(self.run.id)
         for intent in intents:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -14,6 +16,15 @@ from desktop_agent.persistence.db import Database, DbSettings
 from desktop_agent.persistence.store import SqlStore
 from desktop_agent.tools.registry import ToolRegistry
 from desktop_agent.worker.crash import crash_hook_from_env
+
+SNAPSHOT_EVERY_ENV = "DESKTOP_AGENT_SNAPSHOT_EVERY"
+"""Test seam: steps between snapshots (default: the engine's), so crash tests reach one."""
+
+TEST_TOOLS_ENV = "DESKTOP_AGENT_TEST_TOOLS"
+"""Test seam: ``module:factory`` returning extra tools (replacing same-named built-ins).
+
+The crash tests use it to give a worker child process an unsafe tool; never set it otherwise.
+"""
 
 
 class ModelFactory:
@@ -62,11 +73,33 @@ def build_executor(
         crash_hook=crash_hook_from_env(),
         settings=settings.engine_settings(),
         compaction_threshold=settings.compaction_threshold,
+        snapshot_every=snapshot_every_from_env(),
     )
     return RunExecutor(
         store,
         model_for or ModelFactory(settings),
-        tools or ToolRegistry(),
+        tools or tools_from_env(),
         clock or SystemClock(),
         cfg,
     )
+
+
+def snapshot_every_from_env() -> int:
+    """``DESKTOP_AGENT_SNAPSHOT_EVERY`` when set to a positive integer, else the default."""
+    raw = os.environ.get(SNAPSHOT_EVERY_ENV, "").strip()
+    return int(raw) if raw.isdigit() and int(raw) > 0 else EngineConfig.snapshot_every
+
+
+def tools_from_env() -> ToolRegistry:
+    """The default registry, plus the tools named by ``DESKTOP_AGENT_TEST_TOOLS`` if set."""
+    registry = ToolRegistry()
+    spec = os.environ.get(TEST_TOOLS_ENV, "").strip()
+    if spec:
+        module, _, attr = spec.partition(":")
+        try:
+            factory = getattr(importlib.import_module(module), attr)
+        except (ImportError, AttributeError) as exc:
+            raise KnownError(f"{TEST_TOOLS_ENV}={spec!r} cannot be loaded: {exc}") from None
+        for tool in factory():
+            registry.add(tool)
+    return registry

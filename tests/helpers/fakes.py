@@ -158,10 +158,10 @@ class UnsafeTool:
 class MemoryKeyring(keyring.backend.KeyringBackend):
     """An in-memory keyring for tests (installed with ``keyring.set_keyring``)."""
 
-    priority = 1  # type: ignore[assignment]
+    priority = 1
 
     def __init__(self) -> None:
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]
         self.store: dict[tuple[str, str], str] = {}
 
     def get_password(self, service: str, username: str) -> str | None:

@@ -24,7 +24,9 @@ from tests.conftest import MakeExecutor, drain
 from tests.helpers.fakes import FakeClock, Reply, ScriptedModel, UnsafeTool
 
 
-def _wait_status(client: Client, run_id: str, statuses: set[RunStatus], timeout: float = 15) -> None:
+def _wait_status(
+    client: Client, run_id: str, statuses: set[RunStatus], timeout: float = 15
+) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if client.run(run_id).status in statuses:
@@ -168,7 +170,9 @@ def test_cancel_interrupts_a_model_call_and_writes_a_partial_report(
     assert (workspace / f"partial-report-{run.id}.md").exists()
 
 
-def test_steer_note_reaches_the_next_model_call(client: Client, make_executor: MakeExecutor) -> None:
+def test_steer_note_reaches_the_next_model_call(
+    client: Client, make_executor: MakeExecutor
+) -> None:
     model = ScriptedModel([Reply("first", [("list_files", {})]), Reply("done")])
     run = client.start_run("Look", model="claude-haiku-4-5")
     client.steer(run.id, "focus on 2025")
@@ -260,7 +264,9 @@ def test_journal_that_does_not_match_is_flagged(
         make_executor(model, config=cfg).execute(run.id)
     # Tamper: the open step claims a different tool than the model asked for.
     with client.db.write() as conn:
-        conn.exec_driver_sql("UPDATE steps SET name = 'read_file' WHERE run_id = ? AND seq = 2", (run.id,))
+        conn.exec_driver_sql(
+            "UPDATE steps SET name = 'read_file' WHERE run_id = ? AND seq = 2", (run.id,)
+        )
     drain(client.store, make_executor(model))
     flagged = client.run(run.id)
     assert flagged.status == RunStatus.NEEDS_ATTENTION
@@ -314,8 +320,12 @@ def test_long_retry_after_hibernates_without_a_thread(
     assert ok.status == StepStatus.COMPLETED
 
 
-def test_step_budget_waits_then_extends(client: Client, make_executor: MakeExecutor, workspace: Path) -> None:
-    model = ScriptedModel(lambda req: Reply("again", [("list_files", {})]) if len(req.messages) < 8 else Reply("done"))
+def test_step_budget_waits_then_extends(
+    client: Client, make_executor: MakeExecutor, workspace: Path
+) -> None:
+    model = ScriptedModel(
+        lambda req: Reply("again", [("list_files", {})]) if len(req.messages) < 8 else Reply("done")
+    )
     run = client.start_run("Budget", model="claude-haiku-4-5", workspace=workspace, max_steps=4)
     executor = make_executor(model)
     drain(client.store, executor)
