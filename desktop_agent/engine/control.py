@@ -6,6 +6,7 @@ takes the current :class:`~desktop_agent.engine.loop.Activation`.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from collections.abc import Mapping
@@ -14,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from desktop_agent.domain import (
     JSON,
+    AgentSpec,
     Approval,
     ApprovalPolicy,
     ApprovalState,
@@ -123,6 +125,19 @@ def tool_schemas(act: Activation) -> list[dict[str, JSON]]:
                 }
             )
     return out
+
+
+def current_definition(run: Run, tools: ToolProvider) -> AgentSpec:
+    """The run's definition with the installed tools' versions (dropping missing tools)."""
+    updated = []
+    for name, version in run.spec.tools:
+        if name in CONTROL_TOOLS:
+            updated.append((name, version))
+            continue
+        tool = tools.get(name)
+        if tool is not None:
+            updated.append((name, tool.version))
+    return dataclasses.replace(run.spec, tools=tuple(updated))
 
 
 def definition_problem(run: Run, tools: ToolProvider) -> str | None:
@@ -293,9 +308,8 @@ def apply_decision(act: Activation, cmd: Command) -> None:
         state, args = ApprovalState.EDITED, payload["arguments"]
     else:
         state, args = ApprovalState.APPROVED, rec.arguments
-    from dataclasses import replace
 
-    decided = replace(
+    decided = dataclasses.replace(
         rec,
         state=state,
         decided_arguments=args,
@@ -330,13 +344,11 @@ def _resume_approval(act: Activation, step: Step) -> None:
     expired = []
     for rec in records:
         if rec.state == ApprovalState.PENDING and rec.deadline is not None and rec.deadline <= now:
-            from dataclasses import replace
-
             state = (
                 ApprovalState.APPROVED if rec.default_action == "approve" else ApprovalState.EXPIRED
             )
             expired.append(
-                replace(
+                dataclasses.replace(
                     rec,
                     state=state,
                     decided_arguments=rec.arguments,

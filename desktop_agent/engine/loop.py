@@ -8,6 +8,8 @@ returns, so a waiting run holds no thread.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -16,6 +18,7 @@ from typing import Any
 from desktop_agent.domain import (
     JSON,
     Approval,
+    ApprovalState,
     Command,
     CommandKind,
     Run,
@@ -320,9 +323,11 @@ class Activation:
         except (Suspend, Finish):
             return
         except RunCancelled:
-            self.finish_cancelled()
+            with contextlib.suppress(Finish):
+                self.finish_cancelled()
         except NondeterminismError as exc:
-            self._needs_attention(f"The journal does not match the agent: {exc}", None)
+            with contextlib.suppress(Suspend):
+                self._needs_attention(f"The journal does not match the agent: {exc}", None)
 
     def _has_retry(self) -> bool:
         return self.run.status == RunStatus.FAILED and any(
@@ -342,12 +347,22 @@ class Activation:
             self._mark = now
         problem = control.definition_problem(self.run, self.x.tools)
         if problem and not self._definition_accepted():
+            resolves = [
+                (c.id, "ignored: accept the new agent definition, or cancel")
+                for c in self.store.pending_commands(self.run.id)
+                if c.kind == CommandKind.RESOLVE
+            ]
+            self.commit(applied=resolves)
             self._needs_attention(problem, None)
 
     def _definition_accepted(self) -> bool:
         for cmd in self.store.pending_commands(self.run.id):
             if cmd.kind == CommandKind.RESOLVE and (cmd.payload or {}).get("action") == "accept":
-                self.commit(applied=[(cmd.id, "accepted the changed agent definition")])
+                spec = control.current_definition(self.run, self.x.tools)
+                self.commit(
+                    applied=[(cmd.id, "accepted the changed agent definition")],
+                    patch=RunPatch(spec=spec.to_json(), clear_attention=True, status_message=""),
+                )
                 return True
         return False
 
@@ -403,8 +418,16 @@ class Activation:
                     applied=[(cmd.id, "resumed")],
                     patch=RunPatch(status=RunStatus.RUNNING, status_message="", clear_wait=True),
                 )
+            elif status == RunStatus.NEEDS_ATTENTION and self.run.attention_seq is None:
+                # Parked after an internal or storage error: try again.
+                self.commit(
+                    applied=[(cmd.id, "retrying")],
+                    patch=RunPatch(status=RunStatus.RUNNING, status_message="", clear_wait=True),
+                )
             elif status == RunStatus.NEEDS_ATTENTION:
-                pass  # resolved by a RESOLVE command in resume_open
+                self.commit(
+                    applied=[(cmd.id, "ignored: decide about the step in doubt with resolve")]
+                )
             else:
                 self.commit(applied=[(cmd.id, f"ignored: run is {status}")])
         elif kind == CommandKind.STEER:
@@ -433,7 +456,17 @@ class Activation:
         elif kind == CommandKind.STOP:
             self.commit(applied=[(cmd.id, "stopping")])
             self.finish_stopped("Stopped by the analyst")
-        # RESOLVE and ANSWER are read by the wait or recovery they belong to.
+        elif kind == CommandKind.RESOLVE and not self._resolves_open_step():
+            self.commit(applied=[(cmd.id, "ignored: no step of this run is in doubt")])
+        elif kind == CommandKind.ANSWER and not (
+            self.open_step is not None and self.open_step.kind == StepKind.QUESTION
+        ):
+            self.commit(applied=[(cmd.id, "ignored: the run asked no question")])
+        # Otherwise RESOLVE and ANSWER are read by the recovery or wait they belong to.
+
+    def _resolves_open_step(self) -> bool:
+        step = self.open_step
+        return step is not None and step.kind == StepKind.TOOL_CALL and step.effect is not None
 
     # ------------------------------------------------------------------ steps
 
@@ -616,6 +649,18 @@ class Activation:
         )
 
     def _end_with_report(self, status: RunStatus, message: str, why: str, path: str) -> None:
+        stale = [
+            dataclasses.replace(
+                a,
+                state=ApprovalState.EXPIRED,
+                decision_note=f"the run ended ({why})",
+                decided_at=self.clock.now(),
+            )
+            for a in self.store.list_run_approvals(self.run.id)
+            if a.state == ApprovalState.PENDING
+        ]
+        if stale:
+            self.commit(approvals=stale)
         if self._outcome is None and self.open_step is not None:
             # Close the step left open (a wait, or an effect never resumed) so that the
             # journal stays a sequence of closed records followed by the report.

@@ -323,3 +323,7 @@ class JournalStore(Protocol):
     def get_approvals(self, run_id: str, seq: int) -> list[Approval]:
         """Approval records created by step ``seq``."""
         ...
+
+    def list_run_approvals(self, run_id: str) -> list[Approval]:
+        """Every approval record of the run."""
+        ...

@@ -16,6 +16,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 
 from desktop_agent.domain import (
+    AgentSpec,
     Approval,
     ApprovalState,
     Command,
@@ -277,6 +278,7 @@ class SqlStore:
             put("finished_at", p.finished_at)
         if p.spec is not None:
             put("spec", dumps(p.spec))
+            put("definition_hash", AgentSpec.from_json(p.spec).definition_hash)
         if sets:
             self._exec(conn, f"UPDATE runs SET {', '.join(sets)} WHERE id = :id", **params)
 
@@ -367,6 +369,10 @@ class SqlStore:
             )
         )
         return [approval_from_row(r) for r in rows]
+
+    def list_run_approvals(self, run_id: str) -> list[Approval]:
+        """Every approval record of the run."""
+        return self.list_approvals(None, run_id=run_id)
 
     # ------------------------------------------------------------------ client side
 
@@ -523,7 +529,11 @@ class SqlStore:
           AND (
             r.status IN ('queued', 'running')
             OR (r.status = 'waiting' AND r.wake_at IS NOT NULL AND r.wake_at <= :now)
-            OR EXISTS (SELECT 1 FROM commands c WHERE c.run_id = r.id AND c.applied_at IS NULL)
+            OR EXISTS (
+                SELECT 1 FROM commands c WHERE c.run_id = r.id AND c.applied_at IS NULL
+                -- a note waits for the run's wait or pause to end; it wakes nothing
+                AND NOT (c.kind = 'steer' AND r.status IN ('waiting', 'paused'))
+            )
           )
         ORDER BY r.created_at LIMIT {int(limit)}
         """

@@ -90,6 +90,7 @@ class Worker:
         self._dead: list[str] = []
         self._last_dead_check = 0.0
         self.activations = 0
+        self._cooldown: dict[str, float] = {}
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -136,7 +137,9 @@ class Worker:
         self._watch_cancels()
         free = self.config.max_runs - len(self._in_flight)
         runnable = self.store.runnable_runs(now, self._dead, limit=free + len(self._in_flight) + 1)
-        candidates = [r for r in runnable if r not in self._in_flight]
+        candidates = [
+            r for r in runnable if r not in self._in_flight and self._cooldown.get(r, 0.0) <= now
+        ]
         for run_id in candidates[: max(0, free)]:
             if self.store.claim_run(run_id, self.id, now, self.config.lease_s, self._dead):
                 token = CancelToken()
@@ -145,6 +148,24 @@ class Worker:
         return bool(self._in_flight) or bool(candidates)
 
     def _activate(self, run_id: str, token: CancelToken) -> None:
+        before = self._progress_mark(run_id)
+        try:
+            self._execute(run_id, token)
+        finally:
+            if before is not None and self._progress_mark(run_id) == before:
+                # Nothing moved: don't spin on a run whose commands cannot apply yet.
+                log.warning("run %s made no progress; retrying it in 5 s", run_id)
+                self._cooldown[run_id] = self.clock.now() + 5.0
+
+    def _progress_mark(self, run_id: str) -> tuple[object, ...] | None:
+        try:
+            run = self.store.get_run(run_id)
+            cmds = tuple(c.id for c in self.store.pending_commands(run_id))
+        except DesktopAgentError:
+            return None
+        return (run.last_seq, run.status, run.updated_at, cmds)
+
+    def _execute(self, run_id: str, token: CancelToken) -> None:
         try:
             self.executor.execute(run_id, token)
         except StorageError as exc:

@@ -101,7 +101,9 @@ def test_runs_of_a_killed_worker_are_recovered_without_waiting_out_the_lease(
     )
     try:
         deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and client.run(run.id).lease_owner is None:
+        while time.monotonic() < deadline and not (
+            client.run(run.id).lease_owner and client.run(run.id).status == RunStatus.RUNNING
+        ):
             time.sleep(0.05)
         owner = client.run(run.id).lease_owner
         assert owner is not None and owner.split(":")[1] == str(child.pid)
