@@ -361,7 +361,12 @@ class Activation:
                 spec = control.current_definition(self.run, self.x.tools)
                 self.commit(
                     applied=[(cmd.id, "accepted the changed agent definition")],
-                    patch=RunPatch(spec=spec.to_json(), clear_attention=True, status_message=""),
+                    patch=RunPatch(
+                        status=RunStatus.RUNNING,
+                        spec=spec.to_json(),
+                        clear_attention=True,
+                        status_message="",
+                    ),
                 )
                 return True
         return False

@@ -97,7 +97,7 @@ class TypedTool(Generic[A]):
         return self.effect
 
 
-class Settings:
+class ToolSettings:
     """Typed reads of ``ctx.settings``.
 
     Settings come from a JSON file the user may edit by hand: a value of the wrong type

@@ -1,0 +1,632 @@
+"""Read helpers shaped for the desktop app: cheap deltas, slim timeline rows, catalogs.
+
+Everything here is plain Python (no Qt) and may be slow on a busy disk: the GUI calls it
+from a worker thread, never from the GUI thread. Objects handed out are frozen dataclasses.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psutil
+import sqlalchemy as sa
+
+from desktop_agent.client.api import WORKER_STALE_S, Client
+from desktop_agent.domain import (
+    JSON,
+    Approval,
+    ApprovalPolicy,
+    ApprovalState,
+    EffectClass,
+    Run,
+    RunStatus,
+    Step,
+    StepKind,
+    StepStatus,
+    Usage,
+    WorkerInfo,
+)
+from desktop_agent.domain.errors import DesktopAgentError
+from desktop_agent.engine.control import CONTROL_TOOLS
+from desktop_agent.engine.ports import CancelToken, SystemClock, ToolContext, ToolInputError
+from desktop_agent.llm.pricing import MODELS
+from desktop_agent.persistence.mapping import run_from_row
+
+_KINDS = {k.value: k for k in StepKind}
+_STATUSES = {s.value: s for s in StepStatus}
+_EFFECTS = {e.value: e for e in EffectClass}
+
+# --------------------------------------------------------------------------- catalogs
+
+
+@dataclass(frozen=True)
+class ModelChoice:
+    """A model the analyst can pick.
+
+    Attributes:
+        id: model id as stored in the run.
+        label: name shown to the user.
+        is_demo: the offline demo model (never Claude; always labelled as a demo).
+    """
+
+    id: str
+    label: str
+    is_demo: bool
+
+
+def model_choices() -> list[ModelChoice]:
+    """Models for a picker: the Claude models first, the demo model last."""
+    claude = [ModelChoice(m.id, m.label, False) for m in MODELS.values() if m.id != "demo"]
+    return [*claude, ModelChoice("demo", demo_label(), True)]
+
+
+def demo_label() -> str:
+    """How the demo model is named everywhere in the app."""
+    return "Demo model (offline, simulated cost)"
+
+
+def model_label(model: str) -> str:
+    """The display name of a model id; the demo is always marked as such."""
+    if model == "demo":
+        return demo_label()
+    info = MODELS.get(model)
+    return info.label if info else model
+
+
+@dataclass(frozen=True)
+class ToolInfo:
+    """A tool as the new-run dialog and the approval form need it.
+
+    Attributes:
+        name: the tool's name.
+        description: what the model reads about it.
+        input_schema: JSON schema of its arguments.
+        effect: how its effect may be repeated (None for the engine's control tools).
+        default_policy: its approval policy when the run does not override it.
+        is_control: implemented by the engine itself (plan, wait, question).
+    """
+
+    name: str
+    description: str
+    input_schema: Mapping[str, JSON]
+    effect: EffectClass | None
+    default_policy: ApprovalPolicy
+    is_control: bool
+
+
+def tool_catalog(client: Client) -> list[ToolInfo]:
+    """Every tool available to new runs, sorted by name."""
+    out = []
+    for name in client.tools.names():
+        if name in CONTROL_TOOLS:
+            meta = CONTROL_TOOLS[name]
+            out.append(
+                ToolInfo(
+                    name,
+                    str(meta["description"]),
+                    meta["input_schema"],
+                    None,
+                    ApprovalPolicy.ALWAYS,
+                    True,
+                )
+            )
+            continue
+        tool = client.tools.get(name)
+        if tool is None:
+            continue
+        out.append(
+            ToolInfo(
+                name,
+                tool.description,
+                dict(tool.input_schema),
+                tool.effect,
+                tool.approval,
+                False,
+            )
+        )
+    return out
+
+
+# --------------------------------------------------------------------------- plans
+
+
+@dataclass(frozen=True)
+class PlanItem:
+    """One line of the agent's to-do list."""
+
+    text: str
+    done: bool
+
+
+def plan_from_output(output: JSON) -> tuple[PlanItem, ...] | None:
+    """The plan saved by an ``update_plan`` step's output, or None if it holds none."""
+    if not isinstance(output, dict):
+        return None
+    data = output.get("data")
+    plan = data.get("plan") if isinstance(data, dict) else None
+    if not isinstance(plan, list):
+        return None
+    return tuple(
+        PlanItem(str(i.get("text", "")), bool(i.get("done")))
+        for i in plan
+        if isinstance(i, dict)
+    )
+
+
+# --------------------------------------------------------------------------- runs
+
+
+@dataclass(frozen=True)
+class RunRow:
+    """A run with what the run list shows beside it.
+
+    Attributes:
+        run: the run.
+        plan: the agent's newest plan (empty when it has none).
+        pending_approvals: approvals of this run waiting for the analyst.
+    """
+
+    run: Run
+    plan: tuple[PlanItem, ...] = ()
+    pending_approvals: int = 0
+
+    @property
+    def plan_done(self) -> int:
+        """Plan items marked done."""
+        return sum(1 for i in self.plan if i.done)
+
+
+@dataclass(frozen=True)
+class RunsDelta:
+    """What changed since the previous poll.
+
+    Attributes:
+        token: the store's change token at the time of reading.
+        rows: runs that changed (all runs when ``full``).
+        full: ``rows`` replaces everything known (first poll, or runs were removed).
+        approvals: every pending approval, oldest first.
+    """
+
+    token: tuple[int, float, int]
+    rows: tuple[RunRow, ...]
+    full: bool
+    approvals: tuple[Approval, ...]
+
+
+class RunsTracker:
+    """Reads what changed in the run list since the last call, cheaply.
+
+    The change token says whether anything changed at all; then only runs updated since
+    the last poll are read, and plans are looked up only in the steps added since.
+    Meant to be polled from one worker thread at a time (calls are serialized by a lock).
+
+    Args:
+        client: the client whose database is read.
+        limit: most runs kept in the list (newest first).
+    """
+
+    OVERLAP_S = 2.0
+    """Re-read runs updated this long before the newest seen, in case clocks disagree."""
+
+    def __init__(self, client: Client, limit: int = 500) -> None:
+        self.client = client
+        self.limit = limit
+        self._lock = threading.Lock()
+        self._token: tuple[int, float, int] | None = None
+        self._since = 0.0
+        self._count = 0
+        self._plans: dict[str, tuple[int, tuple[PlanItem, ...]]] = {}
+
+    def reset(self) -> None:
+        """Forget everything: the next poll reads all runs."""
+        with self._lock:
+            self._token = None
+            self._since = 0.0
+
+    def poll(self, *, force: bool = False) -> RunsDelta | None:
+        """The runs that changed, or None when the change token did not move."""
+        with self._lock:
+            store = self.client.store
+            token = store.change_token()
+            if token == self._token and not force:
+                return None
+            full = self._token is None or token[0] < self._count
+            since = 0.0 if full else self._since - self.OVERLAP_S
+            runs = self._runs_since(since)
+            approvals = tuple(store.list_approvals(ApprovalState.PENDING))
+            pending: dict[str, int] = {}
+            for a in approvals:
+                pending[a.run_id] = pending.get(a.run_id, 0) + 1
+            rows = tuple(
+                RunRow(r, self._plan(r), pending.get(r.id, 0)) for r in runs[: self.limit]
+            )
+            if runs:
+                self._since = max(self._since, max(r.updated_at for r in runs))
+            self._token = token
+            self._count = token[0]
+            return RunsDelta(token, rows, full, approvals)
+
+    def _runs_since(self, since: float) -> list[Run]:
+        sql = sa.text(
+            "SELECT * FROM runs WHERE updated_at >= :since ORDER BY created_at DESC LIMIT :n"
+        )
+        with self.client.store.db.read() as conn:
+            rows = list(conn.execute(sql, {"since": since, "n": self.limit}).mappings())
+        return [run_from_row(r) for r in rows]
+
+    def _plan(self, run: Run) -> tuple[PlanItem, ...]:
+        scanned, plan = self._plans.get(run.id, (0, ()))
+        if run.last_seq <= scanned:
+            return plan
+        sql = sa.text(
+            "SELECT output FROM steps WHERE run_id = :id AND seq > :s AND name = 'update_plan' "
+            "AND status = 'completed' ORDER BY seq DESC LIMIT 1"
+        )
+        with self.client.store.db.read() as conn:
+            found = conn.execute(sql, {"id": run.id, "s": scanned}).scalar()
+        if found:
+            parsed = plan_from_output(json.loads(found))
+            if parsed is not None:
+                plan = parsed
+        self._plans[run.id] = (run.last_seq, plan)
+        return plan
+
+
+# --------------------------------------------------------------------------- timeline
+
+
+@dataclass(frozen=True, slots=True)
+class StepEntry:
+    """A journal step as the timeline holds it: columns, with JSON left unparsed.
+
+    Parsing every step's input and output costs more than reading them; the timeline parses
+    only what it shows (see :func:`step_summary`) and :meth:`to_step` builds the full step
+    for the inspector.
+    """
+
+    run_id: str
+    seq: int
+    kind: StepKind
+    name: str
+    status: StepStatus
+    attempt: int
+    effect: EffectClass | None
+    started_at: float
+    finished_at: float | None
+    cost_usd: float
+    usage: Usage
+    error: str | None
+    partial_text: str
+    input_json: str | None
+    output_json: str | None
+    salvaged_json: str | None
+
+    @property
+    def duration_s(self) -> float | None:
+        """Seconds between intent and outcome, if the step finished."""
+        if self.finished_at is None:
+            return None
+        return max(0.0, self.finished_at - self.started_at)
+
+    @property
+    def idempotency_key(self) -> str:
+        """The key the step passes to the outside world."""
+        return f"{self.run_id}:{self.seq}"
+
+    @property
+    def is_open(self) -> bool:
+        """Intent written, outcome not yet."""
+        return self.status == StepStatus.STARTED
+
+    def input(self) -> JSON:
+        """The parsed input."""
+        return json.loads(self.input_json) if self.input_json else None
+
+    def output(self) -> JSON:
+        """The parsed output."""
+        return json.loads(self.output_json) if self.output_json else None
+
+    def to_step(self) -> Step:
+        """The full domain step."""
+        salvaged = json.loads(self.salvaged_json) if self.salvaged_json else []
+        return Step(
+            run_id=self.run_id,
+            seq=self.seq,
+            kind=self.kind,
+            name=self.name,
+            status=self.status,
+            input=self.input(),
+            output=self.output(),
+            error=self.error,
+            started_at=self.started_at,
+            finished_at=self.finished_at,
+            attempt=self.attempt,
+            partial_text=self.partial_text,
+            salvaged=tuple(str(s) for s in salvaged),
+            usage=self.usage,
+            cost_usd=self.cost_usd,
+            effect=self.effect,
+        )
+
+
+_ENTRY_SQL = sa.text(
+    "SELECT run_id, seq, kind, name, status, attempt, effect, started_at, finished_at, "
+    "cost_usd, input_tokens, output_tokens, cache_write_tokens, cache_read_tokens, error, "
+    "partial_text, input, output, salvaged FROM steps "
+    "WHERE run_id = :id AND seq >= :s ORDER BY seq"
+)
+
+
+def timeline_entries(client: Client, run_id: str, from_seq: int = 1) -> list[StepEntry]:
+    """Steps ``from_seq`` onwards, in order, as slim timeline entries."""
+    with client.store.db.read() as conn:
+        rows = conn.execute(_ENTRY_SQL, {"id": run_id, "s": from_seq}).fetchall()
+    kinds, statuses, effects = _KINDS, _STATUSES, _EFFECTS
+    return [
+        StepEntry(
+            r[0],
+            r[1],
+            kinds[r[2]],
+            r[3],
+            statuses[r[4]],
+            r[5],
+            effects[r[6]] if r[6] else None,
+            r[7],
+            r[8],
+            r[9],
+            Usage(r[10], r[11], r[12], r[13]),
+            r[14],
+            r[15] or "",
+            r[16],
+            r[17],
+            r[18],
+        )
+        for r in rows
+    ]
+
+
+def _clip(text: str, n: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def model_text(output: JSON) -> str:
+    """The text blocks of a model call's output."""
+    if not isinstance(output, dict):
+        return ""
+    blocks = output.get("content") or []
+    return "\n".join(
+        str(b.get("text", "")) for b in blocks if isinstance(b, dict) and b.get("type") == "text"
+    ).strip()
+
+
+def tool_uses(output: JSON) -> list[dict[str, Any]]:
+    """The tool uses a model call asked for."""
+    if not isinstance(output, dict):
+        return []
+    return [
+        b
+        for b in output.get("content") or []
+        if isinstance(b, dict) and b.get("type") == "tool_use"
+    ]
+
+
+def step_summary(entry: StepEntry, width: int = 160) -> str:
+    """One line saying what a step did, for the timeline."""
+    try:
+        inp = entry.input()
+        out = entry.output()
+    except ValueError:
+        return entry.name
+    inp = inp if isinstance(inp, dict) else {}
+    out = out if isinstance(out, dict) else {}
+    kind = entry.kind
+    if kind in (StepKind.MODEL_CALL, StepKind.COMPACTION):
+        if entry.is_open:
+            live = entry.partial_text.strip()
+            return _clip(live, width) if live else "waiting for the model…"
+        if kind == StepKind.COMPACTION:
+            return _clip(f"summarized {inp.get('summarized_messages', '?')} messages", width)
+        text = model_text(out) or str(out.get("partial", "")) or entry.error or ""
+        uses = [str(u.get("name", "")) for u in tool_uses(out)]
+        tail = f"  → {', '.join(uses)}" if uses else ""
+        return _clip(text, max(20, width - len(tail))) + tail
+    if kind == StepKind.TOOL_CALL:
+        args = inp.get("arguments")
+        arg = ""
+        if isinstance(args, dict):
+            arg = next(
+                (str(v) for k, v in args.items() if k in ("path", "url", "query", "to")), ""
+            )
+        if entry.is_open:
+            return _clip(f"{entry.name} {arg}: running…", width)
+        res = str(out.get("content", entry.error or ""))
+        mark = "error: " if out.get("is_error") else ""
+        return _clip(f"{entry.name} {arg}: {mark}{res}", width)
+    if kind == StepKind.APPROVAL:
+        names = ", ".join(str(r.get("name")) for r in inp.get("requests", []))
+        decisions = ", ".join(str(d.get("state")) for d in out.get("decisions", []))
+        return f"approval for {names}: {decisions or 'waiting for you'}"
+    if kind == StepKind.STEER:
+        return _clip(f"your note: {inp.get('text', '')}", width)
+    if kind == StepKind.SLEEP:
+        until = inp.get("until")
+        when = time.strftime("%H:%M:%S", time.localtime(float(until))) if until else "?"
+        return f"sleeping until {when}" if entry.is_open else f"slept until {when}"
+    if kind == StepKind.QUESTION:
+        q = _clip(str(inp.get("question", "")), width - 20)
+        return f"asked: {q}" + ("" if entry.is_open else f" — answer: {out.get('content', '')}")
+    if kind == StepKind.BUDGET:
+        return f"budget reached ({entry.name})" + (f": {out.get('action')}" if out else "")
+    if kind == StepKind.REPORT:
+        return _clip(f"partial report written to {out.get('path', '?')}", width)
+    detail = entry.error or (json.dumps(out) if out else "")
+    return _clip(f"{entry.name}: {detail}" if detail else entry.name, width)
+
+
+# --------------------------------------------------------------------------- approvals
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """The outcome of a tool's check of some arguments.
+
+    Attributes:
+        ok: True passed, False failed, None could not be checked here.
+        message: what the check said.
+    """
+
+    ok: bool | None
+    message: str
+
+
+def check_arguments(client: Client, approval: Approval, arguments: JSON) -> CheckResult:
+    """Run the tool's own validation on ``arguments`` now (read-only; schema included).
+
+    The worker runs the same check again right before the approved call; this preview
+    lets the analyst see a problem before deciding.
+    """
+    tool = client.tools.get(approval.tool)
+    if tool is None:
+        return CheckResult(None, f"{approval.tool} cannot be checked here")
+    if not isinstance(arguments, dict):
+        return CheckResult(False, "the arguments must be a JSON object")
+    try:
+        run = client.run(approval.run_id)
+    except DesktopAgentError as exc:
+        return CheckResult(None, str(exc))
+    ctx = ToolContext(
+        run_id=run.id,
+        seq=approval.seq,
+        idempotency_key=f"{run.id}:{approval.seq}",
+        workspace=Path(run.workspace),
+        clock=SystemClock(),
+        cancel=CancelToken(),
+        settings=client.settings.engine_settings(),
+    )
+    try:
+        problem = tool.validate(arguments, ctx)
+    except ToolInputError as exc:
+        return CheckResult(False, f"invalid arguments: {exc}")
+    except Exception as exc:  # a tool's bug is a failed check, not a crash of the app
+        return CheckResult(False, f"the check itself failed: {type(exc).__name__}: {exc}")
+    if problem:
+        return CheckResult(False, problem)
+    return CheckResult(True, "the arguments pass the tool's checks")
+
+
+def final_check(client: Client, approval: Approval) -> CheckResult | None:
+    """What the worker's last check before the approved call said, once it ran."""
+    if approval.state in (ApprovalState.PENDING, ApprovalState.REJECTED, ApprovalState.EXPIRED):
+        return None
+    steps = client.steps(approval.run_id, approval.seq + 1, limit=50)
+    approval_step = client.store.get_step(approval.run_id, approval.seq)
+    use_id = next(
+        (
+            r.get("tool_use_id")
+            for r in (approval_step.input or {}).get("requests", [])
+            if r.get("approval_id") == approval.id
+        ),
+        None,
+    )
+    for step in steps:
+        if step.kind != StepKind.TOOL_CALL or (step.input or {}).get("tool_use_id") != use_id:
+            continue
+        content = str((step.output or {}).get("content", ""))
+        if content.startswith("Not executed: the check before running failed"):
+            return CheckResult(False, content)
+        return CheckResult(True, f"passed; the call ran as step {step.seq}")
+    return None
+
+
+# --------------------------------------------------------------------------- recovery
+
+
+@dataclass(frozen=True)
+class RecoveryItem:
+    """A run the analyst should hear about after a crash.
+
+    Attributes:
+        run: the run as found at start.
+        interrupted: its worker died while holding it (it is resumed by the next worker).
+        why: what happened, in a sentence.
+    """
+
+    run: Run
+    interrupted: bool
+    why: str
+
+
+@dataclass(frozen=True)
+class RecoveryReport:
+    """What the app found at start: dead workers, interrupted runs, runs needing you."""
+
+    dead_workers: tuple[WorkerInfo, ...]
+    items: tuple[RecoveryItem, ...]
+
+    @property
+    def empty(self) -> bool:
+        """Nothing to report."""
+        return not self.items
+
+
+def _process_alive(pid: int, started: float) -> bool:
+    try:
+        proc = psutil.Process(pid)
+        return proc.status() != psutil.STATUS_ZOMBIE and (
+            started == 0.0 or abs(proc.create_time() - started) < 2.0
+        )
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return False
+
+
+def recovery_report(client: Client, *, now: float | None = None) -> RecoveryReport:
+    """Runs interrupted by a worker that died, and runs that need attention."""
+    import socket
+
+    now = time.time() if now is None else now
+    host = socket.gethostname()
+    store = client.store
+    dead: list[WorkerInfo] = []
+    live: set[str] = set()
+    for info, started in store.list_workers():
+        gone = (info.host == host and not _process_alive(info.pid, started)) or (
+            now - info.heartbeat_at > 2 * WORKER_STALE_S
+        )
+        if gone:
+            dead.append(info)
+        else:
+            live.add(info.id)
+    by_id = {w.id: w for w in dead}
+    active = store.list_runs(
+        [s for s in RunStatus if s.is_active], limit=100_000
+    )
+    items = []
+    for run in active:
+        owner = run.lease_owner
+        if owner is not None and owner not in live:
+            worker = by_id.get(owner)
+            who = f"worker pid {worker.pid}" if worker else "a worker that is gone"
+            why = f"{who} stopped while it held this run; the next worker resumes it"
+            if run.status == RunStatus.NEEDS_ATTENTION and run.status_message:
+                why += f". Needs attention: {run.status_message}"
+            items.append(RecoveryItem(run, True, why))
+        elif run.status == RunStatus.NEEDS_ATTENTION:
+            items.append(RecoveryItem(run, False, run.status_message or "needs attention"))
+    return RecoveryReport(tuple(dead), tuple(items))
+
+
+def runs_by_id(rows: Iterable[RunRow]) -> dict[str, RunRow]:
+    """Index rows by run id."""
+    return {r.run.id: r for r in rows}
+
+
+def pending_for(approvals: Sequence[Approval], run_id: str) -> list[Approval]:
+    """The pending approvals of one run, oldest first."""
+    return [a for a in approvals if a.run_id == run_id and a.state == ApprovalState.PENDING]

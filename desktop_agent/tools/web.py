@@ -1,0 +1,292 @@
+"""web_fetch: read a web page as text, through a durable per-run cache.
+
+Pages are fetched with HTTP GET (httpx) with timeouts, a size cap and a bounded number of
+redirects, each redirect target checked again like the first URL (see
+:mod:`desktop_agent.tools.net`). HTML becomes readable Markdown through trafilatura,
+which keeps the main content and drops navigation, footers and ads, so the model reads
+(and pays for) the article rather than the page chrome. PDFs become text with pypdf.
+
+Each run keeps what it fetched under ``<workspace>/.cache/web/<run id>/``: asking for the
+same URL again in the same run costs nothing, and a step repeated after a crash reads the
+same text it read the first time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+from pydantic import Field
+
+from desktop_agent.domain import JSON, EffectClass
+from desktop_agent.engine.ports import ToolContext, ToolInputError, ToolResult
+from desktop_agent.tools import net
+from desktop_agent.tools.base import ToolArgs, ToolSettings, TypedTool, result
+from desktop_agent.tools.workspace import confine
+
+MAX_BYTES = 5_000_000
+MAX_REDIRECTS = 5
+MAX_CHARS = 20_000
+CACHE_DIR = ".cache/web"
+_TEXT_TYPES = ("text/", "application/json", "application/xml", "application/xhtml")
+
+
+class FetchArgs(ToolArgs):
+    """Arguments of web_fetch."""
+
+    url: str = Field(max_length=4000, description="http or https URL of the page")
+    offset: int = Field(default=0, ge=0, description="character offset, to read further")
+    refresh: bool = Field(default=False, description="fetch again even if cached in this run")
+
+
+@dataclass(frozen=True)
+class Page:
+    """A fetched page, as cached."""
+
+    url: str
+    final_url: str
+    status: int
+    content_type: str
+    text: str
+    truncated: bool
+    fetched_at: float
+
+    def to_json(self) -> dict[str, JSON]:
+        """Plain dict for the cache file."""
+        return {
+            "url": self.url,
+            "final_url": self.final_url,
+            "status": self.status,
+            "content_type": self.content_type,
+            "text": self.text,
+            "truncated": self.truncated,
+            "fetched_at": self.fetched_at,
+        }
+
+    @classmethod
+    def from_json(cls, data: JSON) -> Page:
+        """Inverse of :meth:`to_json`."""
+        return cls(
+            url=str(data["url"]),
+            final_url=str(data["final_url"]),
+            status=int(data["status"]),
+            content_type=str(data["content_type"]),
+            text=str(data["text"]),
+            truncated=bool(data["truncated"]),
+            fetched_at=float(data["fetched_at"]),
+        )
+
+
+class FetchFailed(Exception):
+    """The page could not be fetched; the message is for the model."""
+
+
+class WebFetch(TypedTool[FetchArgs]):
+    """Fetch a web page and return its readable text."""
+
+    name = "web_fetch"
+    description = (
+        "Fetch a web page (HTTP GET) and return its main text as Markdown (PDFs as text). "
+        f"Long pages come {MAX_CHARS} characters at a time; pass offset to continue. "
+        "Pages are cached for this run; refresh=true fetches again."
+    )
+    args_model = FetchArgs
+    effect = EffectClass.READ_ONLY
+
+    def call(self, args: FetchArgs, ctx: ToolContext) -> ToolResult:
+        """Fetch (or read from the run's cache) and return a chunk of text."""
+        try:
+            url = net.parse_url(args.url)
+        except net.AddressRefused as exc:
+            raise ToolInputError(str(exc)) from None
+        cache = _cache_path(ctx, str(url))
+        page = None if args.refresh or cache is None else _read_cache(cache)
+        cached = page is not None
+        if page is None:
+            try:
+                page = fetch(str(url), ctx)
+            except net.AddressRefused as exc:
+                return result(f"refused: {exc}", error=True)
+            except FetchFailed as exc:
+                return result(str(exc), error=True)
+            if cache is not None and page.status < 400:
+                _write_cache(cache, page)
+        return _render(page, args.offset, cached)
+
+
+def fetch(url: str, ctx: ToolContext) -> Page:
+    """GET ``url``, following at most :data:`MAX_REDIRECTS` checked redirects.
+
+    Raises:
+        AddressRefused: the URL or a redirect target may not be reached.
+        FetchFailed: network error, timeout, or content that cannot be read.
+    """
+    settings = ToolSettings(ctx)
+    cap = int(settings.number("web_fetch_max_bytes", MAX_BYTES))
+    deadline = time.monotonic() + settings.number("web_fetch_total_s", 60.0)
+    current = net.parse_url(url)
+    with net.http_client(ctx) as client:
+        for _hop in range(MAX_REDIRECTS + 1):
+            ctx.cancel.raise_if_cancelled()
+            target = net.check_target(current, ctx)
+            req = net.request(client, "GET", target, headers={"Accept": "text/html,*/*;q=0.8"})
+            try:
+                resp = client.send(req, stream=True)
+            except httpx.TimeoutException:
+                raise FetchFailed(f"timed out fetching {current}") from None
+            except httpx.HTTPError as exc:
+                raise FetchFailed(f"could not fetch {current}: {exc}") from None
+            try:
+                if resp.is_redirect and "location" in resp.headers:
+                    try:
+                        current = current.join(resp.headers["location"])
+                    except httpx.InvalidURL as exc:
+                        raise FetchFailed(f"bad redirect from {url}: {exc}") from None
+                    continue
+                body, truncated = _read_capped(resp, cap, deadline)
+                content_type = resp.headers.get("content-type", "").split(";")[0].strip().lower()
+                text = _to_text(body, content_type, resp.encoding, str(current))
+                return Page(
+                    url=url,
+                    final_url=str(current),
+                    status=resp.status_code,
+                    content_type=content_type,
+                    text=text,
+                    truncated=truncated,
+                    fetched_at=ctx.clock.now(),
+                )
+            finally:
+                resp.close()
+    raise FetchFailed(f"too many redirects (more than {MAX_REDIRECTS}) from {url}")
+
+
+def _read_capped(resp: httpx.Response, cap: int, deadline: float) -> tuple[bytes, bool]:
+    chunks: list[bytes] = []
+    size = 0
+    try:
+        for chunk in resp.iter_bytes():
+            chunks.append(chunk)
+            size += len(chunk)
+            if size >= cap:
+                return b"".join(chunks)[:cap], True
+            if time.monotonic() > deadline:
+                raise FetchFailed(f"the page took too long to download: {resp.url}")
+    except httpx.TimeoutException:
+        raise FetchFailed(f"timed out reading {resp.url}") from None
+    except httpx.HTTPError as exc:
+        raise FetchFailed(f"connection failed while reading {resp.url}: {exc}") from None
+    return b"".join(chunks), False
+
+
+def _to_text(body: bytes, content_type: str, encoding: str | None, url: str) -> str:
+    if content_type == "application/pdf" or body.startswith(b"%PDF-"):
+        return _pdf_text(body)
+    text = body.decode(encoding or "utf-8", errors="replace")
+    if content_type in ("text/html", "application/xhtml+xml") or (
+        not content_type and "<html" in text[:2000].lower()
+    ):
+        return html_to_text(text, url)
+    if content_type and not content_type.startswith(_TEXT_TYPES) and "\x00" in text[:4096]:
+        raise FetchFailed(f"{url} is {content_type}, which cannot be read as text")
+    return text
+
+
+def html_to_text(html: str, url: str = "") -> str:
+    """Readable Markdown of a page's main content (falling back to all its text)."""
+    import trafilatura  # imported on first use: it is slow to import and rarely needed
+
+    extracted = trafilatura.extract(
+        html,
+        url=url or None,
+        output_format="markdown",
+        include_links=True,
+        include_tables=True,
+        favor_recall=True,
+    )
+    if extracted and extracted.strip():
+        title = _title(html)
+        if title and title not in extracted[:300]:
+            return f"# {title}\n\n{extracted}"
+        return extracted
+    return trafilatura.html2txt(html) or ""
+
+
+def _title(html: str) -> str:
+    lower = html[:20000].lower()
+    start = lower.find("<title")
+    if start < 0:
+        return ""
+    start = lower.find(">", start) + 1
+    end = lower.find("</title>", start)
+    return " ".join(html[start:end].split()) if 0 < start < end else ""
+
+
+def _pdf_text(body: bytes) -> str:
+    from pypdf import PdfReader
+    from pypdf.errors import PyPdfError
+
+    try:
+        reader = PdfReader(io.BytesIO(body))
+        return "\n\n".join((page.extract_text() or "") for page in reader.pages)
+    except (PyPdfError, ValueError, KeyError) as exc:
+        raise FetchFailed(f"the PDF cannot be read: {exc}") from None
+
+
+def _render(page: Page, offset: int, cached: bool) -> ToolResult:
+    text = page.text
+    chunk = text[offset : offset + MAX_CHARS]
+    head = [f"URL: {page.final_url}", f"Status: {page.status}"]
+    if cached:
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(page.fetched_at))
+        head.append(f"(from this run's cache, fetched {when}; refresh=true to fetch again)")
+    if page.truncated:
+        head.append("(the page was larger than the download limit and was cut)")
+    body = chunk
+    if offset + MAX_CHARS < len(text):
+        rest = len(text) - offset - MAX_CHARS
+        body += f"\n[... {rest} more characters; offset={offset + MAX_CHARS}]"
+    content = "\n".join(head) + "\n\n" + (body or "(no text)")
+    return result(
+        content,
+        error=page.status >= 400,
+        data={"url": page.final_url, "status": page.status, "cached": cached},
+    )
+
+
+def _cache_path(ctx: ToolContext, url: str) -> Path | None:
+    name = hashlib.sha256(url.encode()).hexdigest()[:32]
+    run = "".join(c for c in ctx.run_id if c.isalnum() or c in "-_") or "run"
+    try:
+        return confine(ctx.workspace, f"{CACHE_DIR}/{run}/{name}.json")
+    except ToolInputError:  # .cache made into a link leading out: do without a cache
+        return None
+
+
+def _read_cache(path: Path) -> Page | None:
+    try:
+        return Page.from_json(json.loads(path.read_text(encoding="utf-8")))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _write_cache(path: Path, page: Page) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
+    except OSError:
+        return  # a cache that cannot be written only costs a second download
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(page.to_json(), f, ensure_ascii=False)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError:
+        Path(tmp).unlink(missing_ok=True)
