@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
-from desktop_agent import config
+from desktop_agent import cli_scheduling, config
 from desktop_agent.domain import (
     ApprovalState,
     Run,
@@ -107,18 +107,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("text")
 
     add("approvals", "pending approvals across runs")
-    p = add("approve", "approve a pending request")
-    p.add_argument("id")
+    p = add("approve", "approve pending requests (several at once)")
+    p.add_argument("ids", nargs="+", metavar="ID")
     p.add_argument("--edit", metavar="JSON", help="replace the arguments (only these run)")
-    p = add("reject", "reject a pending request; the reason goes to the agent")
-    p.add_argument("id")
+    p = add("reject", "reject pending requests; the reason goes to the agent")
+    p.add_argument("ids", nargs="+", metavar="ID")
     p.add_argument("--reason", required=True)
 
-    p = add("budget", "extend a run's budget")
+    p = add("budget", "show a run's spending, or extend its budget")
     p.add_argument("run")
     p.add_argument("--add-cost", type=float, default=0.0, metavar="USD")
     p.add_argument("--add-steps", type=int, default=0, metavar="N")
     p.add_argument("--add-time", default=None, metavar="DURATION")
+    p.add_argument("--add-tokens", type=int, default=0, metavar="N")
 
     p = add("resolve", "decide about an effect in doubt after a crash")
     p.add_argument("run")
@@ -127,6 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("key", "the Anthropic API key (never on the command line)")
     p.add_argument("action", choices=["set", "status", "delete"])
 
+    cli_scheduling.add_parsers(add, common)
     add("gui", "start the desktop app")
     return parser
 
@@ -430,15 +432,23 @@ def _next_step_hint(run: Run) -> str:
 def cmd_worker(args: argparse.Namespace, out: Out) -> int:
     """Run a worker in the foreground."""
     from desktop_agent.worker.compose import build_executor, open_store
+    from desktop_agent.worker.notify import build_notifier
+    from desktop_agent.worker.scheduling import attach_scheduler, clock_from_env
     from desktop_agent.worker.worker import Worker, WorkerConfig
 
     db_path = config.resolve_db_path(getattr(args, "db", None))
     settings = config.Settings.load(db_path)
     store = open_store(db_path, settings)
+    clock = clock_from_env()  # real time unless a test moves it (DESKTOP_AGENT_CLOCK_OFFSET)
+    store.now = clock.now
     worker = Worker(
         store,
-        build_executor(store, settings),
+        build_executor(store, settings, clock=clock),
         WorkerConfig(max_runs=args.max_runs or settings.workers, until_idle=args.until_idle),
+        clock=clock,
+        notifier=build_notifier(
+            store, webhook_url=settings.webhook_url, stall_minutes=settings.notify_stall_minutes
+        ),
     )
 
     def _stop(_sig: int, _frame: Any) -> None:
@@ -448,7 +458,8 @@ def cmd_worker(args: argparse.Namespace, out: Out) -> int:
     signal.signal(signal.SIGINT, _stop)
     if not out.as_json:
         print(f"worker {worker.id} on {db_path}", file=sys.stderr)
-    worker.run()
+    with attach_scheduler(worker, settings):
+        worker.run()
     out.emit(
         f"worker stopped after {worker.activations} activations",
         {"activations": worker.activations},
@@ -471,7 +482,7 @@ def cmd_runs(args: argparse.Namespace, out: Out) -> int:
     for r in runs:
         print(
             f"{r.id:<10}  {status_label(r):<22} {r.last_seq:>5} {format_usd(r.cost_usd):>9}  "
-            f"{_clip(model_label(r.model), 18):<18} {_clip(r.goal, 50)}"
+            f"{_clip('demo (offline)' if r.is_demo else r.model, 18):<18} {_clip(r.goal, 50)}"
         )
     return EXIT_OK
 
@@ -573,42 +584,100 @@ def cmd_approvals(args: argparse.Namespace, out: Out) -> int:
     return EXIT_OK
 
 
+def _pending_ids(client: Any, ids: Sequence[str]) -> list[str]:
+    """The ids without repeats, once every one is checked to be pending (all or none)."""
+    unique = list(dict.fromkeys(ids))
+    for approval_id in unique:
+        state = client.store.get_approval(approval_id).state
+        if state != ApprovalState.PENDING:
+            raise InvalidInputError(f"approval {approval_id} was already {state}")
+    return unique
+
+
 def cmd_approve(args: argparse.Namespace, out: Out) -> int:
     """Approve (or edit)."""
     edited = None
     if args.edit is not None:
+        if len(set(args.ids)) > 1:
+            raise InvalidInputError("--edit applies to one approval at a time")
         try:
             edited = json.loads(args.edit)
         except json.JSONDecodeError as exc:
             raise InvalidInputError(
                 f"--edit is not valid JSON: {exc.msg} at character {exc.pos}"
             ) from None
-    a = _client(args).approve(args.id, edited)
-    verb = "edited and approved" if edited is not None else "approved"
-    out.emit(
-        f"{verb} {a.id} ({a.tool}); the run continues",
-        {"approval": a.id, "decision": "edited" if edited is not None else "approved"},
-    )
+    client = _client(args)
+    for approval_id in _pending_ids(client, args.ids):
+        a = client.approve(approval_id, edited)
+        verb = "edited and approved" if edited is not None else "approved"
+        out.emit(
+            f"{verb} {a.id} ({a.tool}); the run continues",
+            {"approval": a.id, "decision": "edited" if edited is not None else "approved"},
+        )
     return EXIT_OK
 
 
 def cmd_reject(args: argparse.Namespace, out: Out) -> int:
     """Reject."""
-    a = _client(args).reject(args.id, args.reason)
-    out.emit(
-        f"rejected {a.id} ({a.tool}); the agent gets your reason",
-        {"approval": a.id, "decision": "rejected"},
-    )
+    if not args.reason.strip():
+        raise InvalidInputError("give a reason: the agent reads it")
+    client = _client(args)
+    for approval_id in _pending_ids(client, args.ids):
+        a = client.reject(approval_id, args.reason)
+        out.emit(
+            f"rejected {a.id} ({a.tool}); the agent gets your reason",
+            {"approval": a.id, "decision": "rejected"},
+        )
     return EXIT_OK
 
 
 def cmd_budget(args: argparse.Namespace, out: Out) -> int:
-    """Extend a budget."""
+    """Extend a budget, or show what the run spent when nothing is added."""
     time_s = parse_duration(args.add_time) if args.add_time else 0.0
-    run = _client(args).extend_budget(
-        args.run, cost_usd=args.add_cost, steps=args.add_steps, time_s=time_s
+    client = _client(args)
+    if not any((args.add_cost, args.add_steps, time_s, args.add_tokens)):
+        return _show_spending(client, args.run, out)
+    run = client.extend_budget(
+        args.run,
+        cost_usd=args.add_cost,
+        steps=args.add_steps,
+        time_s=time_s,
+        tokens=args.add_tokens,
     )
     out.emit(f"budget extension queued for run {run.id}", {"run": run.id, "queued": True})
+    return EXIT_OK
+
+
+def _show_spending(client: Any, run_id: str, out: Out) -> int:
+    run: Run = client.run(run_id)
+    waits = [s for s in client.steps(run.id, max(1, run.last_seq)) if s.kind == StepKind.BUDGET]
+    report = waits[-1].input if waits and waits[-1].status == StepStatus.STARTED else None
+    b = run.budget
+    lines = [
+        f"Run {run.id}: {status_label(run)} · spent {format_usd(run.cost_usd)}"
+        + (f" of {format_usd(b.max_cost_usd)}" if b.max_cost_usd is not None else "")
+        + f" · worked {format_duration(run.active_seconds)}"
+        + (f" of {format_duration(b.max_time_s)}" if b.max_time_s is not None else "")
+        + f" · {run.usage.total} tokens"
+        + (f" of {b.max_tokens}" if b.max_tokens is not None else "")
+    ]
+    if isinstance(report, dict):
+        models = report.get("by_model", {})
+        by_model = ", ".join(f"{m} {format_usd(c)}" for m, c in models.items())
+        costly = report.get("by_step", [])[:5]
+        steps = ", ".join(f"#{s['seq']} {s['kind']} {format_usd(s['cost_usd'])}" for s in costly)
+        projected = report.get("projected_cost_usd")
+        burn = format_usd(report.get("burn_rate_usd_per_hour", 0.0))
+        lines += [
+            f"  limit reached: {report.get('limit')}",
+            f"  by model: {by_model or '-'}",
+            f"  costliest steps: {steps or '-'}",
+            f"  burn rate: {burn}/h · projected cost to finish: "
+            + (format_usd(projected) if projected is not None else "unknown (no plan progress)"),
+            f"Extend with `desktop-agent budget {run.id} --add-cost USD` (or --add-steps, "
+            f"--add-time, --add-tokens), or `desktop-agent stop {run.id}`.",
+        ]
+    out.emit("\n".join(lines), {**run_json(run), "budget_report": report})
     return EXIT_OK
 
 
@@ -692,6 +761,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, Out], int]] = {
     "resolve": cmd_resolve,
     "key": cmd_key,
     "gui": cmd_gui,
+    **cli_scheduling.COMMANDS,
 }
 
 
@@ -704,6 +774,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     as_json = "--json" in (argv if argv is not None else sys.argv[1:])
     out = Out(as_json)
     try:
+        for arg in argv if argv is not None else sys.argv[1:]:
+            if not _is_text(arg):
+                raise CliError(f"argument {arg!r} is not valid UTF-8 text")
         args = build_parser().parse_args(argv)
         out = Out(bool(getattr(args, "json", False)))
         command = args.command or "gui"
@@ -711,6 +784,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (DesktopAgentError, CliError) as exc:
         _error(out, str(exc), getattr(exc, "code", "error"))
         return EXIT_USAGE
+    except BrokenPipeError:
+        # The reader went away (e.g. `| head`): not an error worth a message.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_OK
     except KeyboardInterrupt:
         _error(out, "interrupted; the run goes on in the worker", "interrupted")
         return 130
@@ -723,7 +801,18 @@ def _error(out: Out, message: str, code: str) -> None:
     if out.as_json:
         print(json.dumps({"error": message, "code": code}), file=sys.stdout)
     else:
-        print(f"desktop-agent: error: {message}", file=sys.stderr)
+        # One line, whatever the message quotes: control characters are shown escaped.
+        line = "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
+        print(f"desktop-agent: error: {line}", file=sys.stderr)
+
+
+def _is_text(arg: str) -> bool:
+    """Whether a command-line argument is valid UTF-8 (undecodable bytes are not)."""
+    try:
+        arg.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 if __name__ == "__main__":  # pragma: no cover

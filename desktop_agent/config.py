@@ -10,6 +10,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import types
+import typing
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -55,7 +57,30 @@ class Settings:
         ask_unsafe: ask before every tool with an unsafe effect.
         ask_overwrite: ask before a write that overwrites different content.
         webhook_url: where to POST notifications (empty: none).
-        allow_private_fetch: let web_fetch reach private and loopback addresses.
+        notify_needs_user: the desktop app notifies when a run needs the analyst.
+        notify_finished: the desktop app notifies when a run finishes.
+        notify_failed: the desktop app notifies when a run fails.
+        allow_private_fetch: let web_fetch and http_post reach private, loopback and
+            link-local addresses.
+        web_search: offer Anthropic's server-side web search to runs that list it.
+        web_search_max_uses: searches allowed per model call.
+        idempotent_post_prefixes: URL prefixes of endpoints that honour the
+            ``Idempotency-Key`` header; http_post calls under them are idempotent.
+        smtp_host: mail server for send_email (empty: e-mail is not set up).
+        smtp_port: its port.
+        smtp_security: ``starttls``, ``ssl`` or ``none``.
+        smtp_username: login name (the password is in the OS keyring, service
+            ``desktop-agent``, user ``smtp-password``; never in this file).
+        smtp_from: sender address.
+        imap_host: IMAP server used to look for sent mail after a crash (empty: none).
+        imap_port: its port.
+        imap_security: ``ssl``, ``starttls`` or ``none``.
+        imap_username: login name (default: ``smtp_username``).
+        imap_sent_folder: folder holding sent mail.
+        notify_stall_minutes: notify when a running run makes no progress this long
+            (the scheduler also flags such runs as stuck).
+        retention_days: archive runs finished longer ago than this into a compressed
+            file beside the database, and remove them from it (None: keep everything).
         fallback_model: model used after repeated overload (empty: none).
         compaction_threshold: fraction of the context window that triggers compaction.
     """
@@ -72,7 +97,25 @@ class Settings:
     ask_unsafe: bool = True
     ask_overwrite: bool = True
     webhook_url: str = ""
+    notify_needs_user: bool = True
+    notify_finished: bool = True
+    notify_failed: bool = True
     allow_private_fetch: bool = False
+    web_search: bool = False
+    web_search_max_uses: int = 5
+    idempotent_post_prefixes: list[str] = field(default_factory=list)
+    smtp_host: str = ""
+    smtp_port: int = 587
+    smtp_security: str = "starttls"
+    smtp_username: str = ""
+    smtp_from: str = ""
+    imap_host: str = ""
+    imap_port: int = 993
+    imap_security: str = "ssl"
+    imap_username: str = ""
+    imap_sent_folder: str = "Sent"
+    notify_stall_minutes: float = 30.0
+    retention_days: float | None = None
     fallback_model: str = ""
     compaction_threshold: float = 0.8
     extra: dict[str, Any] = field(default_factory=dict)
@@ -87,7 +130,18 @@ class Settings:
             data = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
             raise InvalidInputError(f"cannot read settings {path}: {exc}") from None
+        if not isinstance(data, dict):
+            raise InvalidInputError(
+                f"cannot read settings {path}: expected a JSON object, found {type(data).__name__}"
+            )
+        hints = typing.get_type_hints(cls)
         known = {f.name for f in fields(cls)}
+        for k, v in data.items():
+            if k in known and not _fits(v, hints[k]):
+                raise InvalidInputError(
+                    f"settings {path}: {k} = {json.dumps(v)[:60]} is not a valid "
+                    f"{str(hints[k]).replace('typing.', '')}; fix or delete the file"
+                )
         return cls(**{k: v for k, v in data.items() if k in known})
 
     def save(self, db_path: Path) -> None:
@@ -107,8 +161,37 @@ class Settings:
             "approval_default": self.approval_default,
             "approval_rules": {"ask_unsafe": self.ask_unsafe, "ask_overwrite": self.ask_overwrite},
             "allow_private_fetch": self.allow_private_fetch,
+            "web_search": self.web_search,
+            "web_search_max_uses": self.web_search_max_uses,
+            "idempotent_post_prefixes": list(self.idempotent_post_prefixes),
+            **{f.name: getattr(self, f.name) for f in fields(self) if f.name.startswith(_MAIL)},
             **self.extra,
         }
+
+
+_MAIL = ("smtp_", "imap_")
+
+
+def _fits(value: Any, hint: Any) -> bool:
+    """Whether a JSON value read from the settings file fits a field's type."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        return any(_fits(value, a) for a in args)
+    if hint is type(None):
+        return value is None
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if hint is float:
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if hint is str:
+        return isinstance(value, str)
+    if origin is list:
+        return isinstance(value, list) and (not args or all(_fits(v, args[0]) for v in value))
+    if origin is dict or hint is dict:
+        return isinstance(value, dict)
+    return True
 
 
 def settings_path(db_path: Path) -> Path:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import subprocess
 import sys
@@ -35,7 +36,7 @@ from desktop_agent.domain.errors import InvalidInputError, InvalidStateError, No
 from desktop_agent.llm.pricing import MODELS
 from desktop_agent.persistence.db import Database, DbSettings
 from desktop_agent.persistence.store import SqlStore
-from desktop_agent.tools.registry import DEFAULT_TOOLS, ToolRegistry
+from desktop_agent.tools.registry import ToolRegistry, default_tools
 
 DEFAULT_SYSTEM_PROMPT = (
     "You are a careful research agent working for an analyst. Work in small steps with the "
@@ -107,16 +108,72 @@ class Client:
         max_tokens: int = 4096,
         thinking_budget: int = 0,
         use_defaults: bool = True,
+        count_waiting_time: bool = False,
     ) -> Run:
-        """Queue a new run; a worker picks it up."""
+        """Queue a new run; a worker picks it up.
+
+        ``count_waiting_time`` makes time spent waiting on the analyst count towards the
+        time budget (by default it does not).
+        """
         goal = goal.strip()
         if not goal:
             raise InvalidInputError("the goal is empty: say what the agent should do")
-        model = (model or self.settings.default_model).strip()
-        validate_model(model)
+        spec, budget = self.prepare_run(
+            model=model,
+            max_cost_usd=max_cost_usd,
+            max_steps=max_steps,
+            max_time_s=max_time_s,
+            max_tokens_budget=max_tokens_budget,
+            tools=tools,
+            system_prompt=system_prompt,
+            approval_overrides=approval_overrides,
+            max_tokens=max_tokens,
+            thinking_budget=thinking_budget,
+            use_defaults=use_defaults,
+            count_waiting_time=count_waiting_time,
+        )
         run_id = new_run_id()
         ws = self._workspace(workspace, run_id)
-        names = list(tools) if tools is not None else list(DEFAULT_TOOLS)
+        now = time.time()
+        run = Run(
+            id=run_id,
+            goal=goal,
+            status=RunStatus.QUEUED,
+            spec=spec,
+            workspace=str(ws),
+            budget=budget,
+            created_at=now,
+            updated_at=now,
+            title=goal.splitlines()[0][:120],
+            definition_hash=spec.definition_hash,
+        )
+        self.store.create_run(run)
+        return self.store.get_run(run_id)
+
+    def prepare_run(
+        self,
+        *,
+        model: str | None = None,
+        max_cost_usd: float | None = None,
+        max_steps: int | None = None,
+        max_time_s: float | None = None,
+        max_tokens_budget: int | None = None,
+        tools: Sequence[str] | None = None,
+        system_prompt: str | None = None,
+        approval_overrides: dict[str, str] | None = None,
+        max_tokens: int = 4096,
+        thinking_budget: int = 0,
+        use_defaults: bool = True,
+        count_waiting_time: bool = False,
+    ) -> tuple[AgentSpec, Budget]:
+        """Validate run options into a definition and a budget (for a run or a template)."""
+        model = (model or self.settings.default_model).strip()
+        validate_model(model)
+        names = (
+            list(tools)
+            if tools is not None
+            else list(default_tools(web_search=self.settings.web_search))
+        )
         unknown = [n for n in names if n not in self.tools.names()]
         if unknown:
             raise InvalidInputError(
@@ -137,6 +194,7 @@ class Client:
             if max_time_s is not None
             else (s.default_max_time_s if use_defaults else None),
             max_tokens=max_tokens_budget,
+            count_waiting_time=count_waiting_time,
         )
         for label, value in (
             ("cost", budget.max_cost_usd),
@@ -153,21 +211,7 @@ class Client:
             thinking_budget=thinking_budget,
             approval_overrides=tuple(sorted((approval_overrides or {}).items())),
         )
-        now = time.time()
-        run = Run(
-            id=run_id,
-            goal=goal,
-            status=RunStatus.QUEUED,
-            spec=spec,
-            workspace=str(ws),
-            budget=budget,
-            created_at=now,
-            updated_at=now,
-            title=goal.splitlines()[0][:120],
-            definition_hash=spec.definition_hash,
-        )
-        self.store.create_run(run)
-        return self.store.get_run(run_id)
+        return spec, budget
 
     def _workspace(self, workspace: str | Path | None, run_id: str) -> Path:
         if workspace is None:
@@ -269,6 +313,8 @@ class Client:
         tokens: int = 0,
     ) -> Run:
         """Raise the run's limits."""
+        if not all(math.isfinite(v) for v in (cost_usd, time_s)):
+            raise InvalidInputError("amounts to add must be finite numbers")
         if min(cost_usd, steps, time_s, tokens) < 0 or not any((cost_usd, steps, time_s, tokens)):
             raise InvalidInputError("give a positive amount to add (cost, steps, time or tokens)")
         run = self.run(run_id)

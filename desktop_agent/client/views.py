@@ -11,13 +11,11 @@ import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-import psutil
 import sqlalchemy as sa
 
-from desktop_agent.client.api import WORKER_STALE_S, Client
+from desktop_agent.client.api import Client
 from desktop_agent.domain import (
     JSON,
     Approval,
@@ -25,18 +23,15 @@ from desktop_agent.domain import (
     ApprovalState,
     EffectClass,
     Run,
-    RunStatus,
     Step,
     StepKind,
     StepStatus,
     Usage,
-    WorkerInfo,
 )
-from desktop_agent.domain.errors import DesktopAgentError
 from desktop_agent.engine.control import CONTROL_TOOLS
-from desktop_agent.engine.ports import CancelToken, SystemClock, ToolContext, ToolInputError
 from desktop_agent.llm.pricing import MODELS
 from desktop_agent.persistence.mapping import run_from_row
+from desktop_agent.tools.registry import default_tools
 
 _KINDS = {k.value: k for k in StepKind}
 _STATUSES = {s.value: s for s in StepStatus}
@@ -104,33 +99,32 @@ def tool_catalog(client: Client) -> list[ToolInfo]:
     """Every tool available to new runs, sorted by name."""
     out = []
     for name in client.tools.names():
-        if name in CONTROL_TOOLS:
-            meta = CONTROL_TOOLS[name]
+        tool = client.tools.get(name)
+        if tool is not None:
             out.append(
                 ToolInfo(
                     name,
-                    str(meta["description"]),
-                    meta["input_schema"],
-                    None,
-                    ApprovalPolicy.ALWAYS,
-                    True,
+                    tool.description,
+                    dict(tool.input_schema),
+                    tool.effect,
+                    tool.approval,
+                    False,
                 )
             )
             continue
-        tool = client.tools.get(name)
-        if tool is None:
-            continue
-        out.append(
-            ToolInfo(
-                name,
-                tool.description,
-                dict(tool.input_schema),
-                tool.effect,
-                tool.approval,
-                False,
-            )
-        )
+        meta = CONTROL_TOOLS.get(name)
+        if meta is not None:
+            description = str(meta.get("description", ""))
+            schema = meta.get("input_schema") or {}
+        else:  # a tool the model provider runs itself (e.g. web search)
+            description, schema = "Run by the model provider (Anthropic's servers).", {}
+        out.append(ToolInfo(name, description, schema, None, ApprovalPolicy.ALWAYS, True))
     return out
+
+
+def default_tool_names(client: Client) -> tuple[str, ...]:
+    """The tools a new run gets unless the analyst chooses otherwise."""
+    return default_tools(web_search=bool(getattr(client.settings, "web_search", False)))
 
 
 # --------------------------------------------------------------------------- plans
@@ -153,9 +147,7 @@ def plan_from_output(output: JSON) -> tuple[PlanItem, ...] | None:
     if not isinstance(plan, list):
         return None
     return tuple(
-        PlanItem(str(i.get("text", "")), bool(i.get("done")))
-        for i in plan
-        if isinstance(i, dict)
+        PlanItem(str(i.get("text", "")), bool(i.get("done"))) for i in plan if isinstance(i, dict)
     )
 
 
@@ -243,9 +235,7 @@ class RunsTracker:
             pending: dict[str, int] = {}
             for a in approvals:
                 pending[a.run_id] = pending.get(a.run_id, 0) + 1
-            rows = tuple(
-                RunRow(r, self._plan(r), pending.get(r.id, 0)) for r in runs[: self.limit]
-            )
+            rows = tuple(RunRow(r, self._plan(r), pending.get(r.id, 0)) for r in runs[: self.limit])
             if runs:
                 self._since = max(self._since, max(r.updated_at for r in runs))
             self._token = token
@@ -258,7 +248,7 @@ class RunsTracker:
         )
         with self.client.store.db.read() as conn:
             rows = list(conn.execute(sql, {"since": since, "n": self.limit}).mappings())
-        return [run_from_row(r) for r in rows]
+        return [run_from_row(dict(r)) for r in rows]
 
     def _plan(self, run: Run) -> tuple[PlanItem, ...]:
         scanned, plan = self._plans.get(run.id, (0, ()))
@@ -441,14 +431,13 @@ def step_summary(entry: StepEntry, width: int = 160) -> str:
         args = inp.get("arguments")
         arg = ""
         if isinstance(args, dict):
-            arg = next(
-                (str(v) for k, v in args.items() if k in ("path", "url", "query", "to")), ""
-            )
+            arg = next((str(v) for k, v in args.items() if k in ("path", "url", "query", "to")), "")
+        call = f"{entry.name} {arg}".strip()
         if entry.is_open:
-            return _clip(f"{entry.name} {arg}: running…", width)
+            return _clip(f"{call} → running…", width)
         res = str(out.get("content", entry.error or ""))
         mark = "error: " if out.get("is_error") else ""
-        return _clip(f"{entry.name} {arg}: {mark}{res}", width)
+        return _clip(f"{call} → {mark}{res}", width)
     if kind == StepKind.APPROVAL:
         names = ", ".join(str(r.get("name")) for r in inp.get("requests", []))
         decisions = ", ".join(str(d.get("state")) for d in out.get("decisions", []))
@@ -468,158 +457,6 @@ def step_summary(entry: StepEntry, width: int = 160) -> str:
         return _clip(f"partial report written to {out.get('path', '?')}", width)
     detail = entry.error or (json.dumps(out) if out else "")
     return _clip(f"{entry.name}: {detail}" if detail else entry.name, width)
-
-
-# --------------------------------------------------------------------------- approvals
-
-
-@dataclass(frozen=True)
-class CheckResult:
-    """The outcome of a tool's check of some arguments.
-
-    Attributes:
-        ok: True passed, False failed, None could not be checked here.
-        message: what the check said.
-    """
-
-    ok: bool | None
-    message: str
-
-
-def check_arguments(client: Client, approval: Approval, arguments: JSON) -> CheckResult:
-    """Run the tool's own validation on ``arguments`` now (read-only; schema included).
-
-    The worker runs the same check again right before the approved call; this preview
-    lets the analyst see a problem before deciding.
-    """
-    tool = client.tools.get(approval.tool)
-    if tool is None:
-        return CheckResult(None, f"{approval.tool} cannot be checked here")
-    if not isinstance(arguments, dict):
-        return CheckResult(False, "the arguments must be a JSON object")
-    try:
-        run = client.run(approval.run_id)
-    except DesktopAgentError as exc:
-        return CheckResult(None, str(exc))
-    ctx = ToolContext(
-        run_id=run.id,
-        seq=approval.seq,
-        idempotency_key=f"{run.id}:{approval.seq}",
-        workspace=Path(run.workspace),
-        clock=SystemClock(),
-        cancel=CancelToken(),
-        settings=client.settings.engine_settings(),
-    )
-    try:
-        problem = tool.validate(arguments, ctx)
-    except ToolInputError as exc:
-        return CheckResult(False, f"invalid arguments: {exc}")
-    except Exception as exc:  # a tool's bug is a failed check, not a crash of the app
-        return CheckResult(False, f"the check itself failed: {type(exc).__name__}: {exc}")
-    if problem:
-        return CheckResult(False, problem)
-    return CheckResult(True, "the arguments pass the tool's checks")
-
-
-def final_check(client: Client, approval: Approval) -> CheckResult | None:
-    """What the worker's last check before the approved call said, once it ran."""
-    if approval.state in (ApprovalState.PENDING, ApprovalState.REJECTED, ApprovalState.EXPIRED):
-        return None
-    steps = client.steps(approval.run_id, approval.seq + 1, limit=50)
-    approval_step = client.store.get_step(approval.run_id, approval.seq)
-    use_id = next(
-        (
-            r.get("tool_use_id")
-            for r in (approval_step.input or {}).get("requests", [])
-            if r.get("approval_id") == approval.id
-        ),
-        None,
-    )
-    for step in steps:
-        if step.kind != StepKind.TOOL_CALL or (step.input or {}).get("tool_use_id") != use_id:
-            continue
-        content = str((step.output or {}).get("content", ""))
-        if content.startswith("Not executed: the check before running failed"):
-            return CheckResult(False, content)
-        return CheckResult(True, f"passed; the call ran as step {step.seq}")
-    return None
-
-
-# --------------------------------------------------------------------------- recovery
-
-
-@dataclass(frozen=True)
-class RecoveryItem:
-    """A run the analyst should hear about after a crash.
-
-    Attributes:
-        run: the run as found at start.
-        interrupted: its worker died while holding it (it is resumed by the next worker).
-        why: what happened, in a sentence.
-    """
-
-    run: Run
-    interrupted: bool
-    why: str
-
-
-@dataclass(frozen=True)
-class RecoveryReport:
-    """What the app found at start: dead workers, interrupted runs, runs needing you."""
-
-    dead_workers: tuple[WorkerInfo, ...]
-    items: tuple[RecoveryItem, ...]
-
-    @property
-    def empty(self) -> bool:
-        """Nothing to report."""
-        return not self.items
-
-
-def _process_alive(pid: int, started: float) -> bool:
-    try:
-        proc = psutil.Process(pid)
-        return proc.status() != psutil.STATUS_ZOMBIE and (
-            started == 0.0 or abs(proc.create_time() - started) < 2.0
-        )
-    except (psutil.NoSuchProcess, psutil.AccessDenied):
-        return False
-
-
-def recovery_report(client: Client, *, now: float | None = None) -> RecoveryReport:
-    """Runs interrupted by a worker that died, and runs that need attention."""
-    import socket
-
-    now = time.time() if now is None else now
-    host = socket.gethostname()
-    store = client.store
-    dead: list[WorkerInfo] = []
-    live: set[str] = set()
-    for info, started in store.list_workers():
-        gone = (info.host == host and not _process_alive(info.pid, started)) or (
-            now - info.heartbeat_at > 2 * WORKER_STALE_S
-        )
-        if gone:
-            dead.append(info)
-        else:
-            live.add(info.id)
-    by_id = {w.id: w for w in dead}
-    active = store.list_runs(
-        [s for s in RunStatus if s.is_active], limit=100_000
-    )
-    items = []
-    for run in active:
-        owner = run.lease_owner
-        if owner is not None and owner not in live:
-            worker = by_id.get(owner)
-            who = f"worker pid {worker.pid}" if worker else "a worker that is gone"
-            why = f"{who} stopped while it held this run; the next worker resumes it"
-            if run.status == RunStatus.NEEDS_ATTENTION and run.status_message:
-                why += f". Needs attention: {run.status_message}"
-            items.append(RecoveryItem(run, True, why))
-        elif run.status == RunStatus.NEEDS_ATTENTION:
-            items.append(RecoveryItem(run, False, run.status_message or "needs attention"))
-    return RecoveryReport(tuple(dead), tuple(items))
 
 
 def runs_by_id(rows: Iterable[RunRow]) -> dict[str, RunRow]:

@@ -80,9 +80,21 @@ def spend_report(act: Activation, limit: str, worst_case_usd: float) -> dict[str
         },
         "next_call_worst_case_usd": worst_case_usd,
         "by_model": dict(sc.cost_by_model),
+        "by_step": _costly_steps(act),
         "burn_rate_usd_per_hour": sc.cost_usd / hours,
         "projected_cost_usd": projected,
     }
+
+
+def _costly_steps(act: Activation, limit: int = 10) -> list[dict[str, JSON]]:
+    """The costliest recent steps (of the last 200), most expensive first."""
+    first = max(1, act.state.scalars.last_seq - 199)
+    steps = [s for s in act.store.load_steps(act.run.id, from_seq=first) if s.cost_usd > 0]
+    steps.sort(key=lambda s: s.cost_usd, reverse=True)
+    return [
+        {"seq": s.seq, "kind": str(s.kind), "name": s.name, "cost_usd": s.cost_usd}
+        for s in steps[:limit]
+    ]
 
 
 def describe(report: JSON) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -32,6 +33,7 @@ from desktop_agent.domain import (
 )
 from desktop_agent.domain.errors import RunCancelled
 from desktop_agent.engine import budget as budgets
+from desktop_agent.engine import sanitize
 from desktop_agent.engine.ports import (
     ModelRequest,
     RunPatch,
@@ -48,6 +50,9 @@ if TYPE_CHECKING:
     from desktop_agent.engine.loop import Activation
 
 CONTROL_TOOL_VERSION = "engine-1"
+
+MAX_WAIT_S = 10 * 366 * 86400.0
+"""Longest wait the ``wait`` tool accepts."""
 
 CONTROL_TOOLS: dict[str, dict[str, Any]] = {
     "update_plan": {
@@ -98,13 +103,41 @@ CONTROL_TOOLS: dict[str, dict[str, Any]] = {
 }
 
 
+SERVER_TOOLS: dict[str, dict[str, Any]] = {
+    "web_search": {"type": "web_search_20250305", "name": "web_search"},
+}
+"""Tools the model provider runs itself (Anthropic server tools).
+
+Offered only when the setting of the same name is true (``web_search_max_uses`` caps the
+searches per call). The model adapter passes these definitions through unchanged: they
+have a ``type`` and no ``input_schema``. Their ``server_tool_use`` and
+``*_tool_result`` blocks in an answer are not tool uses the engine must answer.
+"""
+
+
 # --------------------------------------------------------------------------- schemas
+
+
+def _server_tool(act: Activation, name: str) -> dict[str, JSON] | None:
+    settings = act.cfg.settings
+    if settings.get(name) is not True:
+        return None
+    definition: dict[str, JSON] = dict(SERVER_TOOLS[name])
+    max_uses = settings.get(f"{name}_max_uses")
+    if isinstance(max_uses, int) and not isinstance(max_uses, bool) and max_uses > 0:
+        definition["max_uses"] = max_uses
+    return definition
 
 
 def tool_schemas(act: Activation) -> list[dict[str, JSON]]:
     """Definitions of the run's tools, as sent to the model."""
     out: list[dict[str, JSON]] = []
     for name in act.run.spec.tool_names:
+        if name in SERVER_TOOLS:
+            server = _server_tool(act, name)
+            if server is not None:
+                out.append(server)
+            continue
         if name in CONTROL_TOOLS:
             meta = CONTROL_TOOLS[name]
             out.append(
@@ -131,7 +164,7 @@ def current_definition(run: Run, tools: ToolProvider) -> AgentSpec:
     """The run's definition with the installed tools' versions (dropping missing tools)."""
     updated = []
     for name, version in run.spec.tools:
-        if name in CONTROL_TOOLS:
+        if name in CONTROL_TOOLS or name in SERVER_TOOLS:
             updated.append((name, version))
             continue
         tool = tools.get(name)
@@ -144,7 +177,7 @@ def definition_problem(run: Run, tools: ToolProvider) -> str | None:
     """Why the run's recorded agent definition no longer matches the installed tools."""
     problems = []
     for name, version in run.spec.tools:
-        if name in CONTROL_TOOLS:
+        if name in CONTROL_TOOLS or name in SERVER_TOOLS:
             continue
         tool = tools.get(name)
         if tool is None:
@@ -187,6 +220,13 @@ def _approval_rule(act: Activation, tool: Tool, args: Mapping[str, JSON]) -> str
     policy = _policy(act, tool)
     if policy == ApprovalPolicy.NEVER:
         return None
+    try:
+        reason = tool.approval_reason(args, _tool_context(act, act.next_seq))
+    except ToolInputError:
+        # Malformed: it will not run, and the model reads why at once; no one to bother.
+        return None
+    except Exception as exc:  # a tool that cannot check a call gets a human look at it
+        reason = f"{tool.name} could not check this call ({type(exc).__name__}: {exc})"
     if policy == ApprovalPolicy.ASK:
         return f"the policy for {tool.name} is to ask"
     rules = act.cfg.settings.get("approval_rules", {})
@@ -194,11 +234,23 @@ def _approval_rule(act: Activation, tool: Tool, args: Mapping[str, JSON]) -> str
     if tool.effect == EffectClass.UNSAFE and rules.get("ask_unsafe", True):
         return f"{tool.name} acts on the outside world and cannot be undone"
     if rules.get("ask_overwrite", True):
-        try:
-            return tool.approval_reason(args, _tool_context(act, act.next_seq))
-        except ToolInputError:
-            return None
+        return reason
     return None
+
+
+def _effect_of(tool: Tool, args: Mapping[str, JSON], ctx: ToolContext) -> EffectClass:
+    """The effect class of one call: a tool may refine its own with ``effect_of()``.
+
+    An endpoint that honours idempotency keys makes an otherwise unsafe POST idempotent.
+    A refinement that fails keeps the class the tool declares.
+    """
+    refine = getattr(tool, "effect_of", None)
+    if not callable(refine):
+        return tool.effect
+    try:
+        return EffectClass(refine(args, ctx))
+    except Exception:
+        return tool.effect
 
 
 def next_tool_use(act: Activation) -> None:
@@ -330,12 +382,23 @@ def resume_wait(act: Activation, step: Step) -> None:
     handler(act, step)
 
 
-def close_wait(act: Activation, step: Step, output: JSON) -> None:
-    """Complete an open wait step and mark the run running again."""
+def close_wait(act: Activation, step: Step, output: JSON, *, worked_s: float = 0.0) -> None:
+    """Complete an open wait step and mark the run running again.
+
+    ``worked_s`` counts towards the run's time budget (the run's own timer waits do;
+    waits on the analyst do not).
+    """
     act._outcome = StepOutcome(step.seq, StepStatus.COMPLETED, output)
     act._fold_local(step.seq, step.kind, step.name, step.input, outcome=act._outcome)
     act.open_step = None
-    act.commit(patch=RunPatch(status=RunStatus.RUNNING, clear_wait=True, status_message=""))
+    act.commit(
+        patch=RunPatch(
+            status=RunStatus.RUNNING,
+            clear_wait=True,
+            status_message="",
+            add_active_seconds=max(0.0, worked_s),
+        )
+    )
 
 
 def _resume_approval(act: Activation, step: Step) -> None:
@@ -344,15 +407,16 @@ def _resume_approval(act: Activation, step: Step) -> None:
     expired = []
     for rec in records:
         if rec.state == ApprovalState.PENDING and rec.deadline is not None and rec.deadline <= now:
-            state = (
-                ApprovalState.APPROVED if rec.default_action == "approve" else ApprovalState.EXPIRED
-            )
+            action = "approve" if rec.default_action == "approve" else "reject"
             expired.append(
                 dataclasses.replace(
                     rec,
-                    state=state,
+                    state=ApprovalState.EXPIRED,
                     decided_arguments=rec.arguments,
-                    decision_note="the deadline passed; default action applied",
+                    decision_note=(
+                        f"no decision before the deadline; the default action ({action}) "
+                        "was applied"
+                    ),
                     decided_at=now,
                 )
             )
@@ -374,7 +438,10 @@ def _resume_approval(act: Activation, step: Step) -> None:
     decisions = []
     for item in (step.input or {}).get("requests", []):
         rec = by_id[item["approval_id"]]
-        label = "expired_rejected" if rec.state == ApprovalState.EXPIRED else str(rec.state)
+        label = str(rec.state)
+        if rec.state == ApprovalState.EXPIRED:
+            approved = rec.default_action == "approve"
+            label = "expired_approved" if approved else "expired_rejected"
         decisions.append(
             {
                 "tool_use_id": item["tool_use_id"],
@@ -391,7 +458,8 @@ def _resume_sleep(act: Activation, step: Step) -> None:
     until = float((step.input or {}).get("until", 0))
     now = act.clock.now()
     if now >= until:
-        close_wait(act, step, {"content": f"Waited until {time.ctime(until)}."})
+        slept = until - float((step.input or {}).get("from", until))
+        close_wait(act, step, {"content": f"Waited until {time.ctime(until)}."}, worked_s=slept)
         return
     act.suspend(
         RunPatch(
@@ -477,9 +545,18 @@ def _control_tool(act: Activation, use: Mapping[str, Any], args: JSON) -> None:
         else:
             _immediate_result(act, use, "invalid arguments: give seconds or until", True)
             return
+        if not math.isfinite(wake) or wake >= now + MAX_WAIT_S:
+            # inf, nan or centuries away: no clock or calendar can hold it
+            _immediate_result(act, use, "invalid arguments: a wait must end within 10 years", True)
+            return
         act.commit(
             intents=[
-                StepIntent(seq=seq, kind=StepKind.SLEEP, name=name, input={**base, "until": wake})
+                StepIntent(
+                    seq=seq,
+                    kind=StepKind.SLEEP,
+                    name=name,
+                    input={**base, "until": wake, "from": now},
+                )
             ]
         )
         act.state.scalars.last_seq = seq
@@ -543,6 +620,10 @@ def execute_tool_use(
     if not isinstance(args, dict):
         _immediate_result(act, use, "invalid arguments: expected a JSON object", True)
         return
+    if sanitize.too_deep(args):
+        why = f"invalid arguments: nested deeper than {sanitize.MAX_ARG_DEPTH} levels"
+        _immediate_result(act, use, why, True)
+        return
     seq = open_seq if open_seq is not None else act.next_seq
     ctx = _tool_context(act, seq)
     input_ = {"tool_use_id": use["id"], "arguments": args}
@@ -561,7 +642,11 @@ def execute_tool_use(
         act.commit(
             intents=[
                 StepIntent(
-                    seq=seq, kind=StepKind.TOOL_CALL, name=name, input=input_, effect=tool.effect
+                    seq=seq,
+                    kind=StepKind.TOOL_CALL,
+                    name=name,
+                    input=input_,
+                    effect=_effect_of(tool, args, ctx),
                 )
             ]
         )
@@ -590,7 +675,9 @@ def run_tool(tool: Tool, args: Mapping[str, JSON], ctx: ToolContext) -> ToolResu
     except ToolInputError as exc:
         return ToolResult(f"invalid arguments for {tool.name}: {exc}", is_error=True)
     except Exception as exc:  # a tool's bug must not kill the run
-        return ToolResult(f"{tool.name} failed: {type(exc).__name__}: {exc}", is_error=True)
+        text = sanitize.clean_text(f"{tool.name} failed: {type(exc).__name__}: {exc}")
+        return ToolResult(text, is_error=True)
+    result = sanitize.clean_result(result)
     if len(result.content) > 200_000:
         cut = result.content[:200_000]
         return ToolResult(cut + "\n[... output truncated at 200,000 characters]", result.is_error)
@@ -721,7 +808,7 @@ class PartialStreamer:
 
     def on_text(self, delta: str) -> None:
         """Called by the model adapter for each text delta."""
-        self.parts.append(delta)
+        self.parts.append(sanitize.clean_text(delta))
         self._dirty = True
         if time.monotonic() - self._last >= self.act.cfg.partial_flush_s:
             self.flush()
@@ -796,6 +883,7 @@ def compaction(act: Activation, open_seq: int | None, attempt: int) -> None:
             on_text=streamer.on_text,
             cancel=act.cancel,
         )
+        response = sanitize.check_response(response)
     except RunCancelled:
         raise
     except Exception as exc:
@@ -804,6 +892,10 @@ def compaction(act: Activation, open_seq: int | None, attempt: int) -> None:
     summary = "\n".join(
         str(b.get("text", "")) for b in response.content if b.get("type") == "text"
     ).strip()
+    if act.state.scalars.plan:  # the plan is working memory: it outlives the turns it was in
+        summary += "\n\nYour plan (update it with update_plan):\n" + "\n".join(
+            f"- [{'x' if i.get('done') else ' '}] {i.get('text')}" for i in act.state.scalars.plan
+        )
     window_start = conv.message_seqs[cut] if cut < len(conv.message_seqs) else seq
     output = {
         "summary": summary,

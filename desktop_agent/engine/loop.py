@@ -40,6 +40,7 @@ from desktop_agent.domain.errors import (
 )
 from desktop_agent.engine import budget as budgets
 from desktop_agent.engine import control
+from desktop_agent.engine import sanitize
 from desktop_agent.engine.ports import (
     CancelToken,
     Clock,
@@ -548,6 +549,7 @@ class Activation:
                 on_text=streamer.on_text,
                 cancel=self.cancel,
             )
+            response = sanitize.check_response(response)
         except RunCancelled:
             self.finish_step(
                 seq,

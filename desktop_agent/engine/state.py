@@ -293,6 +293,9 @@ def apply_scalars(sc: Scalars, step: Step) -> None:
     if step.kind == StepKind.COMPACTION and step.status == StepStatus.COMPLETED:
         sc.window_start_seq = int(out.get("window_start_seq", sc.window_start_seq))
         sc.summary = str(out.get("summary", ""))
+        # The summary call's own prompt says nothing of the compacted one: unknown until
+        # the next call measures it (as the live state after a compaction has it).
+        sc.last_prompt_tokens = 0
     if step.kind == StepKind.BUDGET and out.get("action") == "stop":
         sc.stopped = True
 

@@ -47,6 +47,7 @@ from desktop_agent.domain.errors import (
 )
 from desktop_agent.engine.ports import CancelToken, ModelRequest, ModelResponse
 from desktop_agent.llm.pacing import (
+    MAX_REFILL_S,
     PREFIX,
     SHARED_PACER,
     RateLimitPacer,
@@ -249,13 +250,12 @@ class ClaudeModel:
             if fallback != model and not streamed and attempt < self.policy.max_retries + 1:
                 log.warning("%s is overloaded: using the fallback model %s", model, fallback)
                 return fallback, attempt + 1
-        retryable = isinstance(err, TransientError) and not streamed
-        if not retryable or attempt >= self.policy.max_retries:
-            raise err
-        assert isinstance(err, TransientError)
+        # Once text streamed, a retry would repeat it in the live output: the engine decides.
+        if not isinstance(err, TransientError) or streamed or attempt >= self.policy.max_retries:
+            raise err from None
         if err.retry_after is not None:
             if err.retry_after > self.policy.max_inline_wait_s:
-                raise err
+                raise err from None
             return model, attempt + 1  # the pacer holds the next attempt until then
         delay = self.policy.backoff_s * (2**attempt)
         if cancel.wait(delay):
@@ -269,7 +269,8 @@ class ClaudeModel:
 
     def _fallback(self) -> str:
         value = getattr(self.settings, "fallback_model", "") if self.settings else ""
-        return str(value or "").strip()
+        model = str(value or "").strip()
+        return model if model.startswith("claude-") else ""
 
     def _pick_model(self, requested: str) -> str:
         """The run's model, or the fallback while the run's model is repeatedly overloaded."""
@@ -333,9 +334,9 @@ class ClaudeModel:
                         emit(event.text)
                     elif event.type == "input_json":
                         emit(event.partial_json)
-                    elif (
-                        event.type == "content_block_start"
-                        and event.content_block.type == "tool_use"
+                    elif event.type == "content_block_start" and event.content_block.type in (
+                        "tool_use",
+                        "server_tool_use",
                     ):
                         emit(f"\n[{event.content_block.name}] ")
                 message = stream.get_final_message()
@@ -546,7 +547,7 @@ def _exhausted_wait(headers: Mapping[str, str], now: float) -> float | None:
         if headers.get(f"{PREFIX}{dim}-remaining", "").strip() == "0":
             reset = parse_reset(headers.get(f"{PREFIX}{dim}-reset"), now)
             if reset is not None:
-                waits.append(max(0.0, reset - now))
+                waits.append(min(MAX_REFILL_S, max(0.0, reset - now)))
     return max(waits) if waits else None
 
 

@@ -28,6 +28,9 @@ DIMENSIONS = ("requests", "tokens", "input-tokens", "output-tokens")
 LOW_WATER = 0.1
 """Below this fraction of a bucket left, calls are spread evenly until it refills."""
 
+MAX_REFILL_S = 60.0
+"""The API's buckets refill within a minute: a later reset time means clock skew."""
+
 
 @dataclass
 class _Bucket:
@@ -123,6 +126,7 @@ class RateLimitPacer:
                 reset_at = parse_reset(headers.get(f"{PREFIX}{dim}-reset"), now)
                 if reset_at is None:
                     continue
+                reset_at = min(reset_at, now + MAX_REFILL_S)
                 old = state.buckets.get(dim)
                 reserved = old.reserved if old else 0
                 state.buckets[dim] = _Bucket(limit, remaining, reset_at, reserved)
@@ -164,8 +168,9 @@ class RateLimitPacer:
                 if available < need:
                     send_at = max(send_at, bucket.reset_at)
                 elif available < LOW_WATER * bucket.limit:
-                    # Spread what is left over the time until the bucket is full again.
-                    calls_left = max(1, available // need)
+                    # Spread what the API said is left evenly over the time until the bucket
+                    # is full again; calls already in flight hold the earlier slots.
+                    calls_left = max(1, bucket.remaining // need)
                     interval = max(interval, (bucket.reset_at - now) / calls_left)
             if interval > 0.0:
                 send_at = max(send_at, state.next_slot)

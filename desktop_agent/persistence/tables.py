@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from sqlalchemy import BigInteger, Index
 from sqlmodel import Field, SQLModel
 
 
@@ -123,3 +124,106 @@ class WorkerRow(SQLModel, table=True):
     started_at: float
     heartbeat_at: float
     stopped_at: float | None = None
+
+
+# --------------------------------------------------------------------------- scheduling
+# Schedules, batches, folder watches and run alerts (migration 0002).
+
+
+class ScheduleRow(SQLModel, table=True):
+    """A run template started on a cron expression or an interval."""
+
+    __tablename__ = "schedules"
+
+    id: str = Field(primary_key=True, max_length=64)
+    name: str = ""
+    template: str
+    cron: str | None = Field(default=None, max_length=200)
+    every_s: float | None = None
+    timezone: str = Field(default="", max_length=64)
+    overlap: str = Field(default="skip", max_length=16)
+    paused: bool = False
+    created_at: float
+    updated_at: float
+    last_fire_at: float | None = None
+    fire_count: int = 0
+    skipped: int = 0
+    queued: int = 0
+    last_run_id: str | None = Field(default=None, max_length=64)
+    last_result: str = ""
+    version: int = 0
+
+
+class BatchRow(SQLModel, table=True):
+    """One goal template over a list of items."""
+
+    __tablename__ = "batches"
+
+    id: str = Field(primary_key=True, max_length=64)
+    template: str
+    source: str = ""
+    concurrency: int = 4
+    total: int = 0
+    from_folder: bool = False
+    created_at: float
+
+
+class BatchItemRow(SQLModel, table=True):
+    """One item of a batch, with its current run (its durable progress)."""
+
+    __tablename__ = "batch_items"
+
+    batch_id: str = Field(primary_key=True, foreign_key="batches.id", max_length=64)
+    idx: int = Field(primary_key=True)
+    item: str
+    status: str = Field(default="pending", index=True, max_length=16)
+    run_id: str | None = Field(default=None, index=True, max_length=64)
+    attempts: int = 0
+    updated_at: float
+
+
+class WatchRow(SQLModel, table=True):
+    """A folder whose new files each start a run."""
+
+    __tablename__ = "watches"
+
+    id: str = Field(primary_key=True, max_length=64)
+    folder: str
+    pattern: str = Field(default="*", max_length=200)
+    template: str
+    scan_s: float = 10.0
+    paused: bool = False
+    created_at: float
+    updated_at: float
+    version: int = 0
+
+
+class SeenFileRow(SQLModel, table=True):
+    """A file a watch has already started a run for (path, size and mtime)."""
+
+    __tablename__ = "seen_files"
+
+    watch_id: str = Field(primary_key=True, foreign_key="watches.id", max_length=64)
+    path: str = Field(primary_key=True)
+    size: int = Field(primary_key=True, sa_type=BigInteger)
+    mtime_ns: int = Field(primary_key=True, sa_type=BigInteger)
+    run_id: str | None = Field(default=None, max_length=64)
+    seen_at: float
+
+
+class RunAlertRow(SQLModel, table=True):
+    """Something wrong with a run that is not a status: for now, a stuck run."""
+
+    __tablename__ = "run_alerts"
+
+    run_id: str = Field(primary_key=True, foreign_key="runs.id", max_length=64)
+    kind: str = Field(primary_key=True, max_length=32)
+    since: float
+    raised_at: float
+    message: str = ""
+    cleared_at: float | None = None
+
+
+# Runs are looked up by the schedule or batch that started them.
+Index("ix_runs_schedule_id", RunRow.schedule_id)  # type: ignore[arg-type]
+Index("ix_runs_parent_id", RunRow.parent_id)  # type: ignore[arg-type]

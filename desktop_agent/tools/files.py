@@ -33,18 +33,34 @@ _TEXT_SUFFIXES = {
 }
 
 
+MAX_FILE_BYTES = 50_000_000
+
+
 def _read_text(path: Path) -> str:
+    if path.stat().st_size > MAX_FILE_BYTES:
+        raise ToolInputError(f"{path.name} is larger than {MAX_FILE_BYTES // 1_000_000} MB")
     if path.suffix.lower() == ".pdf":
+        from pypdf import PdfReader
+        from pypdf.errors import PyPdfError
+
         try:
-            from pypdf import PdfReader
-        except ImportError:
-            raise ToolInputError("PDF support is not installed (pypdf)") from None
-        reader = PdfReader(str(path))
-        return "\n\n".join((page.extract_text() or "") for page in reader.pages)
+            reader = PdfReader(str(path))
+            return "\n\n".join((page.extract_text() or "") for page in reader.pages)
+        except (PyPdfError, ValueError, KeyError) as exc:
+            raise ToolInputError(f"{path.name} cannot be read as a PDF: {exc}") from None
     data = path.read_bytes()
     if b"\x00" in data[:4096]:
         raise ToolInputError(f"{path.name} is a binary file")
     return data.decode("utf-8", errors="replace")
+
+
+def sha256_of(path: Path) -> str:
+    """Hex SHA-256 of a file's bytes."""
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 class ListArgs(ToolArgs):
@@ -114,7 +130,10 @@ class ReadFile(TypedTool[ReadArgs]):
         if args.offset + MAX_READ_CHARS < len(text):
             rest = len(text) - args.offset - MAX_READ_CHARS
             chunk += f"\n[... {rest} more characters; offset={args.offset + MAX_READ_CHARS}]"
-        return result(chunk)
+        digest = sha256_of(path)
+        if args.offset == 0:
+            chunk += f"\n[file sha256: {digest[:16]}]"
+        return result(chunk, data={"sha256": digest})
 
 
 class SearchArgs(ToolArgs):
@@ -162,6 +181,14 @@ class WriteArgs(ToolArgs):
 
     path: str = Field(description="file relative to the workspace")
     content: str = Field(description="the whole new content")
+    expected_sha256: str | None = Field(
+        default=None,
+        pattern=r"^[0-9a-fA-F]{8,64}$",
+        description=(
+            "only overwrite if the file still has this SHA-256 (or its first characters), "
+            "as read_file reported it"
+        ),
+    )
 
 
 def _atomic_write(path: Path, content: str) -> None:
@@ -198,11 +225,21 @@ class WriteFile(TypedTool[WriteArgs]):
                 return f"would overwrite {args.path} ({path.stat().st_size} bytes)"
         return None
 
+    def check(self, args: WriteArgs, ctx: ToolContext) -> str | None:
+        """Re-check before an approved write: still a file, still the version expected."""
+        path = confine(ctx.workspace, args.path)
+        if path.is_dir():
+            return f"{args.path} is now a folder"
+        return _changed(path, args)
+
     def call(self, args: WriteArgs, ctx: ToolContext) -> ToolResult:
         """Write the file atomically."""
         path = confine(ctx.workspace, args.path)
         if path.is_dir():
             return result(f"{args.path} is a folder", error=True)
+        changed = _changed(path, args)
+        if changed and not _same_content(path, args.content):
+            return result(f"not written: {changed}", error=True)
         digest = hashlib.sha256(args.content.encode()).hexdigest()[:12]
         if path.is_file():
             try:
@@ -212,6 +249,26 @@ class WriteFile(TypedTool[WriteArgs]):
                 pass
         _atomic_write(path, args.content)
         return result(f"wrote {args.path} ({len(args.content.encode())} bytes, sha {digest})")
+
+
+def _same_content(path: Path, content: str) -> bool:
+    try:
+        return path.is_file() and path.read_text(encoding="utf-8") == content
+    except (OSError, UnicodeDecodeError):
+        return False
+
+
+def _changed(path: Path, args: WriteArgs) -> str | None:
+    """Why the file is not the version the model meant to overwrite, if it is not."""
+    if args.expected_sha256 is None:
+        return None
+    expected = args.expected_sha256.lower()
+    if not path.is_file():
+        return f"{args.path} no longer exists (expected sha256 {expected})"
+    actual = sha256_of(path)
+    if not actual.startswith(expected):
+        return f"{args.path} changed since it was read (sha256 now {actual[:16]}, not {expected})"
+    return None
 
 
 class AppendArgs(ToolArgs):

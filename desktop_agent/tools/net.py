@@ -24,7 +24,7 @@ USER_AGENT = "desktop-agent/0.1 (research agent)"
 DEFAULT_TIMEOUT_S = 20.0
 
 
-class AddressRefused(Exception):
+class AddressRefusedError(Exception):
     """The URL is not one a tool may reach (scheme, host or address refused)."""
 
 
@@ -50,16 +50,16 @@ def parse_url(raw: str) -> httpx.URL:
     """Parse an http(s) URL with a host.
 
     Raises:
-        AddressRefused: another scheme, no host, or not a URL at all.
+        AddressRefusedError: another scheme, no host, or not a URL at all.
     """
     try:
         url = httpx.URL(raw.strip())
     except (httpx.InvalidURL, TypeError, ValueError) as exc:
-        raise AddressRefused(f"not a valid URL: {exc}") from None
+        raise AddressRefusedError(f"not a valid URL: {exc}") from None
     if url.scheme not in ("http", "https"):
-        raise AddressRefused(f"only http and https URLs are allowed, not {url.scheme or '?'}:")
+        raise AddressRefusedError(f"only http and https URLs are allowed, not {url.scheme or '?'}:")
     if not url.host:
-        raise AddressRefused("the URL has no host")
+        raise AddressRefusedError("the URL has no host")
     return url
 
 
@@ -67,20 +67,20 @@ def resolve_allowed(host: str, port: int, *, allow_private: bool) -> list[str]:
     """Resolve ``host`` and check every address it resolves to.
 
     Raises:
-        AddressRefused: the name does not resolve, or an address is not public and
+        AddressRefusedError: the name does not resolve, or an address is not public and
             private addresses are not allowed.
     """
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except (socket.gaierror, UnicodeError, OSError) as exc:
-        raise AddressRefused(f"cannot resolve {host}: {exc}") from None
+        raise AddressRefusedError(f"cannot resolve {host}: {exc}") from None
     addresses = list(dict.fromkeys(str(info[4][0]) for info in infos))
     if not addresses:
-        raise AddressRefused(f"{host} has no address")
+        raise AddressRefusedError(f"{host} has no address")
     if not allow_private:
         for address in addresses:
             if not is_public(address):
-                raise AddressRefused(
+                raise AddressRefusedError(
                     f"{host} resolves to {address}, a private, loopback or link-local "
                     "address; such addresses are refused unless the user allows them "
                     "(setting allow_private_fetch)"
@@ -92,11 +92,11 @@ def check_target(raw: str | httpx.URL, ctx: ToolContext) -> Target:
     """Parse and check a URL against the run's settings.
 
     Raises:
-        AddressRefused: the URL may not be reached.
+        AddressRefusedError: the URL may not be reached.
     """
     url = raw if isinstance(raw, httpx.URL) else parse_url(raw)
     if url.scheme not in ("http", "https") or not url.host:
-        raise AddressRefused(f"only http and https URLs are allowed: {url}")
+        raise AddressRefusedError(f"only http and https URLs are allowed: {url}")
     port = url.port or (443 if url.scheme == "https" else 80)
     allow = ToolSettings(ctx).flag("allow_private_fetch")
     addresses = resolve_allowed(url.host, port, allow_private=allow)

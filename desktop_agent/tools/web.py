@@ -84,7 +84,7 @@ class Page:
         )
 
 
-class FetchFailed(Exception):
+class FetchFailedError(Exception):
     """The page could not be fetched; the message is for the model."""
 
 
@@ -104,7 +104,7 @@ class WebFetch(TypedTool[FetchArgs]):
         """Fetch (or read from the run's cache) and return a chunk of text."""
         try:
             url = net.parse_url(args.url)
-        except net.AddressRefused as exc:
+        except net.AddressRefusedError as exc:
             raise ToolInputError(str(exc)) from None
         cache = _cache_path(ctx, str(url))
         page = None if args.refresh or cache is None else _read_cache(cache)
@@ -112,9 +112,9 @@ class WebFetch(TypedTool[FetchArgs]):
         if page is None:
             try:
                 page = fetch(str(url), ctx)
-            except net.AddressRefused as exc:
+            except net.AddressRefusedError as exc:
                 return result(f"refused: {exc}", error=True)
-            except FetchFailed as exc:
+            except FetchFailedError as exc:
                 return result(str(exc), error=True)
             if cache is not None and page.status < 400:
                 _write_cache(cache, page)
@@ -125,8 +125,8 @@ def fetch(url: str, ctx: ToolContext) -> Page:
     """GET ``url``, following at most :data:`MAX_REDIRECTS` checked redirects.
 
     Raises:
-        AddressRefused: the URL or a redirect target may not be reached.
-        FetchFailed: network error, timeout, or content that cannot be read.
+        AddressRefusedError: the URL or a redirect target may not be reached.
+        FetchFailedError: network error, timeout, or content that cannot be read.
     """
     settings = ToolSettings(ctx)
     cap = int(settings.number("web_fetch_max_bytes", MAX_BYTES))
@@ -140,15 +140,15 @@ def fetch(url: str, ctx: ToolContext) -> Page:
             try:
                 resp = client.send(req, stream=True)
             except httpx.TimeoutException:
-                raise FetchFailed(f"timed out fetching {current}") from None
+                raise FetchFailedError(f"timed out fetching {current}") from None
             except httpx.HTTPError as exc:
-                raise FetchFailed(f"could not fetch {current}: {exc}") from None
+                raise FetchFailedError(f"could not fetch {current}: {exc}") from None
             try:
                 if resp.is_redirect and "location" in resp.headers:
                     try:
                         current = current.join(resp.headers["location"])
                     except httpx.InvalidURL as exc:
-                        raise FetchFailed(f"bad redirect from {url}: {exc}") from None
+                        raise FetchFailedError(f"bad redirect from {url}: {exc}") from None
                     continue
                 body, truncated = _read_capped(resp, cap, deadline)
                 content_type = resp.headers.get("content-type", "").split(";")[0].strip().lower()
@@ -164,7 +164,7 @@ def fetch(url: str, ctx: ToolContext) -> Page:
                 )
             finally:
                 resp.close()
-    raise FetchFailed(f"too many redirects (more than {MAX_REDIRECTS}) from {url}")
+    raise FetchFailedError(f"too many redirects (more than {MAX_REDIRECTS}) from {url}")
 
 
 def _read_capped(resp: httpx.Response, cap: int, deadline: float) -> tuple[bytes, bool]:
@@ -177,11 +177,11 @@ def _read_capped(resp: httpx.Response, cap: int, deadline: float) -> tuple[bytes
             if size >= cap:
                 return b"".join(chunks)[:cap], True
             if time.monotonic() > deadline:
-                raise FetchFailed(f"the page took too long to download: {resp.url}")
+                raise FetchFailedError(f"the page took too long to download: {resp.url}")
     except httpx.TimeoutException:
-        raise FetchFailed(f"timed out reading {resp.url}") from None
+        raise FetchFailedError(f"timed out reading {resp.url}") from None
     except httpx.HTTPError as exc:
-        raise FetchFailed(f"connection failed while reading {resp.url}: {exc}") from None
+        raise FetchFailedError(f"connection failed while reading {resp.url}: {exc}") from None
     return b"".join(chunks), False
 
 
@@ -194,7 +194,7 @@ def _to_text(body: bytes, content_type: str, encoding: str | None, url: str) -> 
     ):
         return html_to_text(text, url)
     if content_type and not content_type.startswith(_TEXT_TYPES) and "\x00" in text[:4096]:
-        raise FetchFailed(f"{url} is {content_type}, which cannot be read as text")
+        raise FetchFailedError(f"{url} is {content_type}, which cannot be read as text")
     return text
 
 
@@ -236,7 +236,7 @@ def _pdf_text(body: bytes) -> str:
         reader = PdfReader(io.BytesIO(body))
         return "\n\n".join((page.extract_text() or "") for page in reader.pages)
     except (PyPdfError, ValueError, KeyError) as exc:
-        raise FetchFailed(f"the PDF cannot be read: {exc}") from None
+        raise FetchFailedError(f"the PDF cannot be read: {exc}") from None
 
 
 def _render(page: Page, offset: int, cached: bool) -> ToolResult:

@@ -25,6 +25,7 @@ from desktop_agent.domain.errors import DesktopAgentError, StorageError
 from desktop_agent.engine.loop import RunExecutor
 from desktop_agent.engine.ports import CancelToken, Clock, RunPatch, SystemClock
 from desktop_agent.persistence.store import SqlStore
+from desktop_agent.worker.notify import Notifier
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +67,7 @@ class Worker:
         config: tunables.
         clock: time source for leases and wake-ups.
         on_activation_end: called with a run id after each activation (tests, logs).
+        notifier: told of each activation's end and of every poll (notifications).
     """
 
     def __init__(
@@ -75,6 +77,7 @@ class Worker:
         config: WorkerConfig | None = None,
         clock: Clock | None = None,
         on_activation_end: Callable[[str], None] | None = None,
+        notifier: Notifier | None = None,
     ) -> None:
         self.store = store
         self.executor = executor
@@ -83,7 +86,9 @@ class Worker:
         self.host = socket.gethostname()
         self.id = f"{self.host}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self.stop_event = threading.Event()
+        self._wakeup = threading.Event()
         self.on_activation_end = on_activation_end
+        self.notifier = notifier
         self._in_flight: dict[str, tuple[Future[None], CancelToken]] = {}
         self._pool = ThreadPoolExecutor(self.config.max_runs, thread_name_prefix="run")
         self._last_heartbeat = 0.0
@@ -107,17 +112,25 @@ class Worker:
                 busy = self.tick()
                 if self.config.until_idle and not busy:
                     break
-                self.stop_event.wait(self.config.poll_s)
+                self._wakeup.wait(self.config.poll_s)
+                self._wakeup.clear()
         finally:
             self._shutdown()
 
     def stop(self) -> None:
         """Ask the worker to stop after its current poll."""
         self.stop_event.set()
+        self._wakeup.set()
+
+    def nudge(self) -> None:
+        """Poll now rather than after ``poll_s`` (a wake-up fell due, an activation ended)."""
+        self._wakeup.set()
 
     def _shutdown(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=False)
         self._reap()
+        if self.notifier is not None:
+            self.notifier.close()
         with contextlib.suppress(DesktopAgentError):
             self.store.stop_worker(self.id, self.clock.now())
         log.info("worker %s stopped after %d activations", self.id, self.activations)
@@ -133,6 +146,8 @@ class Worker:
         if now - self._last_dead_check >= 2.0 or not self._last_dead_check:
             self._dead = self._find_dead_workers(now)
             self._last_dead_check = now
+        if self.notifier is not None:
+            self.notifier.tick(now)
         self._reap()
         self._watch_cancels()
         free = self.config.max_runs - len(self._in_flight)
@@ -144,6 +159,7 @@ class Worker:
             if self.store.claim_run(run_id, self.id, now, self.config.lease_s, self._dead):
                 token = CancelToken()
                 fut = self._pool.submit(self._activate, run_id, token)
+                fut.add_done_callback(lambda _f: self.nudge())
                 self._in_flight[run_id] = (fut, token)
         return bool(self._in_flight) or bool(candidates)
 
@@ -196,6 +212,8 @@ class Worker:
                 self.store.release_run(run_id, self.id)
             if self.on_activation_end is not None:
                 self.on_activation_end(run_id)
+            if self.notifier is not None:
+                self.notifier.on_activation_end(run_id)
 
     def _watch_cancels(self) -> None:
         if not self._in_flight:

@@ -68,6 +68,15 @@ def make_workspace(path: Path, sources: Mapping[str, str]) -> Path:
     return path
 
 
+# Temporary files of desktop_agent.tools.files._atomic_write (mkstemp ".tmp-*").
+STRAY_TEMP = re.compile(r"(?:^|/)\.tmp-[^/]+$")
+
+
+def stray_temp_files(files: Mapping[str, bytes]) -> list[str]:
+    """Temporary files an atomic write left behind when it was killed before its rename."""
+    return sorted(name for name in files if STRAY_TEMP.search(name))
+
+
 def workspace_files(path: Path) -> dict[str, bytes]:
     """Every file under ``path`` (hidden ones included), by relative path."""
     return {

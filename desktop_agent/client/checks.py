@@ -1,0 +1,168 @@
+"""Checks for the desktop app: arguments against the tool, and what a crash left behind.
+
+A tool's own validation of (edited) arguments before an approval; runs interrupted by a
+worker that died, and runs that need attention, after a crash.
+
+Plain Python, called off the GUI thread.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+
+from desktop_agent.client.api import WORKER_STALE_S, Client
+from desktop_agent.domain import JSON, Approval, ApprovalState, Run, RunStatus, StepKind, WorkerInfo
+from desktop_agent.domain.errors import DesktopAgentError
+from desktop_agent.engine.ports import CancelToken, SystemClock, ToolContext, ToolInputError
+
+# --------------------------------------------------------------------------- approvals
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """The outcome of a tool's check of some arguments.
+
+    Attributes:
+        ok: True passed, False failed, None could not be checked here.
+        message: what the check said.
+    """
+
+    ok: bool | None
+    message: str
+
+
+def check_arguments(client: Client, approval: Approval, arguments: JSON) -> CheckResult:
+    """Run the tool's own validation on ``arguments`` now (read-only; schema included).
+
+    The worker runs the same check again right before the approved call; this preview
+    lets the analyst see a problem before deciding.
+    """
+    tool = client.tools.get(approval.tool)
+    if tool is None:
+        return CheckResult(None, f"{approval.tool} cannot be checked here")
+    if not isinstance(arguments, dict):
+        return CheckResult(False, "the arguments must be a JSON object")
+    try:
+        run = client.run(approval.run_id)
+    except DesktopAgentError as exc:
+        return CheckResult(None, str(exc))
+    ctx = ToolContext(
+        run_id=run.id,
+        seq=approval.seq,
+        idempotency_key=f"{run.id}:{approval.seq}",
+        workspace=Path(run.workspace),
+        clock=SystemClock(),
+        cancel=CancelToken(),
+        settings=client.settings.engine_settings(),
+    )
+    try:
+        problem = tool.validate(arguments, ctx)
+    except ToolInputError as exc:
+        return CheckResult(False, f"invalid arguments: {exc}")
+    except Exception as exc:  # a tool's bug is a failed check, not a crash of the app
+        return CheckResult(False, f"the check itself failed: {type(exc).__name__}: {exc}")
+    if problem:
+        return CheckResult(False, problem)
+    return CheckResult(True, "the arguments pass the tool's checks")
+
+
+def final_check(client: Client, approval: Approval) -> CheckResult | None:
+    """What the worker's last check before the approved call said, once it ran."""
+    if approval.state in (ApprovalState.PENDING, ApprovalState.REJECTED, ApprovalState.EXPIRED):
+        return None
+    steps = client.steps(approval.run_id, approval.seq + 1, limit=50)
+    approval_step = client.store.get_step(approval.run_id, approval.seq)
+    use_id = next(
+        (
+            r.get("tool_use_id")
+            for r in (approval_step.input or {}).get("requests", [])
+            if r.get("approval_id") == approval.id
+        ),
+        None,
+    )
+    for step in steps:
+        if step.kind != StepKind.TOOL_CALL or (step.input or {}).get("tool_use_id") != use_id:
+            continue
+        content = str((step.output or {}).get("content", ""))
+        if content.startswith("Not executed: the check before running failed"):
+            return CheckResult(False, content)
+        return CheckResult(True, f"passed; the call ran as step {step.seq}")
+    return None
+
+
+# --------------------------------------------------------------------------- recovery
+
+
+@dataclass(frozen=True)
+class RecoveryItem:
+    """A run the analyst should hear about after a crash.
+
+    Attributes:
+        run: the run as found at start.
+        interrupted: its worker died while holding it (it is resumed by the next worker).
+        why: what happened, in a sentence.
+    """
+
+    run: Run
+    interrupted: bool
+    why: str
+
+
+@dataclass(frozen=True)
+class RecoveryReport:
+    """What the app found at start: dead workers, interrupted runs, runs needing you."""
+
+    dead_workers: tuple[WorkerInfo, ...]
+    items: tuple[RecoveryItem, ...]
+
+    @property
+    def empty(self) -> bool:
+        """Nothing to report."""
+        return not self.items
+
+
+def _process_alive(pid: int, started: float) -> bool:
+    try:
+        proc = psutil.Process(pid)
+        return proc.status() != psutil.STATUS_ZOMBIE and (
+            started == 0.0 or abs(proc.create_time() - started) < 2.0
+        )
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return False
+
+
+def recovery_report(client: Client, *, now: float | None = None) -> RecoveryReport:
+    """Runs interrupted by a worker that died, and runs that need attention."""
+    now = time.time() if now is None else now
+    host = socket.gethostname()
+    store = client.store
+    dead: list[WorkerInfo] = []
+    live: set[str] = set()
+    for info, started in store.list_workers():
+        gone = (info.host == host and not _process_alive(info.pid, started)) or (
+            now - info.heartbeat_at > 2 * WORKER_STALE_S
+        )
+        if gone:
+            dead.append(info)
+        else:
+            live.add(info.id)
+    by_id = {w.id: w for w in dead}
+    active = store.list_runs([s for s in RunStatus if s.is_active], limit=100_000)
+    items = []
+    for run in active:
+        owner = run.lease_owner
+        if owner is not None and owner not in live:
+            worker = by_id.get(owner)
+            who = f"worker pid {worker.pid}" if worker else "a worker that is gone"
+            why = f"{who} stopped while it held this run; the next worker resumes it"
+            if run.status == RunStatus.NEEDS_ATTENTION and run.status_message:
+                why += f". Needs attention: {run.status_message}"
+            items.append(RecoveryItem(run, True, why))
+        elif run.status == RunStatus.NEEDS_ATTENTION:
+            items.append(RecoveryItem(run, False, run.status_message or "needs attention"))
+    return RecoveryReport(tuple(dead), tuple(items))

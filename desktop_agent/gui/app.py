@@ -1,0 +1,76 @@
+"""Start the desktop app: ``desktop-agent`` with no arguments calls :func:`main`."""
+
+from __future__ import annotations
+
+import logging
+import sys
+import traceback
+from pathlib import Path
+from types import TracebackType
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QApplication, QMessageBox, QSystemTrayIcon
+
+from desktop_agent.client.api import Client
+from desktop_agent.domain.errors import DesktopAgentError, KnownError
+from desktop_agent.gui import resources
+
+log = logging.getLogger(__name__)
+
+
+def _install_excepthook(app: QApplication) -> None:
+    """Show unexpected errors in a dialog instead of losing them (or crashing)."""
+    previous = sys.excepthook
+
+    def hook(kind: type[BaseException], exc: BaseException, tb: TracebackType | None) -> None:
+        if issubclass(kind, KeyboardInterrupt):
+            previous(kind, exc, tb)
+            return
+        log.error("unexpected error", exc_info=(kind, exc, tb))
+        if isinstance(exc, KnownError):
+            text, details = str(exc), ""
+        else:
+            text = f"Something went wrong inside desktop-agent: {kind.__name__}: {exc}"
+            details = "".join(traceback.format_exception(kind, exc, tb))
+        box = QMessageBox(QMessageBox.Icon.Critical, "desktop-agent", text)
+        if details:
+            box.setDetailedText(details)
+        box.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        box.open()
+
+    sys.excepthook = hook
+
+
+def create_app(argv: list[str] | None = None) -> QApplication:
+    """The QApplication (the existing one, if any)."""
+    existing = QApplication.instance()
+    if isinstance(existing, QApplication):
+        return existing
+    app = QApplication(argv if argv is not None else sys.argv[:1])
+    app.setApplicationName("desktop-agent")
+    app.setApplicationDisplayName("desktop-agent")
+    app.setDesktopFileName("desktop-agent")
+    app.setWindowIcon(resources.app_icon())
+    return app
+
+
+def main(db_path: Path, *, spawn_workers: bool = True) -> int:
+    """Open the database at ``db_path`` and run the app until it quits; returns the exit code."""
+    from desktop_agent.gui.mainwindow import MainWindow
+
+    app = create_app()
+    _install_excepthook(app)
+    try:
+        client = Client(db_path)
+    except DesktopAgentError as exc:
+        QMessageBox.critical(None, "desktop-agent", f"Cannot open the data folder: {exc}")
+        return 2
+    # With a tray icon the app lives on after the window closes; "Quit everything" ends it.
+    app.setQuitOnLastWindowClosed(not QSystemTrayIcon.isSystemTrayAvailable())
+    window = MainWindow(client, spawn_workers=spawn_workers)
+    window.show()
+    try:
+        return app.exec()
+    finally:
+        window.shutdown()
+        client.close()

@@ -1,0 +1,310 @@
+"""Run commands from the window: confirmations and prompts, then a command row, off-thread.
+
+Every command goes through the client (a row in the database that the worker applies at
+the next step boundary); the write runs on the task pool so the window never waits on a
+locked database.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from PySide6.QtCore import QObject, Qt, Signal, Slot
+from PySide6.QtWidgets import QWidget
+
+from desktop_agent.client.api import Client
+from desktop_agent.client.checks import CheckResult, check_arguments, final_check
+from desktop_agent.client.views import ToolInfo
+from desktop_agent.domain import JSON, Approval, ApprovalState, Run
+from desktop_agent.gui.dialogs.approval import ApprovalDialog
+from desktop_agent.gui.dialogs.new_run import NewRunRequest
+from desktop_agent.gui.dialogs.prompts import BudgetDialog, MessageDialog, ResolveDialog, TextPrompt
+from desktop_agent.gui.tasks import TaskRunner
+
+
+class RunCommands(QObject):
+    """Sends the analyst's commands.
+
+    Args:
+        client: the client.
+        tasks: where writes run.
+        window: parent of confirmations and prompts.
+
+    Signals:
+        done: a command was queued (a message for the status bar).
+        failed: a command was refused or failed (the message).
+        run_started: a new run was created (the :class:`Run`).
+        decisions_changed: approvals were decided here (hide them until the worker applies).
+    """
+
+    done = Signal(str)
+    failed = Signal(str)
+    run_started = Signal(object)
+    decisions_changed = Signal()
+
+    def __init__(self, client: Client, tasks: TaskRunner, window: QWidget) -> None:
+        super().__init__(window)
+        self.client = client
+        self.tasks = tasks
+        self.window = window
+        self.dialog: QWidget | None = None
+        """The confirmation or prompt opened last (tests drive it)."""
+        self.decided: set[str] = set()
+        """Approvals decided here whose decision the worker has not applied yet."""
+        self.approval_dialog: ApprovalDialog | None = None
+
+    def _send(
+        self, fn: Callable[[], Any], message: str, then: Callable[[Any], None] | None = None
+    ) -> None:
+        def ok(result: Any) -> None:
+            self.done.emit(message)
+            if then is not None:
+                then(result)
+
+        self.tasks.submit(fn, ok, lambda exc: self.failed.emit(str(exc)))
+
+    # ------------------------------------------------------------------ simple
+
+    def pause(self, run: Run) -> None:
+        """Pause at the next step boundary."""
+        self._send(
+            lambda: self.client.pause(run.id),
+            "Pause requested: it takes effect at the next step boundary",
+        )
+
+    def resume(self, run: Run) -> None:
+        """Resume (or wake) the run."""
+        self._send(lambda: self.client.resume(run.id), "Resume requested")
+
+    def retry(self, run: Run) -> None:
+        """Retry a failed run from the failed step."""
+        self._send(lambda: self.client.resume(run.id), "Retrying from the failed step")
+
+    def approve(
+        self, approval: Approval, arguments: JSON = None, note: str = "approved in the app"
+    ) -> None:
+        """Approve as proposed, or with edited arguments (only the edited call runs)."""
+        self.decided.add(approval.id)
+        self.decisions_changed.emit()
+        message = "Approved with edits" if arguments is not None else "Approved"
+
+        def undo(exc: Exception) -> None:
+            self.decided.discard(approval.id)
+            self.decisions_changed.emit()
+            self.failed.emit(str(exc))
+
+        self.tasks.submit(
+            lambda: self.client.approve(approval.id, arguments, note),
+            lambda _r: self.done.emit(f"{message}: {approval.tool}"),
+            undo,
+        )
+
+    def reject(self, approval: Approval, reason: str) -> None:
+        """Reject with a reason the agent reads."""
+        self.decided.add(approval.id)
+        self.decisions_changed.emit()
+
+        def undo(exc: Exception) -> None:
+            self.decided.discard(approval.id)
+            self.decisions_changed.emit()
+            self.failed.emit(str(exc))
+
+        self.tasks.submit(
+            lambda: self.client.reject(approval.id, reason),
+            lambda _r: self.done.emit(f"Rejected: {approval.tool}"),
+            undo,
+        )
+
+    def start_run(self, request: NewRunRequest, on_error: Callable[[Exception], None]) -> None:
+        """Create a run from the new-run dialog's request."""
+        client = self.client
+
+        def create() -> Run:
+            return client.start_run(
+                request.goal,
+                model=request.model,
+                workspace=request.workspace,
+                tools=list(request.tools),
+                approval_overrides=dict(request.approval_overrides),
+                max_cost_usd=request.max_cost_usd,
+                max_steps=request.max_steps,
+                max_time_s=request.max_time_s,
+                max_tokens_budget=request.max_tokens_budget,
+                use_defaults=False,
+            )
+
+        def created(run: Run) -> None:
+            self.done.emit(f"Started run {run.id}")
+            self.run_started.emit(run)
+
+        self.tasks.submit(create, created, on_error)
+
+    def check(self, approval: Approval, arguments: JSON, dialog: ApprovalDialog) -> None:
+        """Run the tool's check of ``arguments`` off-thread; show it in ``dialog`` if open."""
+        client = self.client
+
+        def show(result: CheckResult) -> None:
+            if self.approval_dialog is dialog:
+                dialog.show_check(result)
+
+        self.tasks.submit(lambda: check_arguments(client, approval, arguments), show, _ignore)
+
+    def final_check(self, approval: Approval, dialog: ApprovalDialog) -> None:
+        """The worker's check before a decided call ran, if it did."""
+        client = self.client
+
+        def show(result: CheckResult | None) -> None:
+            if self.approval_dialog is dialog:
+                dialog.show_check(result, final=True)
+
+        self.tasks.submit(lambda: final_check(client, approval), show, _ignore)
+
+    # ------------------------------------------------------------------ with a dialog
+
+    def cancel(self, run: Run) -> None:
+        """Ask, then cancel (interrupting a model call in flight)."""
+        box = MessageDialog(
+            "Cancel the run?",
+            f"Cancel “{run.title or run.goal}”?\n\nA model call in flight is interrupted and a "
+            "partial report is written to the workspace. A cancelled run cannot be resumed.",
+            "cancel",
+            confirm="Cancel run",
+            cancel="Keep running",
+            parent=self.window,
+        )
+        box.confirmed.connect(
+            lambda: self._send(lambda: self.client.cancel(run.id), "Cancel requested")
+        )
+        self.dialog = box
+        box.open()
+
+    def stop(self, run: Run) -> None:
+        """Ask, then stop gracefully with a partial report."""
+        box = MessageDialog(
+            "Stop the run?",
+            "Stop at the next step boundary and write a partial report of what was found?",
+            "stop",
+            confirm="Stop with report",
+            cancel="Keep running",
+            parent=self.window,
+        )
+        box.confirmed.connect(
+            lambda: self._send(lambda: self.client.stop(run.id), "Stop requested")
+        )
+        self.dialog = box
+        box.open()
+
+    def _prompt(self, title: str, text: str, ok: str, then: Callable[[str], None]) -> TextPrompt:
+        prompt = TextPrompt(title, text, ok, self.window)
+        prompt.submitted.connect(then)
+        self.dialog = prompt
+        prompt.open()
+        return prompt
+
+    def steer(self, run: Run) -> None:
+        """Send the agent a note, read at the next step boundary."""
+        self._prompt(
+            "Steer the agent",
+            "Your note is added to the conversation before the agent's next step.",
+            "Send note",
+            lambda text: self._send(lambda: self.client.steer(run.id, text), "Note sent"),
+        )
+
+    def answer(self, run: Run) -> None:
+        """Answer the agent's question."""
+        self._prompt(
+            "Answer the agent",
+            run.status_message or "The agent asked you a question.",
+            "Send answer",
+            lambda text: self._send(lambda: self.client.answer(run.id, text), "Answer sent"),
+        )
+
+    def reject_with_reason(self, approval: Approval) -> None:
+        """Ask for a reason, then reject."""
+        self._prompt(
+            "Reject the call",
+            f"Why do you reject {approval.tool}? The agent reads your reason.",
+            "Reject",
+            lambda reason: self.reject(approval, reason),
+        )
+
+    def extend_budget(self, run: Run) -> None:
+        """Ask how much to add, then extend."""
+        dialog = BudgetDialog(self.window)
+
+        def submitted(cost: float, steps: int, time_s: float, tokens: int) -> None:
+            self._send(
+                lambda: self.client.extend_budget(
+                    run.id, cost_usd=cost, steps=steps, time_s=time_s, tokens=tokens
+                ),
+                "Budget extended",
+            )
+
+        dialog.submitted.connect(submitted)
+        self.dialog = dialog
+        dialog.open()
+
+    def resolve(self, run: Run) -> None:
+        """Ask what to do with a step in doubt, then send the decision."""
+        dialog = ResolveDialog(run.status_message, self.window)
+        dialog.submitted.connect(
+            lambda action: self._send(
+                lambda: self.client.resolve(run.id, action), f"Decision sent: {action}"
+            )
+        )
+        self.dialog = dialog
+        dialog.open()
+
+    # ------------------------------------------------------------------ approval dialog
+
+    def open_approval(
+        self, approval: Approval, run_title: str, tool: ToolInfo | None
+    ) -> ApprovalDialog:
+        """Open the approval dialog (replacing one already open)."""
+        if self.approval_dialog is not None:
+            self.approval_dialog.close()
+        effect = tool.effect.value if tool and tool.effect else ""
+        dialog = ApprovalDialog(
+            approval, run_title, tool.input_schema if tool else {}, effect, self.window
+        )
+        dialog.approve_requested.connect(self._on_approval_dialog_approve_requested)
+        dialog.reject_requested.connect(self._on_approval_dialog_reject_requested)
+        dialog.check_requested.connect(self._on_approval_dialog_check_requested)
+        dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        dialog.destroyed.connect(self._on_approval_dialog_destroyed)
+        self.approval_dialog = dialog
+        dialog.show()
+        if approval.state == ApprovalState.PENDING:
+            self.check(approval, approval.arguments, dialog)
+        else:
+            self.final_check(approval, dialog)
+        return dialog
+
+    @Slot()
+    def _on_approval_dialog_destroyed(self) -> None:
+        self.approval_dialog = None
+
+    @Slot(object, object, str)
+    def _on_approval_dialog_approve_requested(
+        self, approval: Approval, arguments: JSON, note: str
+    ) -> None:
+        self.approve(approval, arguments, note)
+        if self.approval_dialog is not None:
+            self.approval_dialog.accept()
+
+    @Slot(object, str)
+    def _on_approval_dialog_reject_requested(self, approval: Approval, reason: str) -> None:
+        self.reject(approval, reason)
+        if self.approval_dialog is not None:
+            self.approval_dialog.accept()
+
+    @Slot(object, object)
+    def _on_approval_dialog_check_requested(self, approval: Approval, arguments: JSON) -> None:
+        dialog = self.approval_dialog
+        if dialog is not None:
+            self.check(approval, arguments, dialog)
+
+
+def _ignore(_exc: Exception) -> None:
+    """A failed preview check is not worth an error dialog."""

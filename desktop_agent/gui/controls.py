@@ -1,0 +1,50 @@
+"""Which run controls apply to a run in its current status (mirrors the client's checks)."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from desktop_agent.domain import Run, RunStatus, WaitReason
+
+
+class Control(StrEnum):
+    """A command the analyst can give a run."""
+
+    PAUSE = "pause"
+    RESUME = "resume"
+    RETRY = "retry"
+    CANCEL = "cancel"
+    STOP = "stop"
+    STEER = "steer"
+    APPROVE = "approve"
+    EDIT = "edit"
+    REJECT = "reject"
+    ANSWER = "answer"
+    EXTEND_BUDGET = "extend_budget"
+    RESOLVE = "resolve"
+
+
+_WAKEABLE = frozenset({WaitReason.RATE_LIMIT, WaitReason.CREDENTIALS, WaitReason.TIMER})
+
+
+def allowed_controls(run: Run | None, pending_approvals: int = 0) -> frozenset[Control]:
+    """The controls that make sense for ``run`` now (none without a run)."""
+    if run is None:
+        return frozenset()
+    status = run.status
+    out: set[Control] = set()
+    if status.is_active:
+        out |= {Control.CANCEL, Control.STOP, Control.STEER, Control.EXTEND_BUDGET}
+        if status != RunStatus.PAUSED:
+            out.add(Control.PAUSE)
+    if status == RunStatus.PAUSED or (status == RunStatus.WAITING and run.wait_reason in _WAKEABLE):
+        out.add(Control.RESUME)
+    if status == RunStatus.FAILED:
+        out.add(Control.RETRY)
+    if pending_approvals > 0 and status.is_active:
+        out |= {Control.APPROVE, Control.EDIT, Control.REJECT}
+    if status == RunStatus.WAITING and run.wait_reason == WaitReason.HUMAN_INPUT:
+        out.add(Control.ANSWER)
+    if status == RunStatus.NEEDS_ATTENTION:
+        out.add(Control.RESOLVE)
+    return frozenset(out)

@@ -1,0 +1,1 @@
+"""Dialogs: new run, approval, settings, recovery summary, small prompts."""

@@ -1,0 +1,267 @@
+"""The new-run dialog: goal, model, workspace, tools, approval policy and budgets."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from PySide6.QtCore import Qt, Signal, Slot
+from PySide6.QtGui import QPalette
+from PySide6.QtWidgets import (
+    QComboBox,
+    QDialog,
+    QDialogButtonBox,
+    QDoubleSpinBox,
+    QFileDialog,
+    QFormLayout,
+    QGroupBox,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QListWidget,
+    QListWidgetItem,
+    QPlainTextEdit,
+    QPushButton,
+    QSpinBox,
+    QVBoxLayout,
+    QWidget,
+)
+
+from desktop_agent.client.views import ModelChoice, ToolInfo
+from desktop_agent.config import Settings
+from desktop_agent.domain import EffectClass, RunStatus
+from desktop_agent.domain.errors import InvalidInputError
+from desktop_agent.domain.units import format_duration, parse_duration
+from desktop_agent.gui import resources, theme
+from desktop_agent.gui.sizing import keep_minimum_size
+
+
+@dataclass(frozen=True)
+class NewRunRequest:
+    """What the analyst asked for; the arguments of ``Client.start_run``."""
+
+    goal: str
+    model: str
+    workspace: str | None
+    tools: tuple[str, ...]
+    approval_overrides: dict[str, str] = field(default_factory=dict)
+    max_cost_usd: float | None = None
+    max_steps: int | None = None
+    max_time_s: float | None = None
+    max_tokens_budget: int | None = None
+
+
+POLICIES = [
+    ("rules", "Ask when a rule says so: overwrites and irreversible actions (recommended)"),
+    ("changes", "Ask before every change: every write and every irreversible action"),
+    ("all", "Ask before every tool call"),
+]
+
+
+def overrides_for(policy: str, tools: Sequence[ToolInfo], chosen: Sequence[str]) -> dict[str, str]:
+    """Per-tool approval overrides for a policy preset."""
+    out = {}
+    for tool in tools:
+        if tool.name not in chosen or tool.is_control:
+            continue
+        if policy == "all" or (policy == "changes" and tool.effect != EffectClass.READ_ONLY):
+            out[tool.name] = "ask"
+    return out
+
+
+class NewRunDialog(QDialog):
+    """Start a run.
+
+    Args:
+        models: models to offer.
+        tools: tools to offer.
+        settings: defaults for model and budgets.
+        parent: owner.
+
+    Signals:
+        start_requested: the analyst pressed Start (a :class:`NewRunRequest`).
+    """
+
+    start_requested = Signal(object)
+
+    def __init__(
+        self,
+        models: Sequence[ModelChoice],
+        tools: Sequence[ToolInfo],
+        settings: Settings,
+        default_tools: Sequence[str],
+        parent: QWidget | None = None,
+    ) -> None:
+        super().__init__(parent)
+        self.setWindowTitle("New run")
+        self.setWindowIcon(resources.icon("new-run"))
+        self.tool_infos = list(tools)
+        self.goal = QPlainTextEdit(self)
+        self.goal.setPlaceholderText(
+            "What should the agent do? e.g. Summarise the reports in the workspace and list "
+            "the three biggest risks, with sources."
+        )
+        self.goal.setTabChangesFocus(True)
+        self.goal.setMinimumHeight(self.fontMetrics().height() * 5)
+        self.model = QComboBox(self)
+        for choice in models:
+            label = f"{choice.label}  — demo, no API key needed" if choice.is_demo else choice.label
+            self.model.addItem(label, choice.id)
+        index = self.model.findData(settings.default_model)
+        self.model.setCurrentIndex(max(0, index))
+        self.model.currentIndexChanged.connect(self._on_model_current_index_changed)
+        self.model_note = QLabel(self)
+        self.model_note.setWordWrap(True)
+        self.workspace = QLineEdit(self)
+        self.workspace.setPlaceholderText("empty: a new folder in the data folder")
+        browse = QPushButton(resources.icon("folder"), "Choose…", self)
+        browse.clicked.connect(self._on_browse_clicked)
+        ws_row = QHBoxLayout()
+        ws_row.addWidget(self.workspace, 1)
+        ws_row.addWidget(browse)
+
+        self.tools = QListWidget(self)
+        for tool in tools:
+            effect = "engine" if tool.is_control else (tool.effect or EffectClass.READ_ONLY).value
+            item = QListWidgetItem(f"{tool.name}  ({effect.replace('_', ' ')})")
+            item.setData(Qt.ItemDataRole.UserRole, tool.name)
+            item.setToolTip(tool.description)
+            item.setFlags(item.flags() | Qt.ItemFlag.ItemIsUserCheckable)
+            checked = tool.name in default_tools
+            item.setCheckState(Qt.CheckState.Checked if checked else Qt.CheckState.Unchecked)
+            self.tools.addItem(item)
+        rows = max(4, min(len(tools), 9))
+        self.tools.setMinimumHeight(self.tools.sizeHintForRow(0) * rows + 6)
+        self.policy = QComboBox(self)
+        for key, label in POLICIES:
+            self.policy.addItem(label, key)
+
+        self.cost = QDoubleSpinBox(self)
+        self.cost.setRange(0, 10_000)
+        self.cost.setDecimals(2)
+        self.cost.setPrefix("$ ")
+        self.cost.setSpecialValueText("no limit")
+        self.cost.setValue(settings.default_max_cost_usd or 0)
+        self.steps = QSpinBox(self)
+        self.steps.setRange(0, 1_000_000)
+        self.steps.setSpecialValueText("no limit")
+        self.steps.setValue(settings.default_max_steps or 0)
+        self.time = QLineEdit(self)
+        self.time.setPlaceholderText("no limit (e.g. 30m, 2h, 3d)")
+        if settings.default_max_time_s:
+            self.time.setText(format_duration(settings.default_max_time_s))
+        self.tokens = QSpinBox(self)
+        self.tokens.setRange(0, 2_000_000_000)
+        self.tokens.setSingleStep(100_000)
+        self.tokens.setSpecialValueText("no limit")
+
+        what = QFormLayout()
+        what.addRow("Goal", self.goal)
+        what.addRow("Model", self.model)
+        what.addRow("", self.model_note)
+        what.addRow("Workspace", ws_row)
+        tools_box = QGroupBox("Tools and approvals", self)
+        tl = QVBoxLayout(tools_box)
+        tl.addWidget(self.tools)
+        tl.addWidget(QLabel("Approval policy", self))
+        tl.addWidget(self.policy)
+        budget_box = QGroupBox("Budget (the run waits for you when it reaches a limit)", self)
+        bl = QFormLayout(budget_box)
+        bl.addRow("Cost", self.cost)
+        bl.addRow("Steps", self.steps)
+        bl.addRow("Time", self.time)
+        bl.addRow("Tokens", self.tokens)
+        self.error = QLabel(self)
+        self.error.setWordWrap(True)
+        pal = self.error.palette()
+        pal.setColor(QPalette.ColorRole.WindowText, theme.status_color(RunStatus.FAILED))
+        self.error.setPalette(pal)
+        self.buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Cancel, self)
+        self.start = self.buttons.addButton("Start run", QDialogButtonBox.ButtonRole.AcceptRole)
+        self.start.setIcon(resources.icon("resume"))
+        self.start.setDefault(True)
+        self.buttons.accepted.connect(self._on_buttons_accepted)
+        self.buttons.rejected.connect(self.reject)
+        self.goal.textChanged.connect(self._on_goal_text_changed)
+
+        columns = QHBoxLayout()
+        columns.addWidget(tools_box, 1)
+        columns.addWidget(budget_box, 1)
+        layout = QVBoxLayout(self)
+        layout.addLayout(what)
+        layout.addLayout(columns)
+        layout.addWidget(self.error)
+        layout.addWidget(self.buttons)
+        self._on_goal_text_changed()
+        self._on_model_current_index_changed(self.model.currentIndex())
+        self.resize(max(self.sizeHint().width(), 760), self.sizeHint().height())
+        keep_minimum_size(self)
+
+    def chosen_tools(self) -> list[str]:
+        """Names of the checked tools."""
+        out = []
+        for i in range(self.tools.count()):
+            item = self.tools.item(i)
+            if item.checkState() == Qt.CheckState.Checked:
+                out.append(str(item.data(Qt.ItemDataRole.UserRole)))
+        return out
+
+    def request(self) -> NewRunRequest:
+        """The run asked for (raises InvalidInputError with a readable message)."""
+        goal = self.goal.toPlainText().strip()
+        if not goal:
+            raise InvalidInputError("Say what the agent should do.")
+        text = self.time.text().strip()
+        max_time = parse_duration(text) if text else None
+        tools = self.chosen_tools()
+        return NewRunRequest(
+            goal=goal,
+            model=str(self.model.currentData()),
+            workspace=self.workspace.text().strip() or None,
+            tools=tuple(tools),
+            approval_overrides=overrides_for(
+                str(self.policy.currentData()), self.tool_infos, tools
+            ),
+            max_cost_usd=self.cost.value() or None,
+            max_steps=self.steps.value() or None,
+            max_time_s=max_time,
+            max_tokens_budget=self.tokens.value() or None,
+        )
+
+    def show_error(self, message: str) -> None:
+        """Show why the run could not start."""
+        self.error.setText(message)
+        self.start.setEnabled(True)
+
+    @Slot()
+    def _on_goal_text_changed(self) -> None:
+        self.start.setEnabled(bool(self.goal.toPlainText().strip()))
+
+    @Slot(int)
+    def _on_model_current_index_changed(self, _index: int) -> None:
+        if self.model.currentData() == "demo":
+            self.model_note.setText(
+                "The demo model is offline and simulated: it follows a fixed research script "
+                "over the workspace files, and its costs are not real."
+            )
+        else:
+            self.model_note.setText("Uses your Anthropic API key (Settings) and costs money.")
+
+    @Slot()
+    def _on_browse_clicked(self) -> None:
+        dialog = QFileDialog(self, "Workspace folder", self.workspace.text())
+        dialog.setFileMode(QFileDialog.FileMode.Directory)
+        dialog.setOption(QFileDialog.Option.ShowDirsOnly, True)
+        dialog.fileSelected.connect(self.workspace.setText)
+        dialog.open()
+
+    @Slot()
+    def _on_buttons_accepted(self) -> None:
+        try:
+            request = self.request()
+        except InvalidInputError as exc:
+            self.show_error(str(exc))
+            return
+        self.error.setText("")
+        self.start.setEnabled(False)
+        self.start_requested.emit(request)

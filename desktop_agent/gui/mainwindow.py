@@ -1,0 +1,614 @@
+"""The main window: run list and approvals inbox above, the selected run below.
+
+Data flows one way: :class:`LivePoller` reads the database off the GUI thread and the
+window merges what changed into thin item models. Commands go through
+:class:`RunCommands` as rows the worker applies.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from pathlib import Path
+
+from PySide6.QtCore import QEvent, Qt, QTimer, QUrl, Slot
+from PySide6.QtGui import QCloseEvent, QDesktopServices, QHideEvent, QShowEvent
+from PySide6.QtWidgets import (
+    QApplication,
+    QLabel,
+    QMainWindow,
+    QSplitter,
+    QTabWidget,
+    QWidget,
+)
+
+from desktop_agent.client.api import Client, WorkerStatus
+from desktop_agent.client.checks import RecoveryReport, recovery_report
+from desktop_agent.client.views import (
+    RunRow,
+    RunsDelta,
+    default_tool_names,
+    model_choices,
+    tool_catalog,
+)
+from desktop_agent.config import Settings
+from desktop_agent.domain import Approval, Run
+from desktop_agent.gui import notify, resources, theme
+from desktop_agent.gui.actions import APPROVAL_CONTROLS, RUN_CONTROLS, Actions
+from desktop_agent.gui.commands import RunCommands
+from desktop_agent.gui.controls import Control, allowed_controls
+from desktop_agent.gui.dialogs.approval import ApprovalDialog
+from desktop_agent.gui.dialogs.new_run import NewRunDialog, NewRunRequest
+from desktop_agent.gui.dialogs.prompts import MessageDialog
+from desktop_agent.gui.dialogs.recovery import RecoveryDialog
+from desktop_agent.gui.dialogs.settings import SettingsDialog
+from desktop_agent.gui.models.approvals import ApprovalListModel, ApprovalRow
+from desktop_agent.gui.models.runs import RunListModel
+from desktop_agent.gui.models.steps import StepTimelineModel
+from desktop_agent.gui.poller import LivePoller, StepsBatch
+from desktop_agent.gui.supervisor import WorkerSupervisor
+from desktop_agent.gui.tasks import TaskRunner
+from desktop_agent.gui.tray import TrayController
+from desktop_agent.gui.widgets.inbox import ApprovalInbox
+from desktop_agent.gui.widgets.run_detail import RunDetailPane
+from desktop_agent.gui.widgets.runlist import RunListPanel
+from desktop_agent.secrets import KeyStore
+
+log = logging.getLogger(__name__)
+
+
+class MainWindow(QMainWindow):
+    """The desktop app's window.
+
+    Args:
+        client: the client over the database.
+        spawn_workers: start (and restart) a detached worker when none is alive; tests
+            run a worker in a thread and pass False.
+        poll_ms: how often the change token is polled while the window is visible.
+        keys: the API key store (the settings dialog uses it).
+    """
+
+    def __init__(
+        self,
+        client: Client,
+        *,
+        spawn_workers: bool = True,
+        poll_ms: int = 250,
+        keys: KeyStore | None = None,
+    ) -> None:
+        super().__init__()
+        self.client = client
+        self.keys = keys or KeyStore()
+        self.setWindowTitle("desktop-agent")
+        self.setWindowIcon(resources.app_icon())
+        self.tasks = TaskRunner(2, self)
+        self.runs_model = RunListModel(self)
+        self.steps_model = StepTimelineModel(self)
+        self.approvals_model = ApprovalListModel(self)
+        self.poller = LivePoller(
+            client, self.tasks, self.steps_model.resume_seq, interval_ms=poll_ms, parent=self
+        )
+        self.supervisor = WorkerSupervisor(client, self.tasks, spawn=spawn_workers, parent=self)
+        self.commands = RunCommands(client, self.tasks, self)
+        self.acts = Actions(self)
+        self.tools = {t.name: t for t in tool_catalog(client)}
+        self.approvals: tuple[Approval, ...] = ()
+        self.selected: RunRow | None = None
+        self.new_run_dialog: NewRunDialog | None = None
+        self.settings_dialog: SettingsDialog | None = None
+        self.recovery_dialog: RecoveryDialog | None = None
+        self.recovery: RecoveryReport | None = None
+        self.last_error = ""
+        self.worker_status: WorkerStatus | None = None
+        self._states: dict[str, notify.State] | None = None
+        self._quitting = False
+        self._shut_down = False
+        self._pending_select: str | None = None
+        self._build()
+        self._connect()
+        self.tray = TrayController(
+            [
+                self.acts["show"],
+                self.acts["new_run"],
+                self.acts["inbox"],
+                None,
+                self.acts["quit"],
+            ],
+            self,
+        )
+        self.tray.show_requested.connect(self._on_tray_show_requested)
+        self.tray.notice_fallback.connect(self._on_tray_notice_fallback)
+        self._clock = QTimer(self)
+        self._clock.setInterval(1000)
+        self._clock.timeout.connect(self._on_clock_timeout)
+        self._update_controls()
+        # An explicit minimum keeps layouts from resizing the window's limits as panes
+        # appear (which also spares the offscreen platform a warning per change).
+        self.setMinimumSize(900, 600)
+        self.resize(1280, 800)
+        self._start()
+
+    # ------------------------------------------------------------------ layout
+
+    def _build(self) -> None:
+        toolbar = self.addToolBar("Run controls")
+        toolbar.setObjectName("controls")
+        toolbar.setMovable(False)
+        toolbar.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
+        self.acts.fill_toolbar(toolbar)
+        self.acts.fill_menus(self.menuBar())
+        self.run_list = RunListPanel(self.runs_model, self)
+        self.inbox = ApprovalInbox(self.approvals_model, self)
+        self.side = QTabWidget(self)
+        self.side.setDocumentMode(True)
+        self.side.addTab(self.run_list, resources.icon("status-running"), "Runs")
+        self.side.addTab(self.inbox, resources.icon("inbox"), "Approvals")
+        self.detail = RunDetailPane(self.steps_model, self.acts["follow"], self)
+        self.split = QSplitter(Qt.Orientation.Vertical, self)
+        self.split.addWidget(self.side)
+        self.split.addWidget(self.detail)
+        self.split.setSizes([250, 550])
+        self.split.setChildrenCollapsible(False)
+        self.setCentralWidget(self.split)
+        self.worker_label = QLabel(self)
+        self.worker_icon = QLabel(self)
+        self.statusBar().addPermanentWidget(self.worker_icon)
+        self.statusBar().addPermanentWidget(self.worker_label)
+        self._show_worker(None)
+
+    def add_view(self, widget: QWidget, icon: str, title: str) -> int:
+        """Add a tab beside Runs and Approvals (e.g. schedules or batches); returns its index."""
+        return self.side.addTab(widget, resources.icon(icon), title)
+
+    @property
+    def timeline(self) -> QWidget:
+        """The timeline view of the selected run."""
+        return self.detail.timeline
+
+    @property
+    def approval_dialog(self) -> ApprovalDialog | None:
+        """The approval dialog, while open."""
+        return self.commands.approval_dialog
+
+    def _connect(self) -> None:
+        a = self.acts
+        a["new_run"].triggered.connect(self._on_new_run_triggered)
+        a["settings"].triggered.connect(self._on_settings_triggered)
+        a["refresh"].triggered.connect(self.poller.refresh)
+        a["find"].triggered.connect(self._on_find_triggered)
+        a["inbox"].triggered.connect(self._on_inbox_triggered)
+        a["show"].triggered.connect(self._on_tray_show_requested)
+        a["close"].triggered.connect(self.close)
+        a["quit"].triggered.connect(self._on_quit_triggered)
+        for control in (*RUN_CONTROLS, *APPROVAL_CONTROLS):
+            a[control].triggered.connect(self._control_slot(control))
+        self.run_list.run_selected.connect(self._on_run_list_run_selected)
+        self.inbox.review_requested.connect(self.open_approval)
+        self.inbox.approve_requested.connect(self.commands.approve)
+        self.inbox.reject_requested.connect(self.commands.reject_with_reason)
+        self.inbox.approval_selected.connect(self._on_inbox_approval_selected)
+        self.detail.open_workspace_requested.connect(self._on_detail_open_workspace_requested)
+        self.poller.runs_changed.connect(self._on_poller_runs_changed)
+        self.poller.steps_loaded.connect(self._on_poller_steps_loaded)
+        self.poller.poll_failed.connect(self._on_poller_poll_failed)
+        self.supervisor.status_changed.connect(self._on_supervisor_status_changed)
+        self.supervisor.worker_started.connect(self._on_supervisor_worker_started)
+        self.supervisor.restart_failing.connect(self.show_error)
+        self.commands.done.connect(self._on_commands_done)
+        self.commands.failed.connect(self._on_commands_failed)
+        self.commands.run_started.connect(self._on_commands_run_started)
+        self.commands.decisions_changed.connect(self._on_commands_decisions_changed)
+        self.tasks.task_failed.connect(self._on_tasks_task_failed)
+
+    def _start(self) -> None:
+        self.poller.start()
+        self._clock.start()
+        client = self.client
+        # The report must see the dead worker's leases before a new worker takes them.
+        self.tasks.submit(
+            lambda: recovery_report(client), self._on_recovery_read, self._on_recovery_failed
+        )
+
+    # ------------------------------------------------------------------ data in
+
+    def _on_recovery_read(self, report: RecoveryReport) -> None:
+        self.recovery = report
+        if not report.empty:
+            dialog = RecoveryDialog(report, self)
+            dialog.run_activated.connect(self.select_run)
+            self.recovery_dialog = dialog
+            dialog.update_runs(list(self.runs_model.rows()))
+            dialog.show()
+        self.supervisor.start()
+
+    def _on_recovery_failed(self, exc: Exception) -> None:
+        log.warning("recovery check failed: %s", exc)
+        self.supervisor.start()
+
+    @Slot(object)
+    def _on_poller_runs_changed(self, delta: RunsDelta) -> None:
+        self.runs_model.apply(delta.rows, full=delta.full)
+        self._notify(delta)
+        self.commands.decided &= {a.id for a in delta.approvals}
+        self.approvals = delta.approvals
+        self._show_approvals()
+        if self.recovery_dialog is not None:
+            self.recovery_dialog.update_runs(list(delta.rows))
+        if self.selected is not None:
+            row = self.runs_model.get(self.selected.run.id)
+            if row is not None and row != self.selected:
+                self.selected = row
+                self.detail.update_row(row)
+        self._update_controls()
+
+    def _notify(self, delta: RunsDelta) -> None:
+        rows = self.runs_model.rows() if delta.full else delta.rows
+        if self._states is None:  # the first poll is the baseline: no notices for old news
+            self._states = {r.run.id: notify.state_of(r.run) for r in rows}
+            return
+        s = self.client.settings
+        wanted = {
+            notify.NoticeKind.NEEDS_USER: s.notify_needs_user,
+            notify.NoticeKind.FINISHED: s.notify_finished,
+            notify.NoticeKind.FAILED: s.notify_failed,
+        }
+        for notice in notify.transitions(self._states, rows):
+            if wanted[notice.kind]:
+                self.tray.notify(notice)
+        for r in rows:
+            self._states[r.run.id] = notify.state_of(r.run)
+        needing = sum(1 for r in self.runs_model.rows() if theme.needs_user(r.run))
+        self.tray.set_tooltip(
+            f"desktop-agent: {needing} run(s) need you" if needing else "desktop-agent"
+        )
+
+    def _visible_approvals(self) -> list[Approval]:
+        return [a for a in self.approvals if a.id not in self.commands.decided]
+
+    def _show_approvals(self) -> None:
+        pending = self._visible_approvals()
+        titles = {r.run.id: (r.run.title or r.run.goal) for r in self.runs_model.rows()}
+        self.approvals_model.set_rows(
+            ApprovalRow(a, titles.get(a.run_id, a.run_id)) for a in pending
+        )
+        n = len(pending)
+        index = self.side.indexOf(self.inbox)
+        self.side.setTabText(index, f"Approvals ({n})" if n else "Approvals")
+        self.side.setTabIcon(index, resources.badge_icon("inbox", n))
+        self.acts["inbox"].setIcon(resources.badge_icon("inbox", n))
+        self.acts["inbox"].setText(f"Approvals ({n})" if n else "Approvals")
+        waiting = f" — {n} approval{'s' if n != 1 else ''} waiting" if n else ""
+        self.setWindowTitle(f"desktop-agent{waiting}")
+
+    @Slot(object)
+    def _on_poller_steps_loaded(self, batch: StepsBatch) -> None:
+        self.detail.apply(batch)
+
+    @Slot(str)
+    def _on_poller_poll_failed(self, message: str) -> None:
+        self.statusBar().showMessage(f"Could not read the database: {message}", 10_000)
+
+    @Slot(object)
+    def _on_supervisor_status_changed(self, status: WorkerStatus) -> None:
+        self._show_worker(status)
+
+    def _show_worker(self, status: WorkerStatus | None) -> None:
+        self.worker_status = status
+        alive = status is not None and status.alive
+        if status is None:
+            text = "checking the worker…"
+        elif alive:
+            text = status.describe()
+        elif self.supervisor.spawn:
+            text = status.describe() + " — starting one"
+        else:
+            text = status.describe() + " — start one with: desktop-agent worker"
+        self.worker_label.setText(text)
+        name = "worker-online" if alive else "worker-offline"
+        self.worker_icon.setPixmap(resources.icon(name).pixmap(14, 14))
+
+    @Slot(int)
+    def _on_supervisor_worker_started(self, pid: int) -> None:
+        self.statusBar().showMessage(f"Started a worker (pid {pid})", 5000)
+
+    @Slot()
+    def _on_clock_timeout(self) -> None:
+        self.runs_model.refresh_times()
+        self.approvals_model.refresh_times()
+        self.detail.tick()
+
+    # ------------------------------------------------------------------ selection
+
+    @Slot(str)
+    def _on_run_list_run_selected(self, run_id: str) -> None:
+        row = self.runs_model.get(run_id) if run_id else None
+        if row is not None and self.selected is not None and row.run.id == self.selected.run.id:
+            return
+        self.selected = row
+        self.detail.show_run(row)
+        self.poller.select_run(run_id or None)
+        self._update_controls()
+
+    def select_run(self, run_id: str) -> bool:
+        """Select a run in the list (showing the Runs tab)."""
+        self.side.setCurrentWidget(self.run_list)
+        return self.run_list.select_run(run_id)
+
+    @Slot(str)
+    def _on_inbox_approval_selected(self, run_id: str) -> None:
+        if run_id and self.runs_model.get(run_id) is not None:
+            self._on_run_list_run_selected(run_id)
+
+    # ------------------------------------------------------------------ controls
+
+    def _pending_for_selected(self) -> list[Approval]:
+        if self.selected is None:
+            return []
+        return [a for a in self._visible_approvals() if a.run_id == self.selected.run.id]
+
+    def _update_controls(self) -> None:
+        run = self.selected.run if self.selected else None
+        allowed = allowed_controls(run, len(self._pending_for_selected()))
+        for control in (*RUN_CONTROLS, *APPROVAL_CONTROLS):
+            self.acts[control].setEnabled(control in allowed)
+
+    def _control_slot(self, control: Control) -> Callable[[], None]:
+        def triggered() -> None:
+            self.run_control(control)
+
+        return triggered
+
+    def run_control(self, control: Control) -> None:
+        """Apply ``control`` to the selected run (if it applies now)."""
+        if self.selected is None:
+            return
+        run = self.selected.run
+        pending = self._pending_for_selected()
+        if control not in allowed_controls(run, len(pending)):
+            return
+        c = self.commands
+        handlers: dict[Control, Callable[[], object]] = {
+            Control.PAUSE: lambda: c.pause(run),
+            Control.RESUME: lambda: c.resume(run),
+            Control.RETRY: lambda: c.retry(run),
+            Control.CANCEL: lambda: c.cancel(run),
+            Control.STOP: lambda: c.stop(run),
+            Control.STEER: lambda: c.steer(run),
+            Control.ANSWER: lambda: c.answer(run),
+            Control.EXTEND_BUDGET: lambda: c.extend_budget(run),
+            Control.RESOLVE: lambda: c.resolve(run),
+            Control.APPROVE: lambda: c.approve(pending[0]),
+            Control.EDIT: lambda: self.open_approval(pending[0]),
+            Control.REJECT: lambda: c.reject_with_reason(pending[0]),
+        }
+        handlers[control]()
+
+    @Slot(object)
+    def open_approval(self, approval: Approval) -> ApprovalDialog:
+        """Open the approval dialog for ``approval``."""
+        row = self.runs_model.get(approval.run_id)
+        title = (row.run.title or row.run.goal) if row else approval.run_id
+        return self.commands.open_approval(approval, title, self.tools.get(approval.tool))
+
+    @Slot()
+    def _on_commands_decisions_changed(self) -> None:
+        self._show_approvals()
+        self._update_controls()
+
+    @Slot(str)
+    def _on_commands_done(self, message: str) -> None:
+        self.statusBar().showMessage(message, 6000)
+        self.poller.refresh()
+
+    @Slot(str)
+    def _on_commands_failed(self, message: str) -> None:
+        self.show_error(message)
+        self.poller.refresh()
+
+    @Slot(object)
+    def _on_tasks_task_failed(self, exc: Exception) -> None:
+        self.show_error(str(exc))
+
+    @Slot(str)
+    def show_error(self, message: str) -> None:
+        """Tell the analyst something did not work (without blocking the window)."""
+        self.last_error = message
+        box = MessageDialog("desktop-agent", message, "status-failed", parent=self)
+        box.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        box.open()
+
+    # ------------------------------------------------------------------ dialogs
+
+    @Slot()
+    def _on_new_run_triggered(self) -> None:
+        self.open_new_run()
+
+    def open_new_run(self) -> NewRunDialog:
+        """Open the new-run dialog."""
+        if self.new_run_dialog is not None:
+            self.new_run_dialog.close()
+        dialog = NewRunDialog(
+            model_choices(),
+            list(self.tools.values()),
+            self.client.settings,
+            default_tool_names(self.client),
+            self,
+        )
+        dialog.start_requested.connect(self._on_new_run_dialog_start_requested)
+        self.new_run_dialog = dialog
+        dialog.open()
+        return dialog
+
+    @Slot(object)
+    def _on_new_run_dialog_start_requested(self, request: NewRunRequest) -> None:
+        dialog = self.new_run_dialog
+
+        def failed(exc: Exception) -> None:
+            if dialog is not None:
+                dialog.show_error(str(exc))
+
+        self.commands.start_run(request, failed)
+
+    @Slot(object)
+    def _on_commands_run_started(self, run: Run) -> None:
+        if self.new_run_dialog is not None:
+            self.new_run_dialog.accept()
+        self._pending_select = run.id
+        self.poller.refresh()
+        QTimer.singleShot(0, self._select_pending)
+
+    def _select_pending(self) -> None:
+        if self._pending_select is None or self._shut_down:
+            return
+        if self.select_run(self._pending_select):
+            self._pending_select = None
+        else:  # the poll that lists the new run has not arrived yet
+            QTimer.singleShot(100, self._select_pending)
+
+    @Slot()
+    def _on_settings_triggered(self) -> None:
+        self.open_settings()
+
+    def open_settings(self) -> SettingsDialog:
+        """Open the settings dialog."""
+        dialog = SettingsDialog(
+            self.client.settings,
+            Path(self.client.db_path),
+            model_choices(),
+            self.tasks.submit,
+            self.keys,
+            self,
+        )
+        dialog.saved.connect(self._on_settings_dialog_saved)
+        dialog.key_saved.connect(self._on_settings_dialog_key_saved)
+        self.settings_dialog = dialog
+        dialog.open()
+        return dialog
+
+    @Slot(object)
+    def _on_settings_dialog_saved(self, settings: Settings) -> None:
+        self.client.settings = settings
+        self.statusBar().showMessage("Settings saved", 5000)
+
+    @Slot(str)
+    def _on_settings_dialog_key_saved(self, _where: str) -> None:
+        store = self.client.store
+
+        def resumed(n: int) -> None:
+            if n:
+                self.statusBar().showMessage(f"Resuming {n} run(s) that waited for a key", 6000)
+
+        self.tasks.submit(lambda: store.resume_waiting_for("credentials"), resumed)
+
+    @Slot()
+    def _on_find_triggered(self) -> None:
+        self.side.setCurrentWidget(self.run_list)
+        self.run_list.search.setFocus()
+        self.run_list.search.selectAll()
+
+    @Slot()
+    def _on_inbox_triggered(self) -> None:
+        self.side.setCurrentWidget(self.inbox)
+        if self.isHidden() or self.isMinimized():
+            self._on_tray_show_requested()
+
+    @Slot(str)
+    def _on_detail_open_workspace_requested(self, path: str) -> None:
+        QDesktopServices.openUrl(QUrl.fromLocalFile(path))
+
+    # ------------------------------------------------------------------ window life
+
+    @Slot()
+    def _on_tray_show_requested(self) -> None:
+        self.showNormal()
+        self.raise_()
+        self.activateWindow()
+
+    @Slot(str)
+    def _on_tray_notice_fallback(self, text: str) -> None:
+        self.statusBar().showMessage(text, 10_000)
+
+    def showEvent(self, event: QShowEvent) -> None:
+        """Poll often while visible."""
+        self.poller.set_visible(True)
+        super().showEvent(event)
+
+    def hideEvent(self, event: QHideEvent) -> None:
+        """Poll rarely while hidden (the tray still needs status changes)."""
+        self.poller.set_visible(False)
+        super().hideEvent(event)
+
+    def changeEvent(self, event: QEvent) -> None:
+        """Re-tint icons when the palette switches between light and dark."""
+        if event.type() == QEvent.Type.PaletteChange:
+            self.acts.refresh_icons()
+        super().changeEvent(event)
+
+    def closeEvent(self, event: QCloseEvent) -> None:
+        """Hide to the tray (runs go on), or close the app leaving the worker running."""
+        to_tray = self.client.settings.close_action == "tray" and self.tray.available
+        if not self._quitting and to_tray:
+            event.ignore()
+            self.hide()
+            self.tray.notify(
+                notify.Notice(
+                    notify.NoticeKind.FINISHED,
+                    "",
+                    "desktop-agent keeps running",
+                    "Runs go on. Use the tray icon to come back, or to quit everything.",
+                )
+            )
+            return
+        self.shutdown()
+        event.accept()
+
+    @Slot()
+    def _on_quit_triggered(self) -> None:
+        if not self.supervisor.started:
+            self.quit_everything()
+            return
+        active = sum(1 for r in self.runs_model.rows() if r.run.status.is_active)
+        more = (
+            f"\n\n{active} unfinished run(s) stop at their next step boundary and continue "
+            "when a worker runs again."
+            if active
+            else ""
+        )
+        box = MessageDialog(
+            "Quit everything?",
+            "Quit the app and stop the worker it started?" + more,
+            "quit",
+            confirm="Quit and stop the worker",
+            parent=self,
+        )
+        box.confirmed.connect(self.quit_everything)
+        self.commands.dialog = box
+        box.open()
+
+    @Slot()
+    def quit_everything(self) -> None:
+        """Stop the worker this app started (by PID) and quit."""
+        stopped = self.supervisor.stop_started_workers()
+        if stopped:
+            log.info("asked worker(s) %s to stop", stopped)
+        self._quitting = True
+        self.close()
+        app = QApplication.instance()
+        if app is not None:
+            app.quit()
+
+    def shutdown(self) -> None:
+        """Stop polling, timers and background tasks (the worker keeps running)."""
+        if self._shut_down:
+            return
+        self._shut_down = True
+        self.poller.stop()
+        self.supervisor.stop()
+        self._clock.stop()
+        self.detail.stop()
+        self.statusBar().clearMessage()
+        self.tasks.shutdown()
+        self.tray.hide()
+        for dialog in (self.recovery_dialog, self.approval_dialog):
+            if dialog is not None:
+                dialog.close()

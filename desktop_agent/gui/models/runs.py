@@ -1,0 +1,315 @@
+"""The run list: a table model over :class:`RunRow` values and a filtering proxy."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Sequence
+from enum import IntEnum
+from typing import Any
+
+from PySide6.QtCore import (
+    QAbstractTableModel,
+    QModelIndex,
+    QObject,
+    QPersistentModelIndex,
+    QSortFilterProxyModel,
+    Qt,
+)
+from PySide6.QtGui import QFont
+
+from desktop_agent.client.views import RunRow, model_label
+from desktop_agent.domain import RunStatus
+from desktop_agent.gui import fmt, resources, theme
+
+Index = QModelIndex | QPersistentModelIndex
+_ROOT = QModelIndex()
+
+
+class RunColumn(IntEnum):
+    """Columns of the run list."""
+
+    STATUS = 0
+    GOAL = 1
+    MODEL = 2
+    PROGRESS = 3
+    COST = 4
+    STARTED = 5
+    ACTIVITY = 6
+
+
+HEADERS = {
+    RunColumn.STATUS: "Status",
+    RunColumn.GOAL: "Goal",
+    RunColumn.MODEL: "Model",
+    RunColumn.PROGRESS: "Progress",
+    RunColumn.COST: "Cost",
+    RunColumn.STARTED: "Started",
+    RunColumn.ACTIVITY: "Last activity",
+}
+
+
+class RunRole(IntEnum):
+    """Custom data roles of the run list."""
+
+    ROW = Qt.ItemDataRole.UserRole + 1
+    """The :class:`RunRow` itself."""
+    RUN_ID = Qt.ItemDataRole.UserRole + 2
+    SORT = Qt.ItemDataRole.UserRole + 3
+    """A value that sorts the column sensibly (numbers for times and money)."""
+    PROGRESS = Qt.ItemDataRole.UserRole + 4
+    """Fraction done, 0..1, or -1 when unknown."""
+
+
+_URGENCY = {
+    RunStatus.NEEDS_ATTENTION: 0,
+    RunStatus.WAITING: 1,
+    RunStatus.RUNNING: 2,
+    RunStatus.QUEUED: 3,
+    RunStatus.PAUSED: 4,
+    RunStatus.FAILED: 5,
+    RunStatus.COMPLETED: 6,
+    RunStatus.CANCELLED: 7,
+}
+
+
+def progress_of(row: RunRow) -> float:
+    """Fraction of the plan done (1 when completed), or -1 when there is no plan."""
+    if row.run.status == RunStatus.COMPLETED:
+        return 1.0
+    if row.plan:
+        return row.plan_done / len(row.plan)
+    return -1.0
+
+
+def progress_text(row: RunRow) -> str:
+    """``3/5 plan · 42 steps`` or ``42 steps``."""
+    steps = f"{row.run.last_seq} step{'s' if row.run.last_seq != 1 else ''}"
+    if row.plan:
+        return f"{row.plan_done}/{len(row.plan)} plan · {steps}"
+    return steps
+
+
+def cost_text(row: RunRow) -> str:
+    """The run's cost; a demo run's cost is simulated and says so."""
+    text = fmt.format_usd(row.run.cost_usd)
+    return f"{text} sim." if row.run.is_demo else text
+
+
+class RunListModel(QAbstractTableModel):
+    """Runs as table rows; updated in place from polling deltas.
+
+    Args:
+        parent: owner.
+    """
+
+    def __init__(self, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self._rows: list[RunRow] = []
+        self._index: dict[str, int] = {}
+        self._now = time.time()
+
+    # ------------------------------------------------------------------ Qt API
+
+    def rowCount(self, parent: Index = _ROOT) -> int:
+        """Rows under ``parent`` (a flat table)."""
+        return 0 if parent.isValid() else len(self._rows)
+
+    def columnCount(self, parent: Index = _ROOT) -> int:
+        """Columns under ``parent``."""
+        return 0 if parent.isValid() else len(RunColumn)
+
+    def headerData(
+        self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole
+    ) -> Any:
+        """Column titles."""
+        if (
+            orientation == Qt.Orientation.Horizontal
+            and role == Qt.ItemDataRole.DisplayRole
+            and 0 <= section < len(RunColumn)
+        ):
+            return HEADERS[RunColumn(section)]
+        return None
+
+    def data(self, index: Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+        """What a cell shows for ``role``."""
+        if not index.isValid() or not 0 <= index.row() < len(self._rows):
+            return None
+        row = self._rows[index.row()]
+        col = RunColumn(index.column())
+        if role == Qt.ItemDataRole.DisplayRole:
+            return self._display(row, col)
+        if role == RunRole.ROW:
+            return row
+        if role == RunRole.RUN_ID:
+            return row.run.id
+        if role == RunRole.SORT:
+            return self._sort_key(row, col)
+        if role == RunRole.PROGRESS:
+            return progress_of(row)
+        if role == Qt.ItemDataRole.DecorationRole and col == RunColumn.STATUS:
+            return resources.icon(theme.status_icon_name(row.run.status))
+        if role == Qt.ItemDataRole.ForegroundRole and col == RunColumn.STATUS:
+            return theme.status_color(row.run.status)
+        if role == Qt.ItemDataRole.FontRole and theme.needs_user(row.run):
+            font = QFont()
+            font.setBold(True)
+            return font
+        if role == Qt.ItemDataRole.ToolTipRole:
+            return self._tooltip(row)
+        if role == Qt.ItemDataRole.TextAlignmentRole and col == RunColumn.COST:
+            return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+        return None
+
+    def _display(self, row: RunRow, col: RunColumn) -> str:
+        run = row.run
+        if col == RunColumn.STATUS:
+            text = theme.status_text(run)
+            return f"{text} ({row.pending_approvals})" if row.pending_approvals > 1 else text
+        if col == RunColumn.GOAL:
+            return run.title or run.goal.splitlines()[0] if run.goal else run.id
+        if col == RunColumn.MODEL:
+            return "Demo (offline)" if run.is_demo else model_label(run.model)
+        if col == RunColumn.PROGRESS:
+            return progress_text(row)
+        if col == RunColumn.COST:
+            return cost_text(row)
+        if col == RunColumn.STARTED:
+            return fmt.clock(run.started_at or run.created_at, self._now)
+        return fmt.ago(run.updated_at, self._now)
+
+    def _sort_key(self, row: RunRow, col: RunColumn) -> Any:
+        run = row.run
+        keys: dict[RunColumn, Any] = {
+            RunColumn.STATUS: _URGENCY[run.status],
+            RunColumn.GOAL: (run.title or run.goal).lower(),
+            RunColumn.MODEL: run.model,
+            RunColumn.PROGRESS: progress_of(row),
+            RunColumn.COST: run.cost_usd,
+            RunColumn.STARTED: run.started_at or run.created_at,
+            RunColumn.ACTIVITY: run.updated_at,
+        }
+        return keys[col]
+
+    def _tooltip(self, row: RunRow) -> str:
+        run = row.run
+        lines = [run.goal, "", f"Run {run.id} · {model_label(run.model)}"]
+        lines.append(theme.status_text(run))
+        if run.status_message:
+            lines.append(run.status_message)
+        if run.is_demo:
+            lines.append("Demo model: offline, costs are simulated.")
+        return "\n".join(lines)
+
+    # ------------------------------------------------------------------ updates
+
+    def row_at(self, row: int) -> RunRow:
+        """The run at source row ``row``."""
+        return self._rows[row]
+
+    def row_of(self, run_id: str) -> int:
+        """Source row of a run, or -1."""
+        return self._index.get(run_id, -1)
+
+    def get(self, run_id: str) -> RunRow | None:
+        """The row of a run, if listed."""
+        i = self._index.get(run_id)
+        return self._rows[i] if i is not None else None
+
+    def rows(self) -> Sequence[RunRow]:
+        """Every row, in source order."""
+        return tuple(self._rows)
+
+    def apply(self, rows: Iterable[RunRow], *, full: bool = False) -> None:
+        """Merge changed rows (or replace everything when ``full``)."""
+        self._now = time.time()
+        if full:
+            self.beginResetModel()
+            self._rows = list(rows)
+            self._index = {r.run.id: i for i, r in enumerate(self._rows)}
+            self.endResetModel()
+            return
+        new: list[RunRow] = []
+        last = len(RunColumn) - 1
+        for row in rows:
+            i = self._index.get(row.run.id)
+            if i is None:
+                new.append(row)
+            elif self._rows[i] != row:
+                self._rows[i] = row
+                self.dataChanged.emit(self.index(i, 0), self.index(i, last))
+        if new:
+            start = len(self._rows)
+            self.beginInsertRows(QModelIndex(), start, start + len(new) - 1)
+            for offset, row in enumerate(new):
+                self._rows.append(row)
+                self._index[row.run.id] = start + offset
+            self.endInsertRows()
+
+    def refresh_times(self) -> None:
+        """Re-render the relative times (``5m ago``) as the clock moves."""
+        self._now = time.time()
+        if self._rows:
+            col = RunColumn.ACTIVITY
+            self.dataChanged.emit(
+                self.index(0, col),
+                self.index(len(self._rows) - 1, col),
+                [Qt.ItemDataRole.DisplayRole],
+            )
+
+
+class StatusFilter(IntEnum):
+    """Preset filters of the run list (specific statuses come after these)."""
+
+    ALL = 0
+    ACTIVE = 1
+    NEEDS_ME = 2
+
+
+class RunFilterProxy(QSortFilterProxyModel):
+    """Filters runs by status (or a preset) and by text in the goal or id.
+
+    Args:
+        parent: owner.
+    """
+
+    def __init__(self, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self._preset = StatusFilter.ALL
+        self._status: RunStatus | None = None
+        self._text = ""
+        self.setSortRole(RunRole.SORT)
+        self.setDynamicSortFilter(True)
+
+    def set_preset(self, preset: StatusFilter) -> None:
+        """Show all, active, or needing-the-analyst runs."""
+        self.beginFilterChange()
+        self._preset, self._status = preset, None
+        self.endFilterChange(QSortFilterProxyModel.Direction.Rows)
+
+    def set_status(self, status: RunStatus | None) -> None:
+        """Show only runs in ``status`` (None: no status filter)."""
+        self.beginFilterChange()
+        self._preset, self._status = StatusFilter.ALL, status
+        self.endFilterChange(QSortFilterProxyModel.Direction.Rows)
+
+    def set_text(self, text: str) -> None:
+        """Show only runs whose goal or id contains ``text`` (case-insensitive)."""
+        self.beginFilterChange()
+        self._text = text.strip().lower()
+        self.endFilterChange(QSortFilterProxyModel.Direction.Rows)
+
+    def filterAcceptsRow(self, source_row: int, source_parent: Index) -> bool:
+        """Whether a run passes the filters."""
+        model = self.sourceModel()
+        if not isinstance(model, RunListModel):
+            return True
+        run = model.row_at(source_row).run
+        if self._status is not None and run.status != self._status:
+            return False
+        if self._preset == StatusFilter.ACTIVE and run.status.is_terminal:
+            return False
+        if self._preset == StatusFilter.NEEDS_ME and not theme.needs_user(run):
+            return False
+        if self._text:
+            return self._text in run.goal.lower() or self._text in run.id.lower()
+        return True

@@ -1,0 +1,138 @@
+"""Icons: SVG files under ``resources/icons``, tinted to follow the palette.
+
+Action icons draw with ``currentColor``; they are rendered in the palette's text color, so
+they stay readable in light and dark themes. Status icons carry their own colors.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from functools import cache
+from pathlib import Path
+
+from PySide6.QtCore import QByteArray, QRectF, QSize, Qt
+from PySide6.QtGui import QColor, QGuiApplication, QIcon, QPainter, QPalette, QPixmap
+from PySide6.QtSvg import QSvgRenderer
+
+log = logging.getLogger(__name__)
+
+RESOURCES_ENV = "DESKTOP_AGENT_RESOURCES"
+_SIZES = (16, 20, 24, 32, 48, 64)
+
+
+def _candidates() -> list[Path]:
+    found = []
+    env = os.environ.get(RESOURCES_ENV)
+    if env:
+        found.append(Path(env))
+    here = Path(__file__).resolve()
+    # A source checkout or editable install: <repo>/resources beside the package.
+    found.append(here.parents[2] / "resources")
+    # An installed copy shipped inside the package, or a PyInstaller bundle.
+    found.append(here.parent / "resources")
+    bundle = getattr(sys, "_MEIPASS", None)
+    if bundle:
+        found.append(Path(bundle) / "resources")
+    return found
+
+
+@cache
+def resource_dir() -> Path | None:
+    """The folder holding ``icons/``, or None when it cannot be found."""
+    for path in _candidates():
+        if (path / "icons").is_dir():
+            return path
+    log.warning("resources not found (looked in %s)", ", ".join(map(str, _candidates())))
+    return None
+
+
+def icon_path(name: str) -> Path | None:
+    """The SVG file of icon ``name``, if present."""
+    root = resource_dir()
+    if root is None:
+        return None
+    path = root / "icons" / f"{name}.svg"
+    return path if path.is_file() else None
+
+
+@cache
+def _svg(name: str) -> str | None:
+    path = icon_path(name)
+    if path is None:
+        log.warning("icon %s not found", name)
+        return None
+    return path.read_text(encoding="utf-8")
+
+
+def _render(svg: str, size: int, ratio: float) -> QPixmap:
+    renderer = QSvgRenderer(QByteArray(svg.encode()))
+    pix = QPixmap(QSize(round(size * ratio), round(size * ratio)))
+    pix.fill(Qt.GlobalColor.transparent)
+    painter = QPainter(pix)
+    painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+    renderer.render(painter, QRectF(0, 0, pix.width(), pix.height()))
+    painter.end()
+    pix.setDevicePixelRatio(ratio)
+    return pix
+
+
+def _ratio() -> float:
+    screen = QGuiApplication.primaryScreen()
+    return screen.devicePixelRatio() if screen is not None else 1.0
+
+
+def icon(name: str, palette: QPalette | None = None) -> QIcon:
+    """Icon ``name`` tinted with ``palette`` (the application palette by default)."""
+    pal = palette or QGuiApplication.palette()
+    normal = pal.color(QPalette.ColorGroup.Active, QPalette.ColorRole.WindowText)
+    disabled = pal.color(QPalette.ColorGroup.Disabled, QPalette.ColorRole.WindowText)
+    return _tinted(name, normal.name(), disabled.name(), _ratio())
+
+
+@cache
+def _tinted(name: str, color: str, disabled: str, ratio: float) -> QIcon:
+    svg = _svg(name)
+    result = QIcon()
+    if svg is None:
+        return result
+    for size in _SIZES:
+        result.addPixmap(_render(svg.replace("currentColor", color), size, ratio))
+        faded = svg.replace("currentColor", disabled)
+        if "currentColor" not in svg:
+            faded = svg.replace("<svg ", '<svg opacity="0.4" ', 1)
+        result.addPixmap(_render(faded, size, ratio), QIcon.Mode.Disabled)
+    return result
+
+
+def app_icon() -> QIcon:
+    """The application's icon."""
+    return icon("app")
+
+
+def badge_icon(name: str, count: int, palette: QPalette | None = None) -> QIcon:
+    """Icon ``name`` with a red count badge in its corner (no badge at zero)."""
+    base = icon(name, palette)
+    if count <= 0:
+        return base
+    result = QIcon()
+    text = str(count) if count < 100 else "99+"
+    for size in (16, 24, 32, 48):
+        pix = base.pixmap(QSize(size, size))
+        painter = QPainter(pix)
+        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+        d = size * 0.62
+        rect = QRectF(size - d, 0, d, d)
+        painter.setPen(Qt.PenStyle.NoPen)
+        painter.setBrush(QColor("#d32f2f"))
+        painter.drawEllipse(rect)
+        font = painter.font()
+        font.setPixelSize(max(6, int(d * (0.7 if len(text) == 1 else 0.5))))
+        font.setBold(True)
+        painter.setFont(font)
+        painter.setPen(QColor("#ffffff"))
+        painter.drawText(rect, Qt.AlignmentFlag.AlignCenter, text)
+        painter.end()
+        result.addPixmap(pix)
+    return result

@@ -1,0 +1,1 @@
+"""Custom widgets: the timeline, the inspector, the run header, charts."""

@@ -1,0 +1,234 @@
+"""The run header: goal, model, status, budget gauges and the agent's plan."""
+
+from __future__ import annotations
+
+import html
+import time
+
+from PySide6.QtCore import QRectF, QSize, Qt, Signal
+from PySide6.QtGui import QFontMetrics, QPainter, QPaintEvent, QPalette
+from PySide6.QtWidgets import (
+    QGridLayout,
+    QHBoxLayout,
+    QLabel,
+    QSizePolicy,
+    QVBoxLayout,
+    QWidget,
+)
+
+from desktop_agent.client.views import RunRow, model_label
+from desktop_agent.domain import Run, RunStatus
+from desktop_agent.gui import fmt, resources, theme
+
+
+class Gauge(QWidget):
+    """A labelled bar: how much of a budget is used.
+
+    Args:
+        label: what is measured (``Cost``).
+        parent: owner.
+    """
+
+    def __init__(self, label: str, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.label = label
+        self.value_text = "—"
+        self.fraction: float | None = None
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
+
+    def set_value(self, text: str, fraction: float | None) -> None:
+        """Show ``text``; ``fraction`` of the limit used (None: no limit)."""
+        if (text, fraction) != (self.value_text, self.fraction):
+            self.value_text, self.fraction = text, fraction
+            self.setToolTip(f"{self.label}: {text}")
+            self.update()
+
+    def sizeHint(self) -> QSize:
+        """Two lines of text and a bar."""
+        fm = QFontMetrics(self.font())
+        return QSize(fm.horizontalAdvance("Tokens  12.3k of 100.0k") + 8, fm.height() + 14)
+
+    def minimumSizeHint(self) -> QSize:
+        """Narrow but readable."""
+        fm = QFontMetrics(self.font())
+        return QSize(fm.horizontalAdvance("Tokens 12.3k") + 8, fm.height() + 14)
+
+    def paintEvent(self, event: QPaintEvent) -> None:
+        """Label and value on one line, the bar below."""
+        painter = QPainter(self)
+        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+        pal = self.palette()
+        fm = QFontMetrics(self.font())
+        w = self.width()
+        text_rect = QRectF(0, 0, w, fm.height())
+        muted = pal.color(QPalette.ColorRole.PlaceholderText)
+        painter.setPen(muted)
+        painter.drawText(
+            text_rect, Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter, self.label
+        )
+        painter.setPen(pal.color(QPalette.ColorRole.WindowText))
+        label_w = fm.horizontalAdvance(self.label) + 8
+        value = fm.elidedText(self.value_text, Qt.TextElideMode.ElideLeft, max(0, w - label_w))
+        painter.drawText(
+            text_rect, Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter, value
+        )
+        bar = QRectF(0, fm.height() + 5, w, 6)
+        painter.setPen(Qt.PenStyle.NoPen)
+        painter.setBrush(pal.color(QPalette.ColorRole.Mid))
+        painter.drawRoundedRect(bar, 3, 3)
+        if self.fraction is not None:
+            f = max(0.0, min(1.0, self.fraction))
+            if f >= 0.9:
+                color = theme.status_color(RunStatus.FAILED, pal)
+            elif f >= 0.7:
+                color = theme.warning_color(pal)
+            else:
+                color = pal.color(QPalette.ColorRole.Highlight)
+            painter.setBrush(color)
+            painter.drawRoundedRect(QRectF(bar.left(), bar.top(), bar.width() * f, 6), 3, 3)
+        painter.end()
+
+
+def _ratio(used: float, limit: float | None) -> float | None:
+    return None if not limit else used / limit
+
+
+class RunHeader(QWidget):
+    """Goal, model, status, budget gauges and plan of the selected run.
+
+    Args:
+        parent: owner.
+
+    Signals:
+        open_workspace_requested: the analyst clicked the workspace link (its path).
+    """
+
+    open_workspace_requested = Signal(str)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.row: RunRow | None = None
+        self.icon = QLabel(self)
+        self.icon.setFixedSize(24, 24)
+        self.title = QLabel(self)
+        font = self.title.font()
+        font.setPointSizeF(font.pointSizeF() * 1.25)
+        font.setBold(True)
+        self.title.setFont(font)
+        self.title.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.title.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        self.model = QLabel(self)
+        self.status = QLabel(self)
+        self.status.setWordWrap(True)
+        self.status.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.details = QLabel(self)
+        self.details.setTextFormat(Qt.TextFormat.RichText)
+        self.details.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        self.details.linkActivated.connect(self.open_workspace_requested)
+        self.gauges = {name: Gauge(name, self) for name in ("Cost", "Steps", "Time", "Tokens")}
+        self.plan = QLabel(self)
+        self.plan.setTextFormat(Qt.TextFormat.RichText)
+        self.plan.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
+        self.plan.setWordWrap(True)
+        self.plan.setMinimumWidth(220)
+        self.plan.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Preferred)
+
+        top = QHBoxLayout()
+        top.addWidget(self.icon)
+        top.addWidget(self.title, 1)
+        top.addWidget(self.model)
+        gauges = QGridLayout()
+        gauges.setHorizontalSpacing(16)
+        for i, gauge in enumerate(self.gauges.values()):
+            gauges.addWidget(gauge, i // 2, i % 2)
+        left = QVBoxLayout()
+        left.addLayout(top)
+        left.addWidget(self.status)
+        left.addWidget(self.details)
+        left.addLayout(gauges)
+        left.addStretch(1)
+        outer = QHBoxLayout(self)
+        outer.setContentsMargins(8, 6, 8, 6)
+        outer.addLayout(left, 3)
+        outer.addWidget(self.plan, 2)
+        self.show_row(None)
+
+    def show_row(self, row: RunRow | None) -> None:
+        """Show ``row`` (None: a hint to select a run)."""
+        self.row = row
+        if row is None:
+            self.icon.clear()
+            self.title.setText("No run selected")
+            self.model.setText("")
+            self.status.setText("Select a run in the list, or start one with New run (Ctrl+N).")
+            self.details.setText("")
+            for gauge in self.gauges.values():
+                gauge.set_value("—", None)
+            self.plan.setText("")
+            return
+        run = row.run
+        self.icon.setPixmap(
+            resources.icon(theme.status_icon_name(run.status)).pixmap(QSize(22, 22))
+        )
+        title = run.title or run.goal
+        self.title.setText(title)
+        self.title.setToolTip(run.goal)
+        self.model.setText(self._model_chip(run))
+        color = theme.status_color(run.status, self.palette()).name()
+        message = f" — {html.escape(run.status_message)}" if run.status_message else ""
+        self.status.setText(
+            f"<span style='color:{color}; font-weight:bold'>{theme.status_text(run)}</span>"
+            f"{message}"
+        )
+        link_color = self.palette().color(QPalette.ColorRole.Link).name()
+        self.details.setText(
+            f"Run <code>{run.id}</code> · started {fmt.clock(run.started_at or run.created_at)}"
+            f" · workspace <a style='color:{link_color}' href='{html.escape(run.workspace)}'>"
+            f"{html.escape(_short_path(run.workspace))}</a>"
+        )
+        self.details.setToolTip(run.workspace)
+        self._gauges(run)
+        self.plan.setText(self._plan_html(row))
+
+    def _model_chip(self, run: Run) -> str:
+        if run.is_demo:
+            color = theme.warning_color(self.palette()).name()
+            return f"<span style='color:{color}; font-weight:bold'>{model_label(run.model)}</span>"
+        return html.escape(model_label(run.model))
+
+    def _gauges(self, run: Run) -> None:
+        b = run.budget
+        sim = " (simulated)" if run.is_demo else ""
+        cost = fmt.format_usd(run.cost_usd)
+        limit = f" of {fmt.format_usd(b.max_cost_usd)}" if b.max_cost_usd else ""
+        self.gauges["Cost"].set_value(f"{cost}{limit}{sim}", _ratio(run.cost_usd, b.max_cost_usd))
+        steps = f"{run.last_seq}" + (f" of {b.max_steps}" if b.max_steps else "")
+        self.gauges["Steps"].set_value(steps, _ratio(run.last_seq, b.max_steps))
+        active = run.active_seconds
+        if run.status == RunStatus.RUNNING and run.started_at and not active:
+            active = time.time() - run.started_at
+        spent = fmt.format_duration(active)
+        limit_t = f" of {fmt.format_duration(b.max_time_s)}" if b.max_time_s else ""
+        self.gauges["Time"].set_value(spent + limit_t, _ratio(active, b.max_time_s))
+        total = run.usage.total
+        limit_k = f" of {fmt.tokens(b.max_tokens)}" if b.max_tokens else ""
+        self.gauges["Tokens"].set_value(fmt.tokens(total) + limit_k, _ratio(total, b.max_tokens))
+
+    def _plan_html(self, row: RunRow) -> str:
+        if not row.plan:
+            return "<p style='color:gray'>No plan yet.</p>"
+        done_color = self.palette().color(QPalette.ColorRole.PlaceholderText).name()
+        items = []
+        for item in row.plan[:12]:
+            mark = "☑" if item.done else "☐"
+            text = html.escape(item.text)
+            style = f" style='color:{done_color}'" if item.done else ""
+            items.append(f"<div{style}>{mark} {text}</div>")
+        if len(row.plan) > 12:
+            items.append(f"<div>… {len(row.plan) - 12} more</div>")
+        head = f"<b>Plan</b> ({row.plan_done}/{len(row.plan)} done)"
+        return head + "".join(items)
+
+
+def _short_path(path: str, keep: int = 48) -> str:
+    return path if len(path) <= keep else "…" + path[-(keep - 1) :]

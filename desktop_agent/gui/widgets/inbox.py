@@ -1,0 +1,130 @@
+"""The approvals inbox: pending approvals across runs, with review, approve and reject."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QItemSelection, QModelIndex, Qt, Signal, Slot
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QPushButton,
+    QTableView,
+    QVBoxLayout,
+    QWidget,
+)
+
+from desktop_agent.domain import Approval
+from desktop_agent.gui import resources
+from desktop_agent.gui.models.approvals import ApprovalColumn, ApprovalListModel
+
+
+class ApprovalInbox(QWidget):
+    """Pending approvals, oldest first.
+
+    Args:
+        model: the approvals model.
+        parent: owner.
+
+    Signals:
+        review_requested: open the approval dialog (the :class:`Approval`).
+        approve_requested: approve as proposed (the :class:`Approval`).
+        reject_requested: reject, asking for a reason (the :class:`Approval`).
+        approval_selected: the current approval changed (its run id, or "").
+    """
+
+    review_requested = Signal(object)
+    approve_requested = Signal(object)
+    reject_requested = Signal(object)
+    approval_selected = Signal(str)
+
+    def __init__(self, model: ApprovalListModel, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.model = model
+        self.table = QTableView(self)
+        self.table.setModel(model)
+        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.table.setAlternatingRowColors(True)
+        self.table.setShowGrid(False)
+        self.table.setWordWrap(False)
+        self.table.verticalHeader().hide()
+        fm = self.fontMetrics()
+        self.table.verticalHeader().setDefaultSectionSize(fm.height() + 12)
+        header = self.table.horizontalHeader()
+        header.setHighlightSections(False)
+        widths = {
+            ApprovalColumn.RUN: 240,
+            ApprovalColumn.TOOL: fm.horizontalAdvance("search_files") + 24,
+            ApprovalColumn.RULE: 260,
+            ApprovalColumn.WAITING: fm.horizontalAdvance("59m ago") + 24,
+            ApprovalColumn.DEADLINE: fm.horizontalAdvance("no deadline") + 24,
+        }
+        for col, width in widths.items():
+            header.resizeSection(col, width)
+        header.setSectionResizeMode(ApprovalColumn.ARGUMENTS, QHeaderView.ResizeMode.Stretch)
+        self.table.doubleClicked.connect(self._on_table_double_clicked)
+        self.table.selectionModel().selectionChanged.connect(self._on_selection_changed)
+        self.empty = QLabel("No approvals are waiting. Runs that need one show up here.", self)
+        self.empty.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.review = QPushButton(resources.icon("edit"), "Review…", self)
+        self.approve = QPushButton(resources.icon("approve"), "Approve", self)
+        self.reject = QPushButton(resources.icon("reject"), "Reject…", self)
+        self.review.clicked.connect(self._on_review_clicked)
+        self.approve.clicked.connect(self._on_approve_clicked)
+        self.reject.clicked.connect(self._on_reject_clicked)
+        buttons = QHBoxLayout()
+        buttons.addWidget(QLabel("Double-click an approval to review and edit it.", self), 1)
+        for button in (self.review, self.approve, self.reject):
+            buttons.addWidget(button)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 4, 0, 0)
+        layout.addWidget(self.table, 1)
+        layout.addWidget(self.empty, 1)
+        layout.addLayout(buttons)
+        for signal in (model.rowsInserted, model.rowsRemoved, model.modelReset):
+            signal.connect(self._update)
+        self._update()
+
+    def current(self) -> Approval | None:
+        """The selected approval (or the only one)."""
+        rows = self.table.selectionModel().selectedRows()
+        if rows:
+            return self.model.approval_at(rows[0].row())
+        if self.model.rowCount() == 1:
+            return self.model.approval_at(0)
+        return None
+
+    @Slot()
+    def _update(self) -> None:
+        has = self.model.rowCount() > 0
+        self.table.setVisible(has)
+        self.empty.setVisible(not has)
+        current = self.current() is not None
+        for button in (self.review, self.approve, self.reject):
+            button.setEnabled(current)
+
+    @Slot(QModelIndex)
+    def _on_table_double_clicked(self, index: QModelIndex) -> None:
+        self.review_requested.emit(self.model.approval_at(index.row()))
+
+    @Slot(QItemSelection, QItemSelection)
+    def _on_selection_changed(self, _selected: QItemSelection, _deselected: QItemSelection) -> None:
+        self._update()
+        current = self.current()
+        self.approval_selected.emit(current.run_id if current else "")
+
+    @Slot()
+    def _on_review_clicked(self) -> None:
+        if (a := self.current()) is not None:
+            self.review_requested.emit(a)
+
+    @Slot()
+    def _on_approve_clicked(self) -> None:
+        if (a := self.current()) is not None:
+            self.approve_requested.emit(a)
+
+    @Slot()
+    def _on_reject_clicked(self) -> None:
+        if (a := self.current()) is not None:
+            self.reject_requested.emit(a)

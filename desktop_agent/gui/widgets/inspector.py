@@ -1,0 +1,233 @@
+"""The step inspector: what a step thought, called, got back and cost, plus its raw JSON."""
+
+from __future__ import annotations
+
+import html
+import json
+import time
+from collections.abc import Callable
+from typing import Any
+
+from PySide6.QtCore import Slot
+from PySide6.QtGui import QFontDatabase, QPalette
+from PySide6.QtWidgets import QPlainTextEdit, QTabWidget, QTextBrowser, QWidget
+
+from desktop_agent.client.views import StepEntry, model_text, tool_uses
+from desktop_agent.domain import JSON, Step, StepKind
+from desktop_agent.gui import fmt, theme
+
+MAX_SHOWN = 20_000
+"""Characters of one field shown in the details (the raw JSON tab has everything)."""
+
+ThoughtLookup = Callable[[StepEntry], str]
+
+
+def _clip(text: str) -> str:
+    if len(text) <= MAX_SHOWN:
+        return text
+    return text[:MAX_SHOWN] + f"\n… ({len(text) - MAX_SHOWN:,} more characters in Raw JSON)"
+
+
+def _pre(text: str) -> str:
+    return (
+        f"<pre style='white-space: pre-wrap; margin: 2px 0 8px 0'>{html.escape(_clip(text))}</pre>"
+    )
+
+
+def _json(value: JSON) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False, default=str)
+
+
+def _args(value: JSON) -> str:
+    """Arguments as HTML: short values in a table, long texts as blocks of text."""
+    if not isinstance(value, dict) or not value:
+        return _pre(_json(value))
+    rows, blocks = [], []
+    for key, v in value.items():
+        if isinstance(v, str) and ("\n" in v or len(v) > 100):
+            blocks.append(f"<div><code>{html.escape(str(key))}</code>:</div>{_pre(v)}")
+        else:
+            shown = v if isinstance(v, str) else _json(v)
+            rows.append(
+                f"<tr><td style='padding-right:10px'><code>{html.escape(str(key))}</code></td>"
+                f"<td>{html.escape(_clip(str(shown)))}</td></tr>"
+            )
+    table = f"<table cellspacing='0' cellpadding='1'>{''.join(rows)}</table>" if rows else ""
+    return table + "".join(blocks)
+
+
+def step_json(step: Step) -> dict[str, Any]:
+    """The step as plain data (what the Raw JSON tab shows)."""
+    return {
+        "run_id": step.run_id,
+        "seq": step.seq,
+        "kind": step.kind.value,
+        "name": step.name,
+        "status": step.status.value,
+        "attempt": step.attempt,
+        "effect": step.effect.value if step.effect else None,
+        "idempotency_key": step.idempotency_key,
+        "started_at": step.started_at,
+        "finished_at": step.finished_at,
+        "usage": step.usage.to_json(),
+        "cost_usd": step.cost_usd,
+        "error": step.error,
+        "partial_text": step.partial_text,
+        "salvaged": list(step.salvaged),
+        "input": step.input,
+        "output": step.output,
+    }
+
+
+def _facts(step: Step, palette: QPalette) -> str:
+    color = theme.step_status_color(step.status, palette).name()
+    rows = [
+        ("Status", f"<span style='color:{color}; font-weight:bold'>{step.status.value}</span>"),
+        ("Attempt", str(step.attempt) + (" (retried)" if step.attempt > 1 else "")),
+    ]
+    if step.effect is not None:
+        rows.append(("Effect", step.effect.value.replace("_", " ")))
+    rows.append(("Idempotency key", f"<code>{html.escape(step.idempotency_key)}</code>"))
+    started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(step.started_at))
+    rows.append(("Started", started))
+    if step.duration_s is not None:
+        rows.append(("Duration", fmt.short_duration(step.duration_s)))
+    else:
+        rows.append(("Duration", f"{fmt.short_duration(time.time() - step.started_at)} so far"))
+    u = step.usage
+    if u.total:
+        rows.append(
+            (
+                "Tokens",
+                f"{u.input_tokens:,} in · {u.output_tokens:,} out · "
+                f"{u.cache_write_tokens:,} cache write · {u.cache_read_tokens:,} cache read",
+            )
+        )
+    if step.cost_usd:
+        rows.append(("Cost", fmt.format_usd(step.cost_usd)))
+    muted = palette.color(QPalette.ColorRole.PlaceholderText).name()
+    cells = "".join(
+        f"<tr><td style='padding-right:12px; color:{muted}'>{k}</td><td>{v}</td></tr>"
+        for k, v in rows
+    )
+    return f"<table cellspacing='0' cellpadding='1'>{cells}</table>"
+
+
+def _section(title: str, body: str) -> str:
+    return f"<h4 style='margin: 10px 0 2px 0'>{html.escape(title)}</h4>{body}"
+
+
+def step_html(step: Step, thought: str, palette: QPalette) -> str:
+    """The details of a step as HTML."""
+    kind = theme.kind_color(step.kind, palette).name()
+    out = [
+        f"<h3 style='margin:0 0 6px 0'>Step {step.seq} · "
+        f"<span style='color:{kind}'>{theme.KIND_LABELS[step.kind]}</span> · "
+        f"{html.escape(step.name)}</h3>",
+        _facts(step, palette),
+    ]
+    inp = step.input if isinstance(step.input, dict) else {}
+    outp = step.output if isinstance(step.output, dict) else {}
+    if step.kind in (StepKind.MODEL_CALL, StepKind.COMPACTION):
+        thinking = str(outp.get("thinking") or "")
+        if thinking:
+            out.append(_section("Thinking", _pre(thinking)))
+        text = model_text(outp) or str(outp.get("summary") or "")
+        if step.partial_text and not text:
+            out.append(_section("Output so far (streaming)", _pre(step.partial_text)))
+        elif text:
+            out.append(_section("Thought", _pre(text)))
+        for use in tool_uses(outp):
+            out.append(_section(f"Asks to call {use.get('name')}", _args(use.get("input"))))
+        if outp.get("partial"):
+            out.append(_section("Partial output before the failure", _pre(str(outp["partial"]))))
+    elif step.kind == StepKind.TOOL_CALL:
+        if thought:
+            out.append(_section("Thought (from the model call that asked)", _pre(thought)))
+        out.append(_section(f"Tool {step.name}: arguments", _args(inp.get("arguments"))))
+        if outp:
+            label = "Result (error)" if outp.get("is_error") else "Result"
+            out.append(_section(label, _pre(str(outp.get("content", "")))))
+            if outp.get("data") is not None:
+                out.append(_section("Data", _pre(_json(outp["data"]))))
+    elif step.kind == StepKind.APPROVAL:
+        for req in inp.get("requests", []):
+            out.append(
+                _section(
+                    f"Asked to approve {req.get('name')} ({req.get('rule', '')})",
+                    _args(req.get("arguments")),
+                )
+            )
+        for dec in outp.get("decisions", []):
+            note = f" — {dec.get('note')}" if dec.get("note") else ""
+            out.append(_section(f"Decision: {dec.get('state')}{note}", _args(dec.get("arguments"))))
+    else:
+        if inp:
+            out.append(_section("Input", _pre(_json(inp))))
+        if outp:
+            out.append(_section("Output", _pre(_json(outp))))
+    if step.error:
+        out.append(_section("Error", _pre(step.error)))
+    for i, text in enumerate(step.salvaged, start=1):
+        out.append(_section(f"Salvaged output of interrupted attempt {i}", _pre(text)))
+    return "".join(out)
+
+
+class StepInspector(QTabWidget):
+    """Details and raw JSON of the selected step.
+
+    Args:
+        parent: owner.
+    """
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.details = QTextBrowser(self)
+        self.details.setOpenExternalLinks(False)
+        self.raw = QPlainTextEdit(self)
+        self.raw.setReadOnly(True)
+        self.raw.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)
+        self.raw.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
+        self.addTab(self.details, "Step details")
+        self.addTab(self.raw, "Raw JSON")
+        self.entry: StepEntry | None = None
+        self._step: Step | None = None
+        self._raw_stale = True
+        self.currentChanged.connect(self._on_self_current_changed)
+        self.show_entry(None)
+
+    def show_entry(self, entry: StepEntry | None, thought: ThoughtLookup | None = None) -> None:
+        """Show ``entry`` (None: a hint to select a step)."""
+        if entry is not None and entry == self.entry:
+            return
+        self.entry = entry
+        if entry is None:
+            self._step = None
+            self.details.setHtml(
+                "<p style='color:gray'>Select a step in the timeline to see what it thought, "
+                "called, got back and cost.</p>"
+            )
+            self.raw.setPlainText("")
+            return
+        step = entry.to_step()
+        bar = self.details.verticalScrollBar()
+        same = self._step is not None and self._step.seq == step.seq
+        keep = bar.value() if same else 0  # a live update of the same step keeps the place
+        self._step = step
+        said = thought(entry) if thought is not None and entry.kind == StepKind.TOOL_CALL else ""
+        self.details.setHtml(step_html(step, said, self.palette()))
+        bar.setValue(keep)
+        self._raw_stale = True
+        if self.currentWidget() is self.raw:
+            self._fill_raw()
+
+    @Slot(int)
+    def _on_self_current_changed(self, _index: int) -> None:
+        if self.currentWidget() is self.raw:
+            self._fill_raw()
+
+    def _fill_raw(self) -> None:
+        if not self._raw_stale:
+            return
+        self._raw_stale = False
+        self.raw.setPlainText(_json(step_json(self._step)) if self._step else "")

@@ -1,0 +1,193 @@
+"""The selected run: header, live timeline, streaming model output, inspector and charts."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QItemSelection, Qt, QTimer, Signal, Slot
+from PySide6.QtGui import QAction
+from PySide6.QtWidgets import (
+    QHBoxLayout,
+    QLabel,
+    QPlainTextEdit,
+    QSplitter,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from desktop_agent.client.views import RunRow, StepEntry, model_text, tool_uses
+from desktop_agent.domain import StepKind
+from desktop_agent.gui import resources
+from desktop_agent.gui.models.steps import StepTimelineModel
+from desktop_agent.gui.poller import StepsBatch
+from desktop_agent.gui.widgets.charts import ChartsPanel
+from desktop_agent.gui.widgets.header import RunHeader
+from desktop_agent.gui.widgets.inspector import StepInspector
+from desktop_agent.gui.widgets.timeline import TimelineView
+
+
+class RunDetailPane(QWidget):
+    """Everything about one run, kept live from polled step batches.
+
+    Args:
+        model: the timeline model (owned by the window, read by the poller).
+        follow: the "follow newest step" action.
+        parent: owner.
+
+    Signals:
+        open_workspace_requested: the analyst clicked the workspace link (its path).
+    """
+
+    open_workspace_requested = Signal(str)
+
+    def __init__(
+        self, model: StepTimelineModel, follow: QAction, parent: QWidget | None = None
+    ) -> None:
+        super().__init__(parent)
+        self.model = model
+        self.row: RunRow | None = None
+        self.header = RunHeader(self)
+        self.header.open_workspace_requested.connect(self.open_workspace_requested)
+        self.timeline = TimelineView(self)
+        self.timeline.setModel(model)
+        self.follow_button = QToolButton(self)
+        self.follow_button.setDefaultAction(follow)
+        self.follow_button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
+        follow.toggled.connect(self.timeline.set_following)
+        self.timeline.follow_changed.connect(follow.setChecked)
+        self.timeline_label = QLabel(self)
+        bar = QHBoxLayout()
+        bar.addWidget(self.timeline_label, 1)
+        bar.addWidget(self.follow_button)
+        self.stream_label = QLabel(self)
+        self.stream = QPlainTextEdit(self)
+        self.stream.setReadOnly(True)
+        self.stream.setMaximumHeight(self.fontMetrics().height() * 6)
+        self.stream_label.hide()
+        self.stream.hide()
+        left = QWidget(self)
+        ll = QVBoxLayout(left)
+        ll.setContentsMargins(0, 0, 0, 0)
+        ll.addLayout(bar)
+        ll.addWidget(self.timeline, 1)
+        ll.addWidget(self.stream_label)
+        ll.addWidget(self.stream)
+        self.inspector = StepInspector(self)
+        self.charts = ChartsPanel(self)
+        self.inspector.addTab(self.charts, resources.icon("chart"), "Charts")
+        split = QSplitter(Qt.Orientation.Horizontal, self)
+        split.addWidget(left)
+        split.addWidget(self.inspector)
+        split.setStretchFactor(0, 3)
+        split.setStretchFactor(1, 2)
+        split.setSizes([700, 520])
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.header)
+        layout.addWidget(split, 1)
+        self.timeline.selectionModel().selectionChanged.connect(self._on_timeline_selection_changed)
+        self.inspector.currentChanged.connect(self._on_inspector_current_changed)
+        self._charts_timer = QTimer(self)
+        self._charts_timer.setSingleShot(True)
+        self._charts_timer.setInterval(500)
+        self._charts_timer.timeout.connect(self._on_charts_timer_timeout)
+        self.show_run(None)
+
+    def show_run(self, row: RunRow | None) -> None:
+        """Switch to another run (or none); its steps arrive with the next batch."""
+        self.row = row
+        self.header.show_row(row)
+        self.model.reset(row.run.id if row else None)
+        self.timeline.set_following(True)
+        self.inspector.show_entry(None)
+        self._show_stream()
+        self.charts.set_entries(())
+        self.timeline_label.setText(
+            "<b>Timeline</b>" if row else "<b>Timeline</b> (no run selected)"
+        )
+
+    def update_row(self, row: RunRow) -> None:
+        """The selected run changed (status, totals, plan)."""
+        self.row = row
+        self.header.show_row(row)
+
+    def apply(self, batch: StepsBatch) -> None:
+        """Merge steps read by the poller."""
+        if self.row is None or batch.run_id != self.row.run.id:
+            return
+        if batch.from_seq == 1 and self.model.rowCount():
+            self.model.reset(batch.run_id, batch.entries)
+        else:
+            self.model.merge(batch.entries)
+        self._show_stream()
+        current = self.current_entry()
+        if current is not None:
+            self.inspector.show_entry(current, self.thought_of)
+        if self.inspector.currentWidget() is self.charts:
+            self._charts_timer.start()
+
+    def tick(self) -> None:
+        """Once a second: running times of open steps and of the run."""
+        if self.model.has_open():
+            self.timeline.viewport().update()
+        if self.row is not None and self.row.run.status.is_active:
+            self.header.show_row(self.row)
+
+    def stop(self) -> None:
+        """Stop timers (the window is closing)."""
+        self._charts_timer.stop()
+
+    def current_entry(self) -> StepEntry | None:
+        """The step selected in the timeline."""
+        rows = self.timeline.selectionModel().selectedRows()
+        if not rows:
+            return None
+        return self.model.entry(rows[0].row())
+
+    def thought_of(self, entry: StepEntry) -> str:
+        """The text of the model call that asked for a tool call."""
+        use_id = (entry.input() or {}).get("tool_use_id")
+        row = self.model.row_of(entry.seq)
+        for i in range(row - 1, max(-1, row - 60), -1):
+            other = self.model.entry(i)
+            if other.kind != StepKind.MODEL_CALL:
+                continue
+            output = other.output()
+            if any(u.get("id") == use_id for u in tool_uses(output)):
+                return model_text(output)
+        return ""
+
+    def _show_stream(self) -> None:
+        entry = self.model.streaming()
+        if entry is None:
+            self.stream_label.hide()
+            self.stream.hide()
+            self.stream.clear()
+            return
+        self.stream_label.setText(
+            f"<b>Model output, streaming</b> (step {entry.seq}, attempt {entry.attempt})"
+        )
+        text = entry.partial_text or "waiting for the first words…"
+        old = self.stream.toPlainText()
+        if old and text.startswith(old):
+            self.stream.moveCursor(self.stream.textCursor().MoveOperation.End)
+            self.stream.insertPlainText(text[len(old) :])
+        elif text != old:
+            self.stream.setPlainText(text)
+        bar = self.stream.verticalScrollBar()
+        bar.setValue(bar.maximum())
+        self.stream_label.show()
+        self.stream.show()
+
+    @Slot(QItemSelection, QItemSelection)
+    def _on_timeline_selection_changed(self, _sel: QItemSelection, _desel: QItemSelection) -> None:
+        self.inspector.show_entry(self.current_entry(), self.thought_of)
+
+    @Slot(int)
+    def _on_inspector_current_changed(self, _index: int) -> None:
+        if self.inspector.currentWidget() is self.charts:
+            self._on_charts_timer_timeout()
+
+    @Slot()
+    def _on_charts_timer_timeout(self) -> None:
+        demo = self.row is not None and self.row.run.is_demo
+        self.charts.set_entries(self.model.entries(), simulated=demo)

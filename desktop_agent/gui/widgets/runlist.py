@@ -1,0 +1,191 @@
+"""The run list panel: search, status filter and the sortable table of runs."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import (
+    QItemSelection,
+    QModelIndex,
+    QPersistentModelIndex,
+    QRectF,
+    Qt,
+    Signal,
+    Slot,
+)
+from PySide6.QtGui import QPainter, QPalette
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QComboBox,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QLineEdit,
+    QStyle,
+    QStyledItemDelegate,
+    QStyleOptionViewItem,
+    QTableView,
+    QVBoxLayout,
+    QWidget,
+)
+
+from desktop_agent.domain import RunStatus
+from desktop_agent.gui import resources, theme
+from desktop_agent.gui.models.runs import (
+    RunColumn,
+    RunFilterProxy,
+    RunListModel,
+    RunRole,
+    StatusFilter,
+)
+
+Index = QModelIndex | QPersistentModelIndex
+
+
+class ProgressDelegate(QStyledItemDelegate):
+    """Paints the plan's progress as a thin bar under the progress text."""
+
+    def paint(self, painter: QPainter, option: QStyleOptionViewItem, index: Index) -> None:
+        """Text as usual, plus a bar when the fraction is known."""
+        super().paint(painter, option, index)
+        fraction = index.data(RunRole.PROGRESS)
+        if not isinstance(fraction, float) or fraction < 0:
+            return
+        rect = option.rect
+        pal: QPalette = option.palette
+        selected = bool(option.state & QStyle.StateFlag.State_Selected)
+        painter.save()
+        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+        bar = QRectF(rect.left() + 4, rect.bottom() - 5, rect.width() - 8, 3)
+        painter.setPen(Qt.PenStyle.NoPen)
+        painter.setBrush(pal.color(QPalette.ColorRole.Mid))
+        painter.drawRoundedRect(bar, 1.5, 1.5)
+        done = theme.status_color(RunStatus.COMPLETED, pal)
+        painter.setBrush(pal.color(QPalette.ColorRole.HighlightedText) if selected else done)
+        painter.drawRoundedRect(QRectF(bar.left(), bar.top(), bar.width() * fraction, 3), 1.5, 1.5)
+        painter.restore()
+
+
+FILTERS: list[tuple[str, StatusFilter | RunStatus]] = [
+    ("All runs", StatusFilter.ALL),
+    ("Active", StatusFilter.ACTIVE),
+    ("Needs me", StatusFilter.NEEDS_ME),
+    *[(theme.STATUS_LABELS[s], s) for s in RunStatus],
+]
+
+
+class RunListPanel(QWidget):
+    """Search box, status filter and the table of runs.
+
+    Args:
+        model: the run list model.
+        parent: owner.
+
+    Signals:
+        run_selected: the current run changed (its id, or "" for none).
+    """
+
+    run_selected = Signal(str)
+
+    def __init__(self, model: RunListModel, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.model = model
+        self.proxy = RunFilterProxy(self)
+        self.proxy.setSourceModel(model)
+        self.search = QLineEdit(self)
+        self.search.setPlaceholderText("Search goal or run id  (Ctrl+F)")
+        self.search.setClearButtonEnabled(True)
+        self.search.textChanged.connect(self._on_search_text_changed)
+        self.filter = QComboBox(self)
+        for label, value in FILTERS:
+            if isinstance(value, RunStatus):
+                self.filter.addItem(resources.icon(theme.status_icon_name(value)), label)
+            else:
+                self.filter.addItem(label)
+        self.filter.currentIndexChanged.connect(self._on_filter_current_index_changed)
+        self.count = QLabel(self)
+        self.table = QTableView(self)
+        self.table.setModel(self.proxy)
+        self.table.setSortingEnabled(True)
+        self.table.sortByColumn(RunColumn.STARTED, Qt.SortOrder.DescendingOrder)
+        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.table.setAlternatingRowColors(True)
+        self.table.setShowGrid(False)
+        self.table.setWordWrap(False)
+        self.table.verticalHeader().hide()
+        self.table.setItemDelegateForColumn(RunColumn.PROGRESS, ProgressDelegate(self.table))
+        header = self.table.horizontalHeader()
+        header.setStretchLastSection(False)
+        header.setHighlightSections(False)
+        fm = self.fontMetrics()
+        widths = {
+            RunColumn.STATUS: fm.horizontalAdvance("Waiting for approval (2)") + 44,
+            RunColumn.MODEL: fm.horizontalAdvance("Claude Sonnet 4.5") + 20,
+            RunColumn.PROGRESS: fm.horizontalAdvance("3/5 plan · 120 steps") + 20,
+            RunColumn.COST: fm.horizontalAdvance("$0.0000 sim.") + 20,
+            RunColumn.STARTED: fm.horizontalAdvance("Wed 00:00") + 24,
+            RunColumn.ACTIVITY: fm.horizontalAdvance("Last activity") + 28,
+        }
+        for col, width in widths.items():
+            header.resizeSection(col, width)
+            header.setSectionResizeMode(col, QHeaderView.ResizeMode.Interactive)
+        header.setSectionResizeMode(RunColumn.GOAL, QHeaderView.ResizeMode.Stretch)
+        self.table.verticalHeader().setDefaultSectionSize(fm.height() + 12)
+        self.table.selectionModel().selectionChanged.connect(self._on_selection_changed)
+        self.proxy.rowsInserted.connect(self._update_count)
+        self.proxy.rowsRemoved.connect(self._update_count)
+        self.proxy.modelReset.connect(self._update_count)
+        self.proxy.layoutChanged.connect(self._update_count)
+
+        bar = QHBoxLayout()
+        bar.addWidget(self.search, 1)
+        bar.addWidget(self.filter)
+        bar.addWidget(self.count)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 4, 0, 0)
+        layout.addLayout(bar)
+        layout.addWidget(self.table, 1)
+        self._update_count()
+
+    def current_run_id(self) -> str | None:
+        """The selected run's id."""
+        rows = self.table.selectionModel().selectedRows()
+        if not rows:
+            return None
+        value = rows[0].data(RunRole.RUN_ID)
+        return str(value) if value else None
+
+    def select_run(self, run_id: str) -> bool:
+        """Select ``run_id`` if it is listed (clearing filters that hide it)."""
+        row = self.model.row_of(run_id)
+        if row < 0:
+            return False
+        index = self.proxy.mapFromSource(self.model.index(row, 0))
+        if not index.isValid():
+            self.search.clear()
+            self.filter.setCurrentIndex(0)
+            index = self.proxy.mapFromSource(self.model.index(row, 0))
+        self.table.selectRow(index.row())
+        self.table.scrollTo(index)
+        return True
+
+    @Slot(str)
+    def _on_search_text_changed(self, text: str) -> None:
+        self.proxy.set_text(text)
+
+    @Slot(int)
+    def _on_filter_current_index_changed(self, index: int) -> None:
+        value = FILTERS[index][1] if 0 <= index < len(FILTERS) else StatusFilter.ALL
+        if isinstance(value, RunStatus):
+            self.proxy.set_status(value)
+        else:
+            self.proxy.set_preset(value)
+
+    @Slot(QItemSelection, QItemSelection)
+    def _on_selection_changed(self, _selected: QItemSelection, _deselected: QItemSelection) -> None:
+        self.run_selected.emit(self.current_run_id() or "")
+
+    @Slot()
+    def _update_count(self) -> None:
+        shown, total = self.proxy.rowCount(), self.model.rowCount()
+        noun = "run" if total == 1 else "runs"
+        self.count.setText(f"{total} {noun}" if shown == total else f"{shown} of {total} {noun}")

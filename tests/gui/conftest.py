@@ -1,0 +1,101 @@
+"""Fixtures of the GUI tests: a real main window over a real database, a worker in a thread.
+
+The window never starts detached workers here (``spawn_workers=False``); runs are executed
+by a :class:`~desktop_agent.worker.worker.Worker` in a thread of the test process, with the
+demo model. Qt runs offscreen (set in the top-level conftest) and any Qt warning fails the
+test (``qt_log_level_fail``). After each test the window must have stopped every timer and
+background task it started.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from PySide6.QtCore import QTimer
+from pytestqt.qtbot import QtBot
+
+from desktop_agent.client.api import Client
+from desktop_agent.domain import Run, RunStatus
+from desktop_agent.engine.loop import RunExecutor
+from desktop_agent.gui.mainwindow import MainWindow
+from desktop_agent.llm.demo import DemoModel
+from desktop_agent.worker.worker import Worker
+from tests.conftest import MakeExecutor
+
+StartWorker = Callable[..., Worker]
+OpenWindow = Callable[[], MainWindow]
+
+
+@pytest.fixture
+def demo_ws(tmp_path: Path) -> Path:
+    """A workspace with three sources for the demo model."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "alpha.md").write_text("# Alpha\nAlpha says the market grew 4% in 2025.\n")
+    (ws / "beta.txt").write_text("Beta reports churn fell. More detail follows.\n")
+    (ws / "gamma.md").write_text("Gamma: three vendors lead. Others trail far behind.\n")
+    return ws
+
+
+@pytest.fixture
+def start_worker(
+    make_executor: MakeExecutor, run_worker_thread: Callable[[RunExecutor], Worker]
+) -> StartWorker:
+    """Start an in-thread worker running the demo model (``delay`` seconds per call)."""
+
+    def start(delay: float = 0.0) -> Worker:
+        model = DemoModel(delay=delay) if delay else None
+        return run_worker_thread(make_executor(model))
+
+    return start
+
+
+@pytest.fixture
+def open_window(qtbot: QtBot, client: Client) -> Iterator[OpenWindow]:
+    """Open the main window (at most once per test); closed and checked for leaks after."""
+    windows: list[MainWindow] = []
+
+    def open_() -> MainWindow:
+        window = MainWindow(client, spawn_workers=False, poll_ms=50)
+        qtbot.addWidget(window)
+        window.show()
+        qtbot.waitExposed(window)
+        windows.append(window)
+        return window
+
+    yield open_
+    for window in windows:
+        window.shutdown()
+        running = [t for t in window.findChildren(QTimer) if t.isActive()]
+        assert not running, f"timers left running: {[(t.parent(), t.interval()) for t in running]}"
+        assert not window.tasks.busy, "background tasks left running"
+
+
+@pytest.fixture
+def window(open_window: OpenWindow) -> MainWindow:
+    """The main window, open."""
+    return open_window()
+
+
+def wait_status(
+    qtbot: QtBot, window: MainWindow, run_id: str, *statuses: RunStatus, timeout: int = 10_000
+) -> Run:
+    """Wait until the run list shows ``run_id`` in one of ``statuses``."""
+
+    def shown() -> bool:
+        row = window.runs_model.get(run_id)
+        return row is not None and row.run.status in statuses
+
+    qtbot.waitUntil(shown, timeout=timeout)
+    row = window.runs_model.get(run_id)
+    assert row is not None
+    return row.run
+
+
+def select(qtbot: QtBot, window: MainWindow, run_id: str) -> None:
+    """Select a run in the list once the list shows it, and wait for its steps."""
+    qtbot.waitUntil(lambda: window.runs_model.get(run_id) is not None)
+    assert window.select_run(run_id)
+    assert window.selected is not None and window.selected.run.id == run_id

@@ -1,0 +1,190 @@
+"""Every item model passes Qt's model tester, and updates in place."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from typing import Any
+
+import pytest
+from pytestqt.modeltest import ModelTester
+
+from desktop_agent.client.checks import RecoveryItem, RecoveryReport
+from desktop_agent.client.views import PlanItem, RunRow, StepEntry
+from desktop_agent.domain import (
+    AgentSpec,
+    Approval,
+    Run,
+    RunStatus,
+    StepKind,
+    StepStatus,
+    Usage,
+    WaitReason,
+)
+from desktop_agent.gui.dialogs.recovery import RecoveryModel
+from desktop_agent.gui.models.approvals import ApprovalListModel, ApprovalRow
+from desktop_agent.gui.models.runs import (
+    RunColumn,
+    RunFilterProxy,
+    RunListModel,
+    RunRole,
+    StatusFilter,
+)
+from desktop_agent.gui.models.steps import StepRole, StepTimelineModel
+
+pytestmark = pytest.mark.usefixtures("qapp")  # icons and fonts need the application
+
+
+def run(i: int, status: RunStatus = RunStatus.RUNNING, **kw: Any) -> Run:
+    now = time.time()
+    return Run(
+        id=f"run{i:03d}",
+        goal=f"Goal number {i}",
+        title=f"Goal number {i}",
+        status=status,
+        spec=AgentSpec(model="demo" if i % 2 else "claude-sonnet-4-5", system_prompt=""),
+        workspace="/tmp/ws",
+        created_at=now - 100 + i,
+        updated_at=now - 50 + i,
+        started_at=now - 90 + i,
+        last_seq=i,
+        cost_usd=0.01 * i,
+        **kw,
+    )
+
+
+def entry(
+    seq: int,
+    kind: StepKind = StepKind.TOOL_CALL,
+    status: StepStatus = StepStatus.COMPLETED,
+    **kw: Any,
+) -> StepEntry:
+    base: dict[str, Any] = dict(
+        run_id="run001",
+        seq=seq,
+        kind=kind,
+        name="list_files" if kind == StepKind.TOOL_CALL else "demo",
+        status=status,
+        attempt=1,
+        effect=None,
+        started_at=1000.0 + seq,
+        finished_at=None if status == StepStatus.STARTED else 1000.5 + seq,
+        cost_usd=0.001,
+        usage=Usage(100, 10),
+        error=None,
+        partial_text="",
+        input_json='{"arguments": {"path": "."}}',
+        output_json='{"content": "a.md"}' if status != StepStatus.STARTED else None,
+        salvaged_json=None,
+    )
+    base.update(kw)
+    return StepEntry(**base)
+
+
+def test_run_list_model(qtmodeltester: ModelTester) -> None:
+    model = RunListModel()
+    rows = [RunRow(run(i), (PlanItem("a", True), PlanItem("b", False))) for i in range(5)]
+    model.apply(rows, full=True)
+    qtmodeltester.check(model)
+    assert model.rowCount() == 5 and model.columnCount() == len(RunColumn)
+    # A delta updates a row in place and appends a new one.
+    changed = RunRow(run(2, RunStatus.COMPLETED))
+    model.apply([changed, RunRow(run(7, RunStatus.WAITING, wait_reason=WaitReason.APPROVAL))])
+    qtmodeltester.check(model)
+    assert model.rowCount() == 6
+    assert model.index(model.row_of("run002"), RunColumn.STATUS).data() == "Completed"
+    assert model.index(model.row_of("run007"), RunColumn.STATUS).data() == "Waiting for approval"
+    assert model.index(model.row_of("run001"), RunColumn.COST).data().endswith("sim.")
+    assert model.index(model.row_of("run001"), RunColumn.MODEL).data() == "Demo (offline)"
+    assert model.index(0, RunColumn.PROGRESS).data(RunRole.PROGRESS) == 0.5
+
+
+def test_run_filter_proxy(qtmodeltester: ModelTester) -> None:
+    model = RunListModel()
+    model.apply(
+        [
+            RunRow(run(1, RunStatus.RUNNING)),
+            RunRow(run(2, RunStatus.COMPLETED)),
+            RunRow(run(3, RunStatus.NEEDS_ATTENTION, status_message="decide")),
+            RunRow(run(4, RunStatus.WAITING, wait_reason=WaitReason.APPROVAL)),
+        ],
+        full=True,
+    )
+    proxy = RunFilterProxy()
+    proxy.setSourceModel(model)
+    qtmodeltester.check(proxy)
+    proxy.set_preset(StatusFilter.ACTIVE)
+    assert proxy.rowCount() == 3
+    proxy.set_preset(StatusFilter.NEEDS_ME)
+    assert proxy.rowCount() == 2
+    proxy.set_status(RunStatus.COMPLETED)
+    assert proxy.rowCount() == 1
+    proxy.set_status(None)
+    proxy.set_text("NUMBER 3")
+    assert proxy.rowCount() == 1
+    qtmodeltester.check(proxy)
+
+
+def test_step_timeline_model(qtmodeltester: ModelTester) -> None:
+    model = StepTimelineModel()
+    model.reset(
+        "run001",
+        [entry(1, StepKind.MODEL_CALL, StepStatus.FAILED), entry(2, StepKind.MODEL_CALL), entry(3)],
+    )
+    qtmodeltester.check(model)
+    assert model.retried(0) and not model.retried(1)
+    assert model.index(0).data(StepRole.RETRIED) is True
+    assert model.resume_seq() == 4
+    # An open model call streams: it is the row to read again and the one to show live.
+    added = model.merge([entry(4, StepKind.MODEL_CALL, StepStatus.STARTED, partial_text="Think")])
+    assert added == 1 and model.resume_seq() == 4
+    streaming = model.streaming()
+    assert streaming is not None and streaming.partial_text == "Think"
+    assert model.index(3).data(StepRole.SUMMARY) == "Think"
+    model.merge([entry(4, StepKind.MODEL_CALL, StepStatus.STARTED, partial_text="Thinking more")])
+    assert model.index(3).data(StepRole.SUMMARY) == "Thinking more"
+    model.merge([replace(entry(4, StepKind.MODEL_CALL), output_json='{"content": []}'), entry(5)])
+    assert model.streaming() is None and model.resume_seq() == 6
+    qtmodeltester.check(model)
+
+
+def test_approval_list_model(qtmodeltester: ModelTester) -> None:
+    model = ApprovalListModel()
+    a = Approval(
+        id="r.2.1",
+        run_id="r",
+        seq=2,
+        tool="write_file",
+        arguments={"path": "report.md", "content": "x" * 500},
+        rule="would overwrite",
+        created_at=time.time() - 30,
+        deadline=time.time() + 600,
+    )
+    b = replace(a, id="r.5.1", seq=5)
+    model.set_rows([ApprovalRow(a, "Run"), ApprovalRow(b, "Run")])
+    qtmodeltester.check(model)
+    assert model.index(0, 5).data().endswith("left")
+    assert "…" in model.index(0, 2).data()
+    model.set_rows([ApprovalRow(b, "Run")])
+    assert model.rowCount() == 1 and model.approval_at(0).id == "r.5.1"
+    qtmodeltester.check(model)
+
+
+def test_recovery_model(qtmodeltester: ModelTester) -> None:
+    before = run(1, RunStatus.RUNNING, lease_owner="host:1:dead")
+    report = RecoveryReport(
+        (),
+        (
+            RecoveryItem(before, True, "worker pid 1 stopped while it held this run"),
+            RecoveryItem(
+                run(2, RunStatus.NEEDS_ATTENTION, status_message="decide"), False, "decide"
+            ),
+        ),
+    )
+    model = RecoveryModel(report)
+    qtmodeltester.check(model)
+    assert model.index(0, 2).data() == "waiting for a worker"
+    model.update_runs([RunRow(replace(before, lease_owner="host:2:new"))])
+    assert model.index(0, 2).data() == "resumed"
+    assert model.index(1, 2).data() == "needs you"
+    qtmodeltester.check(model)

@@ -1,0 +1,129 @@
+"""Notifications: a real worker posts JSON to a local webhook server as runs change."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from desktop_agent.client.api import Client
+from desktop_agent.domain import RunStatus
+from desktop_agent.domain.errors import BadRequestError
+from desktop_agent.engine.loop import RunExecutor
+from desktop_agent.engine.ports import RunPatch
+from desktop_agent.worker.notify import Notification, Notifier, build_notifier
+from desktop_agent.worker.worker import Worker, WorkerConfig
+from tests.conftest import MakeExecutor
+from tests.helpers.fakes import FakeClock, Reply, ScriptedModel
+from tests.tools.servers import HttpServer, Reply as HttpReply
+
+
+@pytest.fixture
+def hook() -> Iterator[HttpServer]:
+    server = HttpServer()
+    server.routes["/hooks/T0KEN-abc"] = HttpReply(200, b"ok")
+    yield server
+    server.close()
+
+
+def events(server: HttpServer) -> list[dict[str, object]]:
+    return [json.loads(r.body) for r in server.hits("/hooks/T0KEN-abc")]
+
+
+def work(client: Client, executor: RunExecutor, notifier: Notifier) -> None:
+    """A worker that runs until idle, then delivers what it has to tell."""
+    worker = Worker(
+        client.store,
+        executor,
+        WorkerConfig(until_idle=True, poll_s=0.01),
+        notifier=notifier,
+    )
+    worker.run()
+
+
+def test_needs_you_then_finished_reach_the_webhook(
+    client: Client, make_executor: MakeExecutor, workspace: Path, hook: HttpServer
+) -> None:
+    url = hook.url("/hooks/T0KEN-abc")
+    executor = make_executor()
+    run = client.start_run("Summarise the sources", model="demo", workspace=workspace)
+    work(client, executor, build_notifier(client.store, webhook_url=url, stall_minutes=30))
+    (needs,) = events(hook)
+    assert needs["event"] == "needs_you" and needs["run_id"] == run.id
+    assert needs["status"] == "waiting" and needs["wait_reason"] == "approval"
+    assert "needs you" in str(needs["text"]) and "write_file" in str(needs["message"])
+    assert hook.requests[0].headers["content-type"] == "application/json"
+
+    # A new worker (as after a restart) does not tell again what was already told.
+    work(client, executor, build_notifier(client.store, webhook_url=url, stall_minutes=30))
+    client.steer(run.id, "keep it short")  # wakes the run; it still waits for the decision
+    work(client, executor, build_notifier(client.store, webhook_url=url, stall_minutes=30))
+    assert len(events(hook)) == 1
+
+    (approval,) = client.approvals()
+    client.approve(approval.id)
+    work(client, executor, build_notifier(client.store, webhook_url=url, stall_minutes=30))
+    finished = events(hook)[-1]
+    assert finished["event"] == "finished" and finished["status"] == "completed"
+    assert finished["title"] == "Summarise the sources"
+
+
+def test_a_failed_run_is_told_and_listeners_hear_everything(
+    client: Client, make_executor: MakeExecutor, hook: HttpServer
+) -> None:
+    model = ScriptedModel([Reply(raises=BadRequestError("400 prompt is too long"))])
+    run = client.start_run("Fail", model="claude-haiku-4-5")
+    heard: list[Notification] = []
+    notifier = build_notifier(
+        client.store, webhook_url=hook.url("/hooks/T0KEN-abc"), stall_minutes=None
+    )
+    notifier.add_listener(heard.append)
+    notifier.add_listener(lambda n: 1 / 0)  # a broken listener changes nothing
+    work(client, make_executor(model), notifier)
+    assert client.run(run.id).status == RunStatus.FAILED
+    (failed,) = events(hook)
+    assert failed["event"] == "failed" and "prompt is too long" in str(failed["message"])
+    assert [n.event for n in heard] == ["failed"]
+
+
+def test_a_slow_or_broken_webhook_never_blocks_and_is_only_logged(
+    client: Client, hook: HttpServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    hook.routes["/hooks/T0KEN-abc"] = HttpReply(500, b"boom", delay=1.0)
+    run = client.start_run("Slow hook", model="demo")
+    client.store.commit(run.id, patch=RunPatch(status=RunStatus.COMPLETED))
+    notifier = Notifier(client.store, webhook_url=hook.url("/hooks/T0KEN-abc"), timeout_s=0.2)
+    started = time.monotonic()
+    with caplog.at_level(logging.WARNING, logger="desktop_agent.worker.notify"):
+        notifier.on_activation_end(run.id)
+        assert time.monotonic() - started < 0.1  # posted from a background thread
+        notifier.close(timeout_s=5)
+    assert notifier.webhook is not None and notifier.webhook.failed == 1
+    logged = " ".join(r.getMessage() for r in caplog.records)
+    assert "webhook at 127.0.0.1 failed" in logged and "T0KEN" not in logged
+    unreachable = Notifier(client.store, webhook_url="http://127.0.0.1:9/x", timeout_s=0.2)
+    unreachable.on_activation_end(run.id)
+    unreachable.close()
+    assert unreachable.webhook is not None and unreachable.webhook.failed == 1
+
+
+def test_no_progress_for_n_minutes_is_told_once(client: Client, hook: HttpServer) -> None:
+    clock = FakeClock()
+    run = client.start_run("Stuck", model="demo")
+    client.store.commit(run.id, patch=RunPatch(status=RunStatus.RUNNING))
+    heard: list[Notification] = []
+    notifier = build_notifier(client.store, webhook_url="", stall_minutes=30, clock=clock)
+    notifier.add_listener(heard.append)
+    t0 = clock.now()
+    notifier.tick(t0)
+    notifier.tick(t0 + 29 * 60)
+    assert heard == []
+    notifier.tick(t0 + 31 * 60)
+    assert [n.event for n in heard] == ["stalled"]
+    assert "no new step for 31m" in heard[0].message
+    notifier.tick(t0 + 90 * 60)
+    assert len(heard) == 1  # told once, not every poll

@@ -1,0 +1,107 @@
+"""Anthropic's server-side web search: offered when enabled, its blocks never executed."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from desktop_agent.client.api import Client
+from desktop_agent.domain import RunStatus, StepKind, Usage
+from desktop_agent.engine.ports import CancelToken, ModelRequest, ModelResponse
+from tests.conftest import MakeExecutor, drain
+
+SEARCH_TURN: list[dict[str, Any]] = [
+    {"type": "text", "text": "Let me search."},
+    {
+        "type": "server_tool_use",
+        "id": "srvtoolu_01",
+        "name": "web_search",
+        "input": {"query": "cloud market 2025"},
+    },
+    {
+        "type": "web_search_tool_result",
+        "tool_use_id": "srvtoolu_01",
+        "content": [
+            {
+                "type": "web_search_result",
+                "url": "https://news.example.test/cloud",
+                "title": "Cloud grew 4%",
+                "encrypted_content": "opaque",
+            }
+        ],
+    },
+    {"type": "text", "text": "The market grew 4%."},
+]
+
+
+class ServerToolModel:
+    """Answers like the API does with web search: a paused turn, then the final answer."""
+
+    def __init__(self) -> None:
+        self.requests: list[ModelRequest] = []
+
+    def context_window(self, model: str) -> int:
+        return 200_000
+
+    def worst_case_cost(self, request: ModelRequest) -> float:
+        return 0.01
+
+    def complete(
+        self,
+        request: ModelRequest,
+        *,
+        idempotency_key: str,
+        on_text: Callable[[str], None],
+        cancel: CancelToken,
+    ) -> ModelResponse:
+        self.requests.append(request)
+        if len(self.requests) == 1:
+            content, stop = SEARCH_TURN, "pause_turn"
+        else:
+            content, stop = [{"type": "text", "text": "Done: it grew 4%."}], "end_turn"
+        return ModelResponse(content, stop, Usage(100, 20), 0.001, request.model)
+
+
+def test_web_search_is_offered_only_when_enabled(
+    client: Client, make_executor: MakeExecutor
+) -> None:
+    plain = client.start_run("Search", model="claude-haiku-4-5")
+    assert "web_search" not in plain.spec.tool_names  # not a default while disabled
+    model = ServerToolModel()
+    drain(client.store, make_executor(model))
+    assert all(t["name"] != "web_search" for t in model.requests[0].tools)
+
+    client.settings.web_search = True
+    client.settings.web_search_max_uses = 3
+    enabled = client.start_run("Search", model="claude-haiku-4-5")
+    assert "web_search" in enabled.spec.tool_names
+    model = ServerToolModel()
+    drain(client.store, make_executor(model))
+    sent = [t for t in model.requests[0].tools if t["name"] == "web_search"]
+    assert sent == [{"type": "web_search_20250305", "name": "web_search", "max_uses": 3}]
+    assert all("input_schema" in t for t in model.requests[0].tools if t["name"] != "web_search")
+
+
+def test_server_tool_blocks_are_not_tool_uses(client: Client, make_executor: MakeExecutor) -> None:
+    client.settings.web_search = True
+    run = client.start_run("What did the cloud market do?", model="claude-haiku-4-5")
+    model = ServerToolModel()
+    drain(client.store, make_executor(model))
+    done = client.run(run.id)
+    assert done.status == RunStatus.COMPLETED, done.status_message
+    steps = client.steps(run.id)
+    assert [s.kind for s in steps] == [StepKind.MODEL_CALL, StepKind.MODEL_CALL]
+    # The paused turn went back verbatim (the API needs the encrypted results) to continue.
+    assert model.requests[1].messages[-1] == {"role": "assistant", "content": SEARCH_TURN}
+    assert done.status_message.startswith("Done: it grew 4%.")
+
+
+def test_disabling_web_search_later_withdraws_it(
+    client: Client, make_executor: MakeExecutor
+) -> None:
+    client.settings.web_search = True
+    client.start_run("Search", model="claude-haiku-4-5")
+    client.settings.web_search = False
+    model = ServerToolModel()
+    drain(client.store, make_executor(model))
+    assert all(t["name"] != "web_search" for r in model.requests for t in r.tools)
