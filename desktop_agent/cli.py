@@ -319,6 +319,7 @@ def follow(
     tick = 0
     interactive = sys.stdin.isatty() and sys.stderr.isatty() and not out.as_json
     idle_since = time.monotonic()
+    decided: set[str] = set()
     while True:
         steps = client.steps(run_id, printed + 1)
         for step in steps:
@@ -334,9 +335,12 @@ def follow(
                 print(step_line(step), flush=True)
         run: Run = client.run(run_id)
         if run.status == RunStatus.WAITING and run.wait_reason == WaitReason.APPROVAL:
-            pending = [a for a in client.approvals() if a.run_id == run.id]
+            pending = [
+                a for a in client.approvals() if a.run_id == run.id and a.id not in decided
+            ]
             if pending and (auto_approve or interactive):
                 for a in pending:
+                    decided.add(a.id)  # decided once; the worker applies it when it runs
                     if auto_approve or _ask_approval(a):
                         client.approve(a.id, note="approved in the terminal")
                     else:
@@ -344,6 +348,8 @@ def follow(
                             input("Reason for the agent: ").strip() or "rejected in the terminal"
                         )
                         client.reject(a.id, reason)
+                # An idle worker may have exited while the run waited: the decision needs one.
+                client.ensure_worker(until_idle=True)
                 time.sleep(poll_s)
                 continue
         settled = run.status.is_terminal or run.status in (

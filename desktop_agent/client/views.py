@@ -84,7 +84,8 @@ class ToolInfo:
         input_schema: JSON schema of its arguments.
         effect: how its effect may be repeated (None for the engine's control tools).
         default_policy: its approval policy when the run does not override it.
-        is_control: implemented by the engine itself (plan, wait, question).
+        origin: ``tool`` (a tool of this app or a plugin), ``engine`` (plan, wait,
+            question) or ``provider`` (run by the model provider, e.g. web search).
     """
 
     name: str
@@ -92,7 +93,12 @@ class ToolInfo:
     input_schema: Mapping[str, JSON]
     effect: EffectClass | None
     default_policy: ApprovalPolicy
-    is_control: bool
+    origin: str = "tool"
+
+    @property
+    def is_control(self) -> bool:
+        """Not a tool with its own effect: the engine or the provider handles it."""
+        return self.origin != "tool"
 
 
 def tool_catalog(client: Client) -> list[ToolInfo]:
@@ -108,7 +114,6 @@ def tool_catalog(client: Client) -> list[ToolInfo]:
                     dict(tool.input_schema),
                     tool.effect,
                     tool.approval,
-                    False,
                 )
             )
             continue
@@ -116,9 +121,11 @@ def tool_catalog(client: Client) -> list[ToolInfo]:
         if meta is not None:
             description = str(meta.get("description", ""))
             schema = meta.get("input_schema") or {}
+            origin = "engine"
         else:  # a tool the model provider runs itself (e.g. web search)
             description, schema = "Run by the model provider (Anthropic's servers).", {}
-        out.append(ToolInfo(name, description, schema, None, ApprovalPolicy.ALWAYS, True))
+            origin = "provider"
+        out.append(ToolInfo(name, description, schema, None, ApprovalPolicy.ALWAYS, origin))
     return out
 
 
@@ -235,7 +242,9 @@ class RunsTracker:
             pending: dict[str, int] = {}
             for a in approvals:
                 pending[a.run_id] = pending.get(a.run_id, 0) + 1
-            rows = tuple(RunRow(r, self._plan(r), pending.get(r.id, 0)) for r in runs[: self.limit])
+            runs = runs[: self.limit]
+            plans = self._plans_of(runs)
+            rows = tuple(RunRow(r, plans[r.id], pending.get(r.id, 0)) for r in runs)
             if runs:
                 self._since = max(self._since, max(r.updated_at for r in runs))
             self._token = token
@@ -250,22 +259,35 @@ class RunsTracker:
             rows = list(conn.execute(sql, {"since": since, "n": self.limit}).mappings())
         return [run_from_row(dict(r)) for r in rows]
 
-    def _plan(self, run: Run) -> tuple[PlanItem, ...]:
-        scanned, plan = self._plans.get(run.id, (0, ()))
-        if run.last_seq <= scanned:
-            return plan
-        sql = sa.text(
-            "SELECT output FROM steps WHERE run_id = :id AND seq > :s AND name = 'update_plan' "
-            "AND status = 'completed' ORDER BY seq DESC LIMIT 1"
-        )
-        with self.client.store.db.read() as conn:
-            found = conn.execute(sql, {"id": run.id, "s": scanned}).scalar()
-        if found:
-            parsed = plan_from_output(json.loads(found))
-            if parsed is not None:
-                plan = parsed
-        self._plans[run.id] = (run.last_seq, plan)
-        return plan
+    def _plans_of(self, runs: Sequence[Run]) -> dict[str, tuple[PlanItem, ...]]:
+        """The newest plan of each run, reading only steps added since the last look."""
+        out: dict[str, tuple[PlanItem, ...]] = {}
+        stale: list[tuple[Run, int]] = []
+        for run in runs:
+            scanned, plan = self._plans.get(run.id, (0, ()))
+            out[run.id] = plan
+            if run.last_seq > scanned:
+                stale.append((run, scanned))
+        for chunk in (stale[i : i + 200] for i in range(0, len(stale), 200)):
+            params: dict[str, Any] = {}
+            where = []
+            for i, (run, scanned) in enumerate(chunk):
+                where.append(f"(run_id = :r{i} AND seq > :s{i})")
+                params[f"r{i}"], params[f"s{i}"] = run.id, scanned
+            sql = sa.text(
+                "SELECT run_id, output FROM steps WHERE name = 'update_plan' "
+                "AND status = 'completed' AND (" + " OR ".join(where) + ") ORDER BY run_id, seq"
+            )
+            with self.client.store.db.read() as conn:
+                found = conn.execute(sql, params).fetchall()
+            newest: dict[str, str] = {str(r[0]): str(r[1]) for r in found if r[1]}
+            for run, _scanned in chunk:
+                if run.id in newest:
+                    parsed = plan_from_output(json.loads(newest[run.id]))
+                    if parsed is not None:
+                        out[run.id] = parsed
+                self._plans[run.id] = (run.last_seq, out[run.id])
+        return out
 
 
 # --------------------------------------------------------------------------- timeline

@@ -165,6 +165,10 @@ class Tool(Protocol):
         input_schema: JSON schema of the arguments.
         effect: how the effect may be repeated after a crash.
         approval: default approval policy.
+
+    A tool may also define ``effect_of(args, ctx) -> EffectClass`` to give one call a
+    different class than its own (e.g. a POST to an endpoint that honours idempotency
+    keys is idempotent); the journal records that class for the step.
     """
 
     @property

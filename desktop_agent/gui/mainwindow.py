@@ -104,6 +104,7 @@ class MainWindow(QMainWindow):
         self._quitting = False
         self._shut_down = False
         self._pending_select: str | None = None
+        self._shown_pending = -1
         self._build()
         self._connect()
         self.tray = TrayController(
@@ -272,6 +273,9 @@ class MainWindow(QMainWindow):
             ApprovalRow(a, titles.get(a.run_id, a.run_id)) for a in pending
         )
         n = len(pending)
+        if n == self._shown_pending:
+            return
+        self._shown_pending = n
         index = self.side.indexOf(self.inbox)
         self.side.setTabText(index, f"Approvals ({n})" if n else "Approvals")
         self.side.setTabIcon(index, resources.badge_icon("inbox", n))

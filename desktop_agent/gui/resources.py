@@ -88,20 +88,28 @@ def icon(name: str, palette: QPalette | None = None) -> QIcon:
     pal = palette or QGuiApplication.palette()
     normal = pal.color(QPalette.ColorGroup.Active, QPalette.ColorRole.WindowText)
     disabled = pal.color(QPalette.ColorGroup.Disabled, QPalette.ColorRole.WindowText)
-    return _tinted(name, normal.name(), disabled.name(), _ratio())
+    selected = pal.color(QPalette.ColorGroup.Active, QPalette.ColorRole.HighlightedText)
+    return _tinted(name, normal.name(), disabled.name(), selected.name(), _ratio())
 
 
 @cache
-def _tinted(name: str, color: str, disabled: str, ratio: float) -> QIcon:
+def _tinted(name: str, color: str, disabled: str, selected: str, ratio: float) -> QIcon:
     svg = _svg(name)
     result = QIcon()
     if svg is None:
         return result
+    tinted = "currentColor" in svg
     for size in _SIZES:
         result.addPixmap(_render(svg.replace("currentColor", color), size, ratio))
-        faded = svg.replace("currentColor", disabled)
-        if "currentColor" not in svg:
-            faded = svg.replace("<svg ", '<svg opacity="0.4" ', 1)
+        # Colored (status) icons keep their colors on a selected row; line icons follow
+        # the selection's text color.
+        chosen = svg.replace("currentColor", selected) if tinted else svg
+        result.addPixmap(_render(chosen, size, ratio), QIcon.Mode.Selected)
+        faded = (
+            svg.replace("currentColor", disabled)
+            if tinted
+            else svg.replace("<svg ", '<svg opacity="0.4" ', 1)
+        )
         result.addPixmap(_render(faded, size, ratio), QIcon.Mode.Disabled)
     return result
 

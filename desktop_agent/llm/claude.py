@@ -389,7 +389,15 @@ def build_params(request: ModelRequest, model: str) -> dict[str, Any]:
         ]
         breakpoints += 1
     params["messages"] = with_breakpoints(request.messages, MAX_BREAKPOINTS - breakpoints)
-    if thinking_budget:
+    if info.thinking_mode == "always" or (
+        info.thinking_mode == "adaptive" and request.thinking_budget > 0
+    ):
+        # Adaptive thinking: the model decides how much to think. "summarized" asks for
+        # readable thinking text (newer models omit it by default), shown as the thought.
+        params["thinking"] = {"type": "adaptive", "display": "summarized"}
+    elif info.thinking_mode == "adaptive":
+        params["thinking"] = {"type": "disabled"}
+    elif thinking_budget:
         params["thinking"] = {"type": "enabled", "budget_tokens": thinking_budget}
     return params
 

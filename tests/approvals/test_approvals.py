@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -9,10 +10,19 @@ from pathlib import Path
 import pytest
 
 from desktop_agent.client.api import Client
-from desktop_agent.domain import ApprovalState, RunStatus, StepKind, StepStatus, WaitReason
+from desktop_agent.domain import (
+    ApprovalState,
+    EffectClass,
+    RunStatus,
+    StepKind,
+    StepStatus,
+    WaitReason,
+)
+from desktop_agent.engine.loop import EngineConfig
 from tests.conftest import MakeExecutor, drain
 from tests.helpers.fakes import FakeClock, Reply, ScriptedModel
-from tests.tools.servers import HttpServer, Reply as HttpReply
+from tests.tools.servers import HttpServer, KeyedEndpoint
+from tests.tools.servers import Reply as HttpReply
 
 
 @pytest.fixture
@@ -146,8 +156,6 @@ def test_an_approved_write_is_checked_again_before_it_runs(
     ws = tmp_path / "ws-check"
     ws.mkdir()
     (ws / "plan.md").write_text("v1\n")
-    import hashlib
-
     sha = hashlib.sha256(b"v1\n").hexdigest()[:16]
     model = ScriptedModel(
         [
@@ -173,7 +181,9 @@ def test_an_approved_write_is_checked_again_before_it_runs(
     assert "changed since it was read" in str(result["content"])
 
 
-def test_policies_ask_and_never(client: Client, make_executor: MakeExecutor, workspace: Path) -> None:
+def test_policies_ask_and_never(
+    client: Client, make_executor: MakeExecutor, workspace: Path
+) -> None:
     model = ScriptedModel(
         [
             Reply("look", [("list_files", {}), ("search_files", {"query": "market"})]),
@@ -223,8 +233,17 @@ def test_malformed_tool_calls_become_errors_the_model_sees(
         "Try",
         model="claude-haiku-4-5",
         workspace=workspace,
-        tools=["read_file", "list_files", "write_file", "web_fetch", "http_post", "send_email",
-               "update_plan", "wait", "ask_user"],
+        tools=[
+            "read_file",
+            "list_files",
+            "write_file",
+            "web_fetch",
+            "http_post",
+            "send_email",
+            "update_plan",
+            "wait",
+            "ask_user",
+        ],
     )
     drain(client.store, make_executor(model))
     done = client.run(run.id)
@@ -244,3 +263,41 @@ def test_malformed_tool_calls_become_errors_the_model_sees(
     assert all(len(t) < 2000 for t in texts)  # errors do not echo huge values back
     assert not (workspace / "x.md").exists()
     assert server.requests == []
+
+
+class _Crash(BaseException):
+    """Stands for the process dying at a crash point (in-process variant)."""
+
+
+def test_a_post_to_an_endpoint_honouring_keys_is_still_asked_and_repeated_after_a_crash(
+    local_http: Client, make_executor: MakeExecutor
+) -> None:
+    client = local_http
+    srv = HttpServer()
+    endpoint = KeyedEndpoint()
+    srv.routes["/api/orders"] = endpoint
+    client.settings.idempotent_post_prefixes = [srv.url("/api")]
+    model = ScriptedModel(
+        [Reply("Ordering.", [("http_post", {"url": srv.url("/api/orders")})]), Reply("ok")]
+    )
+    try:
+        run = client.start_run("Order", model="claude-haiku-4-5", tools=["http_post"])
+        drain(client.store, make_executor(model))
+        (approval,) = client.approvals()  # idempotent is not harmless: still asked
+        client.approve(approval.id)
+
+        def crash_after_post(point: str) -> None:
+            if point == "after_effect" and srv.requests:
+                raise _Crash(point)
+
+        cfg = EngineConfig(settings=client.settings.engine_settings(), crash_hook=crash_after_post)
+        with pytest.raises(_Crash):
+            make_executor(model, config=cfg).execute(run.id)
+        (post,) = [s for s in client.steps(run.id) if s.kind == StepKind.TOOL_CALL]
+        assert (post.status, post.effect) == (StepStatus.STARTED, EffectClass.IDEMPOTENT)
+        drain(client.store, make_executor(model))  # repeated at once, with the same key
+        assert client.run(run.id).status == RunStatus.COMPLETED
+        assert endpoint.keys == [f"{run.id}:{post.seq}"] * 2 and len(endpoint.effects) == 1
+        assert client.store.get_step(run.id, post.seq).attempt == 2
+    finally:
+        srv.close()

@@ -19,7 +19,8 @@ from desktop_agent.client.api import Client
 from desktop_agent.domain import RunStatus, WaitReason
 from tests.conftest import MakeExecutor, drain
 from tests.helpers.fakes import Reply, ScriptedModel
-from tests.tools.servers import HttpServer, Reply as HttpReply
+from tests.tools.servers import HttpServer
+from tests.tools.servers import Reply as HttpReply
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -141,7 +142,9 @@ def test_answer_and_budget_from_the_cli(
     held = client.run(run.id)
     assert held.wait_reason == WaitReason.BUDGET and "steps" in held.status_message
     assert_one_line_error(cli(client.db_path, "answer", run.id, "x"), "not waiting for an answer")
-    assert_one_line_error(cli(client.db_path, "resolve", run.id, "probe"), "does not need attention")
+    assert_one_line_error(
+        cli(client.db_path, "resolve", run.id, "probe"), "does not need attention"
+    )
 
     for bad, message in (
         (("--add-cost", "abc"), "invalid float value: 'abc'"),
@@ -154,7 +157,15 @@ def test_answer_and_budget_from_the_cli(
     assert "limit reached: steps" in shown.stdout and "burn rate" in shown.stdout
     assert "claude-haiku-4-5" in shown.stdout
     extended = cli(
-        client.db_path, "budget", run.id, "--add-steps", "5", "--add-time", "1h", "--add-tokens", "9"
+        client.db_path,
+        "budget",
+        run.id,
+        "--add-steps",
+        "5",
+        "--add-time",
+        "1h",
+        "--add-tokens",
+        "9",
     )
     assert extended.returncode == 0, extended.stderr
     drain(client.store, executor)

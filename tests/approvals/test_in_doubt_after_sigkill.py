@@ -73,7 +73,9 @@ def test_an_unsafe_post_in_doubt_after_sigkill_is_decided_by_the_analyst(
     log = tmp_path / "children.log"
 
     def worker(**env: str) -> int:
-        return run_child([sys.executable, "-m", "tests.approvals.child_worker", str(db)], log, **env)
+        return run_child(
+            [sys.executable, "-m", "tests.approvals.child_worker", str(db)], log, **env
+        )
 
     def resolve(run_id: str, action: str) -> None:
         argv = [sys.executable, "-m", "desktop_agent", "--db", str(db), "resolve", run_id, action]

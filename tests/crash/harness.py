@@ -32,6 +32,9 @@ CRASH_ENV = "DESKTOP_AGENT_CRASH_AT"
 
 GOAL = "Summarise the sources"
 
+WORKER_TIMEOUT_S = 60.0
+"""Longest a worker child may take to finish or crash before the test fails."""
+
 SOURCES_3 = {
     "alpha.md": "# Alpha\nAlpha says the market grew 4% in 2025. More follows.\n",
     "beta.txt": "Beta reports churn fell. More detail follows.\n",
@@ -50,8 +53,7 @@ _REPEAT_RESULT = re.compile(
 
 
 def lab_settings() -> Settings:
-    """Settings of every crash-test database: no budgets, no approvals (the crash is the
-    subject)."""
+    """Settings of every crash-test database: no budgets, no approvals (crashes are tested)."""
     return Settings(
         default_max_cost_usd=None,
         default_max_steps=None,
@@ -126,7 +128,8 @@ class Lab:
         if not full.get(CRASH_ENV):
             full.pop(CRASH_ENV, None)
         log_path = self.logs / f"worker-{self._children}.log"
-        cmd = [sys.executable, "-m", "desktop_agent", "--db", str(self.db), "worker", "--until-idle"]
+        cmd = [sys.executable, "-m", "desktop_agent", "--db", str(self.db), "worker"]
+        cmd.append("--until-idle")
         with log_path.open("wb") as log:
             proc = subprocess.Popen(
                 cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=full, cwd=REPO_ROOT
@@ -139,8 +142,9 @@ class Lab:
                     os.kill(proc.pid, signal.SIGKILL)
             proc.wait()
 
-    def run_worker(self, timeout: float = 60.0, **env: str) -> int:
+    def run_worker(self, **env: str) -> int:
         """Run a worker child to its end (idle, or killed at its crash point)."""
+        timeout = WORKER_TIMEOUT_S
         with self.child(**env) as proc:
             try:
                 return proc.wait(timeout)

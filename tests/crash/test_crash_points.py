@@ -87,9 +87,7 @@ CASES = {
     "after-outcome-final-answer": Case("after_outcome", ("demo", -1), "none"),
     "before-snapshot": Case("before_snapshot", None, "any", env=SNAPSHOTS),
     "after-snapshot": Case("after_snapshot", None, "any", env=SNAPSHOTS),
-    "mid-stream": Case(
-        "mid_stream", None, "target", crash_env={"DESKTOP_AGENT_DEMO_DELAY": "0.6"}
-    ),
+    "mid-stream": Case("mid_stream", None, "target", crash_env={"DESKTOP_AGENT_DEMO_DELAY": "0.6"}),
 }
 
 
@@ -158,7 +156,6 @@ def _check_at_crash(
         assert answer.startswith(partial) and answer != partial, "a true prefix of the answer"
     if case.point == "after_outcome" and case.open_step == "none":
         assert lab.run(run_id).status.is_terminal
-
 
 
 def _answer_text(step: Step) -> str:

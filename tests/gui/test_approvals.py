@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from PySide6.QtCore import Qt
+from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QPlainTextEdit
 from pytestqt.qtbot import QtBot
 
@@ -32,8 +33,12 @@ def _open_from_inbox(qtbot: QtBot, window: MainWindow) -> ApprovalDialog:
     assert window.side.currentWidget() is window.inbox
     table = window.inbox.table
     rect = table.visualRect(window.approvals_model.index(0, 0))
-    qtbot.mouseClick(table.viewport(), Qt.MouseButton.LeftButton, pos=rect.center())
-    qtbot.mouseDClick(table.viewport(), Qt.MouseButton.LeftButton, pos=rect.center())
+    QTest.mouseClick(
+        table.viewport(), Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier, rect.center()
+    )
+    QTest.mouseDClick(
+        table.viewport(), Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier, rect.center()
+    )
     dialog = window.approval_dialog
     assert dialog is not None and dialog.isVisible()
     return dialog
@@ -56,7 +61,7 @@ def test_inbox_badge_and_approve_through_the_dialog(
     assert dialog.approve_button.text() == "Approve"
     assert "No changes" in dialog.diff.toPlainText()
 
-    qtbot.mouseClick(dialog.approve_button, Qt.MouseButton.LeftButton)
+    QTest.mouseClick(dialog.approve_button, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: window.approval_dialog is None)
     wait_status(qtbot, window, run_id, RunStatus.COMPLETED)
     assert window.approvals_model.rowCount() == 0
@@ -90,7 +95,7 @@ def test_edited_arguments_run_only_the_edited_call(
     assert "+EDITED BY ANALYST" in diff and "-## Conclusions" in diff
     assert "@@ content @@" in diff and "@@ path @@" not in diff
 
-    qtbot.mouseClick(dialog.approve_button, Qt.MouseButton.LeftButton)
+    QTest.mouseClick(dialog.approve_button, Qt.MouseButton.LeftButton)
     wait_status(qtbot, window, run_id, RunStatus.COMPLETED)
     assert (demo_ws / "report.md").read_text() == "EDITED BY ANALYST\n"
     writes = [s for s in client.steps(run_id) if s.name == "write_file"]
@@ -108,7 +113,7 @@ def test_invalid_edit_is_caught_by_the_tools_check(
     path.setText("../outside.md")  # type: ignore[attr-defined]
     qtbot.waitUntil(lambda: "✘" in dialog.check.text(), timeout=5000)
     assert "outside" in dialog.check.text() or "workspace" in dialog.check.text()
-    qtbot.mouseClick(dialog.close_button, Qt.MouseButton.LeftButton)
+    QTest.mouseClick(dialog.close_button, Qt.MouseButton.LeftButton)
     assert client.store.list_approvals()[0].state == ApprovalState.PENDING
 
 
@@ -117,13 +122,13 @@ def test_reject_asks_for_a_reason_that_reaches_the_agent(
 ) -> None:
     run_id = _waiting_run(qtbot, window, client, start_worker, demo_ws)
     dialog = _open_from_inbox(qtbot, window)
-    qtbot.mouseClick(dialog.reject_button, Qt.MouseButton.LeftButton)
+    QTest.mouseClick(dialog.reject_button, Qt.MouseButton.LeftButton)
     prompt = dialog.reject_prompt
     assert prompt is not None and prompt.isVisible()
     assert not prompt.ok.isEnabled()  # a reason is required
-    qtbot.keyClicks(prompt.text, "keep the draft wording")
+    QTest.keyClicks(prompt.text, "keep the draft wording")
     assert prompt.ok.isEnabled()
-    qtbot.mouseClick(prompt.ok, Qt.MouseButton.LeftButton)
+    QTest.mouseClick(prompt.ok, Qt.MouseButton.LeftButton)
 
     wait_status(qtbot, window, run_id, RunStatus.COMPLETED)
     (approval,) = client.store.list_approvals(None)

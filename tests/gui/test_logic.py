@@ -194,7 +194,9 @@ def test_app_main_opens_and_closes_the_window(
         return 0
 
     monkeypatch.setattr(QApplication, "exec", exec_once)
+    monkeypatch.setattr(sys, "excepthook", sys.excepthook)  # main() installs its own
     assert gui_app.main(db_path, spawn_workers=False) == 0
     assert shown and shown[0].startswith("desktop-agent")
     for widget in QApplication.topLevelWidgets():
         widget.close()
+        widget.deleteLater()

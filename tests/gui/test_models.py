@@ -7,7 +7,6 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from pytestqt.modeltest import ModelTester
 
 from desktop_agent.client.checks import RecoveryItem, RecoveryReport
 from desktop_agent.client.views import PlanItem, RunRow, StepEntry
@@ -31,6 +30,9 @@ from desktop_agent.gui.models.runs import (
     StatusFilter,
 )
 from desktop_agent.gui.models.steps import StepRole, StepTimelineModel
+
+ModelTesterFixture = Any
+"""pytest-qt's ``qtmodeltester`` (its module has no type hints)."""
 
 pytestmark = pytest.mark.usefixtures("qapp")  # icons and fonts need the application
 
@@ -81,7 +83,7 @@ def entry(
     return StepEntry(**base)
 
 
-def test_run_list_model(qtmodeltester: ModelTester) -> None:
+def test_run_list_model(qtmodeltester: ModelTesterFixture) -> None:
     model = RunListModel()
     rows = [RunRow(run(i), (PlanItem("a", True), PlanItem("b", False))) for i in range(5)]
     model.apply(rows, full=True)
@@ -99,7 +101,7 @@ def test_run_list_model(qtmodeltester: ModelTester) -> None:
     assert model.index(0, RunColumn.PROGRESS).data(RunRole.PROGRESS) == 0.5
 
 
-def test_run_filter_proxy(qtmodeltester: ModelTester) -> None:
+def test_run_filter_proxy(qtmodeltester: ModelTesterFixture) -> None:
     model = RunListModel()
     model.apply(
         [
@@ -125,7 +127,7 @@ def test_run_filter_proxy(qtmodeltester: ModelTester) -> None:
     qtmodeltester.check(proxy)
 
 
-def test_step_timeline_model(qtmodeltester: ModelTester) -> None:
+def test_step_timeline_model(qtmodeltester: ModelTesterFixture) -> None:
     model = StepTimelineModel()
     model.reset(
         "run001",
@@ -148,7 +150,7 @@ def test_step_timeline_model(qtmodeltester: ModelTester) -> None:
     qtmodeltester.check(model)
 
 
-def test_approval_list_model(qtmodeltester: ModelTester) -> None:
+def test_approval_list_model(qtmodeltester: ModelTesterFixture) -> None:
     model = ApprovalListModel()
     a = Approval(
         id="r.2.1",
@@ -170,7 +172,7 @@ def test_approval_list_model(qtmodeltester: ModelTester) -> None:
     qtmodeltester.check(model)
 
 
-def test_recovery_model(qtmodeltester: ModelTester) -> None:
+def test_recovery_model(qtmodeltester: ModelTesterFixture) -> None:
     before = run(1, RunStatus.RUNNING, lease_owner="host:1:dead")
     report = RecoveryReport(
         (),

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from PySide6.QtCore import Qt
+from PySide6.QtTest import QTest
 from pytestqt.qtbot import QtBot
 
 from desktop_agent.client.api import Client
@@ -25,9 +26,9 @@ def test_start_a_demo_run_from_the_dialog_and_watch_its_steps(
     assert dialog is not None and dialog.isVisible()
     assert not dialog.start.isEnabled()  # no goal yet
     assert "demo" in dialog.model.currentText().lower()  # the default model says it is a demo
-    qtbot.keyClicks(dialog.goal, "Summarise the sources")
+    QTest.keyClicks(dialog.goal, "Summarise the sources")
     dialog.workspace.setText(str(demo_ws))
-    qtbot.mouseClick(dialog.start, Qt.MouseButton.LeftButton)
+    QTest.mouseClick(dialog.start, Qt.MouseButton.LeftButton)
 
     qtbot.waitUntil(lambda: window.selected is not None, timeout=5000)
     assert window.selected is not None
@@ -47,7 +48,7 @@ def test_start_a_demo_run_from_the_dialog_and_watch_its_steps(
     assert window.steps_model.rowCount() == client.run(run_id).last_seq
     # The header shows the goal, the demo label and the plan read from update_plan.
     header = window.detail.header
-    assert header.title.text() == "Summarise the sources"
+    assert header.title.full_text() == "Summarise the sources"
     assert "demo" in header.model.text().lower()
     assert "Plan" in header.plan.text() and "Survey the workspace" in header.plan.text()
     # Selecting a step fills the inspector.
@@ -95,7 +96,7 @@ def test_cancel_asks_first(
     box = window.commands.dialog
     assert isinstance(box, MessageDialog) and box.isVisible()
     assert box.cancel_button.text() == "Keep running"
-    qtbot.mouseClick(box.cancel_button, Qt.MouseButton.LeftButton)
+    QTest.mouseClick(box.cancel_button, Qt.MouseButton.LeftButton)
     qtbot.wait(300)
     assert client.run(run.id).status == RunStatus.RUNNING
 
@@ -103,7 +104,7 @@ def test_cancel_asks_first(
     box = window.commands.dialog
     assert isinstance(box, MessageDialog) and box.confirm_button is not None
     assert box.confirm_button.text() == "Cancel run"
-    qtbot.mouseClick(box.confirm_button, Qt.MouseButton.LeftButton)
+    QTest.mouseClick(box.confirm_button, Qt.MouseButton.LeftButton)
     wait_status(qtbot, window, run.id, RunStatus.CANCELLED)
     qtbot.waitUntil(lambda: not window.acts[Control.CANCEL].isEnabled())
     assert not window.acts[Control.PAUSE].isEnabled()
@@ -158,7 +159,7 @@ def test_filter_and_search_the_run_list(
     _fail_first_model_call(client, b.id)
     qtbot.waitUntil(lambda: window.runs_model.rowCount() == 2)
     panel = window.run_list
-    qtbot.keyClicks(panel.search, "churn")
+    QTest.keyClicks(panel.search, "churn")
     assert panel.proxy.rowCount() == 1
     assert panel.proxy.index(0, 0).data(Qt.ItemDataRole.DisplayRole) == "Failed"
     panel.search.clear()

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from typing import Any
 
 import keyring
 import pytest
 from keyring.backends import fail
 from PySide6.QtCore import Qt
+from PySide6.QtTest import QTest
 from pytestqt.qtbot import QtBot
 
 from desktop_agent.client.api import Client
@@ -35,12 +37,12 @@ def test_save_the_key_in_the_keyring(
     assert dialog is not None and dialog.isVisible()
     qtbot.waitUntil(lambda: dialog.key_status.text().startswith("Key: no API key set"))
     assert not dialog.notice.isVisible()  # the in-memory backend counts as a secure store
-    qtbot.keyClicks(dialog.key, KEY)
+    QTest.keyClicks(dialog.key, KEY)
     assert dialog.key.echoMode() == dialog.key.EchoMode.Password
-    qtbot.mouseClick(dialog.test_key, Qt.MouseButton.LeftButton)
+    QTest.mouseClick(dialog.test_key, Qt.MouseButton.LeftButton)
     assert "✔" in dialog.key_result.text() and "offline" in dialog.key_result.text()
     assert KEY not in dialog.key_result.text()  # only a masked form is shown
-    qtbot.mouseClick(dialog.save_key, Qt.MouseButton.LeftButton)
+    QTest.mouseClick(dialog.save_key, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: dialog.key_result.text() == "Saved in the OS keyring.")
     assert memory_keyring.store[(SERVICE, USERNAME)] == KEY
     qtbot.waitUntil(lambda: "OS keyring" in dialog.key_status.text())
@@ -50,15 +52,16 @@ def test_save_the_key_in_the_keyring(
 def test_no_secure_store_notice_and_session_key(
     qtbot: QtBot, window: MainWindow, no_session_key: None
 ) -> None:
-    keyring.set_keyring(fail.Keyring())  # restored by the autouse memory_keyring fixture
+    no_store: Any = fail.Keyring  # untyped in keyring
+    keyring.set_keyring(no_store())  # restored by the autouse memory_keyring fixture
     window.acts["settings"].trigger()
     dialog = window.settings_dialog
     assert dialog is not None
     qtbot.waitUntil(dialog.notice.isVisible)
     assert dialog.notice.objectName() == "no_secure_store_notice"
     assert "No secure store" in dialog.notice.findChildren(type(dialog.key_result))[0].text()
-    qtbot.keyClicks(dialog.key, KEY)
-    qtbot.mouseClick(dialog.save_key, Qt.MouseButton.LeftButton)
+    QTest.keyClicks(dialog.key, KEY)
+    QTest.mouseClick(dialog.save_key, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: "session only" in dialog.key_result.text())
     assert KeyStore().status().source == "session"
     assert KeyStore().get() == KEY
@@ -75,7 +78,7 @@ def test_settings_are_saved_beside_the_database(
     dialog.cost.setValue(2.5)
     dialog.time.setText("2h")
     dialog.model.setCurrentIndex(dialog.model.findData("claude-haiku-4-5"))
-    qtbot.mouseClick(
+    QTest.mouseClick(
         dialog.buttons.button(dialog.buttons.StandardButton.Save), Qt.MouseButton.LeftButton
     )
     qtbot.waitUntil(lambda: not dialog.isVisible())
@@ -93,7 +96,7 @@ def test_settings_are_saved_beside_the_database(
 def test_invalid_settings_are_refused_with_a_message(qtbot: QtBot, window: MainWindow) -> None:
     dialog = window.open_settings()
     dialog.deadline.setText("soon")
-    qtbot.mouseClick(
+    QTest.mouseClick(
         dialog.buttons.button(dialog.buttons.StandardButton.Save), Qt.MouseButton.LeftButton
     )
     assert dialog.isVisible()

@@ -19,7 +19,8 @@ from desktop_agent.worker.notify import Notification, Notifier, build_notifier
 from desktop_agent.worker.worker import Worker, WorkerConfig
 from tests.conftest import MakeExecutor
 from tests.helpers.fakes import FakeClock, Reply, ScriptedModel
-from tests.tools.servers import HttpServer, Reply as HttpReply
+from tests.tools.servers import HttpServer
+from tests.tools.servers import Reply as HttpReply
 
 
 @pytest.fixture
@@ -82,7 +83,11 @@ def test_a_failed_run_is_told_and_listeners_hear_everything(
         client.store, webhook_url=hook.url("/hooks/T0KEN-abc"), stall_minutes=None
     )
     notifier.add_listener(heard.append)
-    notifier.add_listener(lambda n: 1 / 0)  # a broken listener changes nothing
+
+    def broken(_n: Notification) -> None:
+        raise ZeroDivisionError
+
+    notifier.add_listener(broken)  # a broken listener changes nothing
     work(client, make_executor(model), notifier)
     assert client.run(run.id).status == RunStatus.FAILED
     (failed,) = events(hook)

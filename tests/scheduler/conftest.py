@@ -99,9 +99,17 @@ class Rig:
         """Wait until the run has ``status``."""
         wait_until(lambda: self.status(run_id) == status, timeout, f"run {run_id} {status}")
 
-    def settle(self) -> None:
-        """Let due jobs run and the worker go idle (for assertions that nothing happened)."""
+    def settle(self, worker: bool = True) -> None:
+        """Let due jobs run and the worker go idle (for assertions that nothing happened).
+
+        Waits through a full sync and housekeeping round first, so that a clock moved just
+        before has been seen.
+        """
+        config = self.service.config
+        time.sleep(1.5 * max(config.sync_s, config.housekeeping_s))
         assert self.service.wait_idle(10)
+        if not worker:
+            return
         wait_until(lambda: not self.worker._in_flight, 10, "the worker to go idle")
         assert self.service.wait_idle(10)
 

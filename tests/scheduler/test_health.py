@@ -60,16 +60,16 @@ def test_a_run_without_progress_is_flagged_and_told_once(
     try:
         assert tool.entered.wait(10)
         clock.advance(29 * 60)
-        assert rig.service.wait_idle()
+        rig.settle(worker=False)
         assert told == [] and rig.sched.stuck_runs() == []
         clock.advance(61)
         wait_until(lambda: len(told) == 1, what="the stuck notification")
-        assert rig.service.wait_idle()
+        rig.settle(worker=False)
         (stuck,) = told
         assert stuck.run_id == run.id and "no progress for 30 min" in stuck.message
         assert [s.run_id for s in rig.sched.stuck_runs()] == [run.id]
         clock.advance(3600)
-        assert rig.service.wait_idle()
+        rig.settle(worker=False)
         assert len(told) == 1  # told once, not every round
         assert rig.status(run.id) == RunStatus.RUNNING
     finally:

@@ -79,8 +79,11 @@ class HttpServer:
                 except (BrokenPipeError, ConnectionResetError):
                     pass
 
-            do_GET = _serve
-            do_POST = _serve
+            def do_GET(self) -> None:
+                self._serve()
+
+            def do_POST(self) -> None:
+                self._serve()
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
@@ -151,7 +154,7 @@ class SmtpServer:
 
             def handle(self) -> None:
                 self.send("220 127.0.0.1 ESMTP test")
-                sender, rcpts = "", []
+                sender, rcpts = "", list[str]()
                 while True:
                     raw = self.rfile.readline()
                     if not raw:

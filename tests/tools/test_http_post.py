@@ -16,14 +16,15 @@ from tests.tools.servers import HttpServer, KeyedEndpoint, Reply
 def test_post_carries_the_step_key_and_returns_the_response(
     http_server: HttpServer, make_ctx: MakeCtx
 ) -> None:
-    http_server.routes["/orders"] = Reply(
-        201, b'{"id": 42}', {"Content-Type": "application/json"}
-    )
+    http_server.routes["/orders"] = Reply(201, b'{"id": 42}', {"Content-Type": "application/json"})
     ctx = make_ctx(run_id="r9", seq=7, allow_private_fetch=True)
     res = run_tool(
         HttpPost(),
-        {"url": http_server.url("/orders"), "body": {"sku": "A1", "qty": 2},
-         "headers": {"X-Trace": "t1"}},
+        {
+            "url": http_server.url("/orders"),
+            "body": {"sku": "A1", "qty": 2},
+            "headers": {"X-Trace": "t1"},
+        },
         ctx,
     )
     assert not res.is_error, res.content

@@ -62,7 +62,7 @@ def test_sends_with_a_message_id_derived_from_the_key(
     assert msg["Message-ID"] == expected == res.data["message_id"]
     assert expected.endswith("@example.test>")
     assert msg["Subject"] == "Q3 summary"
-    assert "Revenue rose 12 % — details attached." in msg.get_content()  # type: ignore[attr-defined]
+    assert "Revenue rose 12 % — details attached." in msg.get_content()
     assert smtp_server.logins == [("analyst", "s3cret")]  # the password came from the keyring
     # The same step always gets the same Message-ID; another step another one.
     assert message_id("r1:5", "analyst@example.test") == expected

@@ -9,11 +9,11 @@ import pytest
 
 from desktop_agent.client.api import Client
 from desktop_agent.domain import RunStatus
-from desktop_agent.tools.registry import ENTRY_POINT_GROUP, DEFAULT_TOOLS, ToolRegistry
+from desktop_agent.tools.registry import DEFAULT_TOOLS, ENTRY_POINT_GROUP, ToolRegistry
 from tests.conftest import MakeExecutor, drain
 from tests.helpers.fakes import Reply, ScriptedModel
 
-PLUGIN = '''
+PLUGIN = """
 from pydantic import Field
 
 from desktop_agent.domain import EffectClass
@@ -46,7 +46,7 @@ class NotATool:
 
 def broken():
     raise RuntimeError("plugin bug")
-'''
+"""
 
 
 def install_plugin(site: Path, module: str, entries: dict[str, str]) -> None:
@@ -83,7 +83,12 @@ def test_third_party_tools_load_from_entry_points(
     assert shout is not None and registry.version_of("shout") == "2"
     schema = dict(shout.input_schema)
     assert schema["type"] == "object" and schema["required"] == ["text"]
-    assert schema["properties"]["times"] == {"default": 1, "maximum": 3, "minimum": 1, "type": "integer"}
+    assert schema["properties"]["times"] == {
+        "default": 1,
+        "maximum": 3,
+        "minimum": 1,
+        "type": "integer",
+    }
     # Broken or impostor plugins are skipped with a warning; the built-in stays.
     write = registry.get("write_file")
     assert write is not None and type(write).__module__ == "desktop_agent.tools.files"
@@ -120,8 +125,16 @@ def test_a_plugin_tool_runs_in_a_real_run(
 
 def test_builtins_and_defaults() -> None:
     registry = ToolRegistry(plugins=False)
-    for name in ("list_files", "read_file", "search_files", "write_file", "append_note",
-                 "web_fetch", "http_post", "send_email"):
+    for name in (
+        "list_files",
+        "read_file",
+        "search_files",
+        "write_file",
+        "append_note",
+        "web_fetch",
+        "http_post",
+        "send_email",
+    ):
         tool = registry.get(name)
         assert tool is not None and tool.input_schema["type"] == "object"
         assert tool.description
@@ -129,4 +142,3 @@ def test_builtins_and_defaults() -> None:
     assert {"update_plan", "wait", "ask_user", "web_search"} <= set(names)
     assert "http_post" not in DEFAULT_TOOLS and "send_email" not in DEFAULT_TOOLS
     assert "web_fetch" in DEFAULT_TOOLS
-

@@ -29,7 +29,9 @@ HTML = {"Content-Type": "text/html; charset=utf-8"}
 
 def test_html_becomes_readable_markdown(http_server: HttpServer, make_ctx: MakeCtx) -> None:
     http_server.routes["/article"] = Reply(200, ARTICLE, HTML)
-    res = run_tool(WebFetch(), {"url": http_server.url("/article")}, make_ctx(allow_private_fetch=True))
+    res = run_tool(
+        WebFetch(), {"url": http_server.url("/article")}, make_ctx(allow_private_fetch=True)
+    )
     assert not res.is_error, res.content
     assert "Cloud market report" in res.content
     assert "The cloud market grew 4% in 2025" in res.content
@@ -82,8 +84,14 @@ def test_other_schemes_are_refused(url: str, make_ctx: MakeCtx) -> None:
 def test_allowed_private_fetch_reaches_the_local_server(
     http_server: HttpServer, make_ctx: MakeCtx
 ) -> None:
-    http_server.routes["/plain"] = Reply(200, "héllo wörld".encode(), {"Content-Type": "text/plain"})
-    res = run_tool(WebFetch(), {"url": http_server.url("/plain", "localhost")}, make_ctx(allow_private_fetch=True))
+    http_server.routes["/plain"] = Reply(
+        200, "héllo wörld".encode(), {"Content-Type": "text/plain"}
+    )
+    res = run_tool(
+        WebFetch(),
+        {"url": http_server.url("/plain", "localhost")},
+        make_ctx(allow_private_fetch=True),
+    )
     assert not res.is_error and "héllo wörld" in res.content
     assert http_server.requests[0].headers["host"] == f"localhost:{http_server.port}"
 

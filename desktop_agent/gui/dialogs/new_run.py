@@ -102,7 +102,8 @@ class NewRunDialog(QDialog):
             "the three biggest risks, with sources."
         )
         self.goal.setTabChangesFocus(True)
-        self.goal.setMinimumHeight(self.fontMetrics().height() * 5)
+        self.goal.setMinimumHeight(self.fontMetrics().height() * 4)
+        self.goal.setMaximumHeight(self.fontMetrics().height() * 7)
         self.model = QComboBox(self)
         for choice in models:
             label = f"{choice.label}  — demo, no API key needed" if choice.is_demo else choice.label
@@ -122,8 +123,13 @@ class NewRunDialog(QDialog):
 
         self.tools = QListWidget(self)
         for tool in tools:
-            effect = "engine" if tool.is_control else (tool.effect or EffectClass.READ_ONLY).value
-            item = QListWidgetItem(f"{tool.name}  ({effect.replace('_', ' ')})")
+            if tool.origin == "engine":
+                what = "built into the agent"
+            elif tool.origin == "provider":
+                what = "run by Anthropic"
+            else:
+                what = (tool.effect or EffectClass.READ_ONLY).value.replace("_", " ")
+            item = QListWidgetItem(f"{tool.name}  ({what})")
             item.setData(Qt.ItemDataRole.UserRole, tool.name)
             item.setToolTip(tool.description)
             item.setFlags(item.flags() | Qt.ItemFlag.ItemIsUserCheckable)

@@ -183,10 +183,14 @@ class RecoveryDialog(QDialog):
         self.table.verticalHeader().hide()
         self.table.setWordWrap(True)
         header = self.table.horizontalHeader()
-        header.resizeSection(RecoveryColumn.RUN, 220)
-        header.resizeSection(RecoveryColumn.BEFORE, 190)
-        header.resizeSection(RecoveryColumn.NOW, 150)
+        fm = self.fontMetrics()
+        header.resizeSection(RecoveryColumn.RUN, 240)
+        header.resizeSection(
+            RecoveryColumn.BEFORE, fm.horizontalAdvance("Waiting for approval (interrupted)") + 16
+        )
+        header.resizeSection(RecoveryColumn.NOW, fm.horizontalAdvance("waiting for a worker") + 40)
         header.setSectionResizeMode(RecoveryColumn.WHY, QHeaderView.ResizeMode.Stretch)
+        self.table.verticalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         self.table.doubleClicked.connect(self._on_table_double_clicked)
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close, self)
         buttons.rejected.connect(self.reject)
@@ -196,7 +200,7 @@ class RecoveryDialog(QDialog):
         layout.addWidget(self.table, 1)
         layout.addWidget(QLabel("Double-click a run to open it.", self))
         layout.addWidget(buttons)
-        self.resize(900, 360)
+        self.resize(980, 380)
         keep_minimum_size(self)
 
     def update_runs(self, rows: list[RunRow]) -> None:

@@ -91,6 +91,8 @@ def progress_text(row: RunRow) -> str:
 
 def cost_text(row: RunRow) -> str:
     """The run's cost; a demo run's cost is simulated and says so."""
+    if not row.run.cost_usd:
+        return "—"
     text = fmt.format_usd(row.run.cost_usd)
     return f"{text} sim." if row.run.is_demo else text
 
@@ -229,14 +231,18 @@ class RunListModel(QAbstractTableModel):
             self.endResetModel()
             return
         new: list[RunRow] = []
-        last = len(RunColumn) - 1
+        changed: list[int] = []
         for row in rows:
             i = self._index.get(row.run.id)
             if i is None:
                 new.append(row)
             elif self._rows[i] != row:
                 self._rows[i] = row
-                self.dataChanged.emit(self.index(i, 0), self.index(i, last))
+                changed.append(i)
+        if changed:
+            # One signal for the whole span: a sorting proxy re-sorts once, not per row.
+            last = len(RunColumn) - 1
+            self.dataChanged.emit(self.index(min(changed), 0), self.index(max(changed), last))
         if new:
             start = len(self._rows)
             self.beginInsertRows(QModelIndex(), start, start + len(new) - 1)

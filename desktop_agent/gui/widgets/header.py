@@ -6,7 +6,7 @@ import html
 import time
 
 from PySide6.QtCore import QRectF, QSize, Qt, Signal
-from PySide6.QtGui import QFontMetrics, QPainter, QPaintEvent, QPalette
+from PySide6.QtGui import QFontMetrics, QPainter, QPaintEvent, QPalette, QResizeEvent
 from PySide6.QtWidgets import (
     QGridLayout,
     QHBoxLayout,
@@ -19,6 +19,38 @@ from PySide6.QtWidgets import (
 from desktop_agent.client.views import RunRow, model_label
 from desktop_agent.domain import Run, RunStatus
 from desktop_agent.gui import fmt, resources, theme
+
+
+class ElidedLabel(QLabel):
+    """A one-line label that ends with "…" when its text does not fit.
+
+    Args:
+        parent: owner.
+    """
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._full = ""
+        self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+
+    def set_full_text(self, text: str) -> None:
+        """Show ``text``, elided to the label's width."""
+        self._full = text
+        self.setToolTip(text)
+        self._elide()
+
+    def full_text(self) -> str:
+        """The text before eliding."""
+        return self._full
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        """Elide again for the new width."""
+        super().resizeEvent(event)
+        self._elide()
+
+    def _elide(self) -> None:
+        metrics = QFontMetrics(self.font())
+        self.setText(metrics.elidedText(self._full, Qt.TextElideMode.ElideRight, self.width()))
 
 
 class Gauge(QWidget):
@@ -110,13 +142,11 @@ class RunHeader(QWidget):
         self.row: RunRow | None = None
         self.icon = QLabel(self)
         self.icon.setFixedSize(24, 24)
-        self.title = QLabel(self)
+        self.title = ElidedLabel(self)
         font = self.title.font()
         font.setPointSizeF(font.pointSizeF() * 1.25)
         font.setBold(True)
         self.title.setFont(font)
-        self.title.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.title.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         self.model = QLabel(self)
         self.status = QLabel(self)
         self.status.setWordWrap(True)
@@ -158,7 +188,7 @@ class RunHeader(QWidget):
         self.row = row
         if row is None:
             self.icon.clear()
-            self.title.setText("No run selected")
+            self.title.set_full_text("No run selected")
             self.model.setText("")
             self.status.setText("Select a run in the list, or start one with New run (Ctrl+N).")
             self.details.setText("")
@@ -170,8 +200,7 @@ class RunHeader(QWidget):
         self.icon.setPixmap(
             resources.icon(theme.status_icon_name(run.status)).pixmap(QSize(22, 22))
         )
-        title = run.title or run.goal
-        self.title.setText(title)
+        self.title.set_full_text(run.title or run.goal)
         self.title.setToolTip(run.goal)
         self.model.setText(self._model_chip(run))
         color = theme.status_color(run.status, self.palette()).name()

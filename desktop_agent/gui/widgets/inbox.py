@@ -78,7 +78,7 @@ class ApprovalInbox(QWidget):
         for button in (self.review, self.approve, self.reject):
             buttons.addWidget(button)
         layout = QVBoxLayout(self)
-        layout.setContentsMargins(0, 4, 0, 0)
+        layout.setContentsMargins(6, 6, 6, 0)
         layout.addWidget(self.table, 1)
         layout.addWidget(self.empty, 1)
         layout.addLayout(buttons)

@@ -81,7 +81,7 @@ class RunDetailPane(QWidget):
         split.setStretchFactor(1, 2)
         split.setSizes([700, 520])
         layout = QVBoxLayout(self)
-        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setContentsMargins(6, 0, 6, 4)
         layout.addWidget(self.header)
         layout.addWidget(split, 1)
         self.timeline.selectionModel().selectionChanged.connect(self._on_timeline_selection_changed)

@@ -141,7 +141,7 @@ class RunListPanel(QWidget):
         bar.addWidget(self.filter)
         bar.addWidget(self.count)
         layout = QVBoxLayout(self)
-        layout.setContentsMargins(0, 4, 0, 0)
+        layout.setContentsMargins(6, 6, 6, 0)
         layout.addLayout(bar)
         layout.addWidget(self.table, 1)
         self._update_count()

@@ -37,12 +37,32 @@ class FormError(ValueError):
     """A field does not hold a valid value (e.g. JSON that does not parse)."""
 
 
+def resolve(schema: Mapping[str, Any]) -> tuple[Mapping[str, Any], bool]:
+    """The schema of a value, and whether it may be null.
+
+    Pydantic writes ``Optional[X]`` as ``anyOf: [X, {"type": "null"}]``.
+    """
+    options = schema.get("anyOf") or schema.get("oneOf")
+    if isinstance(options, list):
+        concrete = [o for o in options if isinstance(o, dict) and o.get("type") != "null"]
+        nullable = len(concrete) < len(options)
+        if len(concrete) == 1:
+            merged = {k: v for k, v in schema.items() if k not in ("anyOf", "oneOf")}
+            return {**concrete[0], **merged}, nullable
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        others = [k for k in kind if k != "null"]
+        if len(others) == 1:
+            return {**schema, "type": others[0]}, "null" in kind
+    return schema, False
+
+
 class _Field:
     """One argument: its widget, how to read it, and its original value."""
 
     def __init__(self, name: str, schema: Mapping[str, Any], value: JSON, present: bool) -> None:
         self.name = name
-        self.schema = schema
+        self.schema, self.nullable = resolve(schema)
         self.original = value
         self.present = present
         self.widget: QWidget = self._make(value)
@@ -65,10 +85,13 @@ class _Field:
                 editor = QPlainTextEdit()
                 editor.setPlainText(text)
                 editor.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
-                editor.setMinimumHeight(120)
+                editor.setMinimumHeight(220)
                 return editor
             line = QLineEdit(text)
-            line.setPlaceholderText(str(self.schema.get("description", "")))
+            hint = str(self.schema.get("description", ""))
+            if self.nullable:
+                hint = f"(not set) {hint}".strip()
+            line.setPlaceholderText(hint)
             return line
         if kind == "integer" and (
             value is None or (isinstance(value, int) and not isinstance(value, bool))
@@ -128,7 +151,7 @@ class _Field:
                     raise FormError(f"{self.name}: not valid JSON ({exc})") from None
             return w.toPlainText()
         if isinstance(w, QLineEdit):
-            return w.text()
+            return None if self.nullable and not w.text() else w.text()
         if isinstance(w, QSpinBox):
             return w.value()
         if isinstance(w, QDoubleSpinBox):

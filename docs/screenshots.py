@@ -1,0 +1,607 @@
+"""Regenerate the README screenshots of the desktop app.
+
+    python docs/screenshots.py [OUT_DIR]        (default: the docs/ folder)
+
+Runs offscreen unless ``QT_QPA_PLATFORM`` says otherwise (under ``xvfb-run`` set it to
+``xcb``). It builds a realistic data folder in a temporary directory: demo runs executed
+by an in-process worker, plus journals written directly for runs in the other statuses
+(a streaming model call, a failure, a step in doubt after a crash, ...). Nothing outside the
+temporary directory is touched; the API key shown is a fake kept in an in-memory keyring.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+os.environ["DESKTOP_AGENT_DEMO_DELAY"] = "0"
+os.environ.pop("ANTHROPIC_API_KEY", None)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import keyring  # noqa: E402
+import keyring.backend  # noqa: E402
+import psutil  # noqa: E402
+from PySide6.QtWidgets import QApplication, QPlainTextEdit, QStyleFactory, QWidget  # noqa: E402
+
+from desktop_agent.client.api import Client  # noqa: E402
+from desktop_agent.config import Settings  # noqa: E402
+from desktop_agent.domain import (  # noqa: E402
+    EffectClass,
+    RunStatus,
+    StepKind,
+    StepStatus,
+    Usage,
+    WaitReason,
+    WorkerInfo,
+)
+from desktop_agent.engine.ports import RunPatch, StepIntent, StepOutcome  # noqa: E402
+from desktop_agent.gui import theme  # noqa: E402
+from desktop_agent.gui.app import create_app  # noqa: E402
+from desktop_agent.gui.mainwindow import MainWindow  # noqa: E402
+from desktop_agent.worker.compose import build_executor  # noqa: E402
+from desktop_agent.worker.worker import Worker, WorkerConfig  # noqa: E402
+
+SOURCES = {
+    "sources/market-2025.md": "# Market 2025\nThe segment grew 4.1% in 2025, led by mid-market "
+    "buyers. Growth slowed in the second half.\n",
+    "sources/churn-q3.txt": "Churn fell to 2.3% in Q3 after the onboarding redesign. Enterprise "
+    "churn is flat.\n",
+    "sources/vendors.md": "# Vendors\nThree vendors hold 71% of the market; the rest trail far "
+    "behind.\n",
+    "sources/interviews.md": "# Interviews\nTwelve customers interviewed; pricing transparency "
+    "came up in nine.\n",
+    "sources/pricing.csv": "vendor,list_price\nAcme,49\nBolt,55\nCirrus,39\n",
+}
+
+
+class _ShotKeyring(keyring.backend.KeyringBackend):
+    """An in-memory keyring, so that the settings screenshot shows a stored (fake) key."""
+
+    priority = 1  # type: ignore[assignment]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.values: dict[tuple[str, str], str] = {}
+
+    def get_password(self, service: str, username: str) -> str | None:
+        return self.values.get((service, username))
+
+    def set_password(self, service: str, username: str, password: str) -> None:
+        self.values[(service, username)] = password
+
+    def delete_password(self, service: str, username: str) -> None:
+        self.values.pop((service, username), None)
+
+
+def wait_until(app: QApplication, check: Callable[[], bool], timeout: float = 15.0) -> None:
+    """Let the event loop run until ``check()`` holds."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise RuntimeError("the window did not reach the expected state")
+        app.processEvents()
+        time.sleep(0.02)
+    app.processEvents()
+
+
+def settle(app: QApplication, seconds: float = 0.4) -> None:
+    """Let polls and paints finish."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        app.processEvents()
+        time.sleep(0.02)
+
+
+# --------------------------------------------------------------------------- the data
+
+
+class Journal:
+    """Writes a plausible journal for a run directly through the store."""
+
+    def __init__(self, client: Client, run_id: str, model: str) -> None:
+        self.client = client
+        self.store = client.store
+        self.run_id = run_id
+        self.model = model
+        self.seq = 0
+        self.store.commit(run_id, patch=RunPatch(status=RunStatus.RUNNING, started_at=time.time()))
+
+    def model_call(
+        self,
+        text: str,
+        calls: list[tuple[str, dict[str, object]]] = (),  # type: ignore[assignment]
+        *,
+        tokens: tuple[int, int] = (2400, 180),
+        open_text: str | None = None,
+        fail: str | None = None,
+    ) -> None:
+        self.seq += 1
+        seq = self.seq
+        self.store.commit(
+            self.run_id,
+            intents=[StepIntent(seq, StepKind.MODEL_CALL, self.model, {"model": self.model})],
+        )
+        if open_text is not None:
+            self.store.save_partial(self.run_id, seq, open_text)
+            return
+        usage = Usage(tokens[0], tokens[1], 0, tokens[0] // 2)
+        cost = (
+            usage.input_tokens * 3 + usage.output_tokens * 15 + usage.cache_read_tokens * 0.3
+        ) / 1e6
+        if fail:
+            self.store.commit(
+                self.run_id,
+                outcome=StepOutcome(
+                    seq, StepStatus.FAILED, {"partial": text}, fail, usage=usage, cost_usd=cost
+                ),
+            )
+            return
+        content: list[dict[str, object]] = [{"type": "text", "text": text}]
+        content += [
+            {"type": "tool_use", "id": f"toolu_{seq}_{i}", "name": n, "input": a}
+            for i, (n, a) in enumerate(calls)
+        ]
+        self.store.commit(
+            self.run_id,
+            outcome=StepOutcome(
+                seq,
+                StepStatus.COMPLETED,
+                {"content": content, "stop_reason": "tool_use" if calls else "end_turn"},
+                usage=usage,
+                cost_usd=cost,
+            ),
+        )
+        for i, (name, args) in enumerate(calls):
+            self.tool(name, args, f"toolu_{seq}_{i}")
+
+    def tool(
+        self,
+        name: str,
+        args: dict[str, object],
+        use_id: str,
+        result: str = "",
+        *,
+        open_: bool = False,
+        effect: EffectClass = EffectClass.READ_ONLY,
+    ) -> None:
+        self.seq += 1
+        output = (
+            None
+            if open_
+            else {
+                "content": result or _tool_result(name, args),
+                "is_error": False,
+                "data": {"plan": args["items"]} if name == "update_plan" else None,
+            }
+        )
+        self.store.commit(
+            self.run_id,
+            intents=[
+                StepIntent(
+                    self.seq,
+                    StepKind.TOOL_CALL,
+                    name,
+                    {"tool_use_id": use_id, "arguments": args},
+                    effect=effect,
+                    status=StepStatus.STARTED if open_ else StepStatus.COMPLETED,
+                    output=output,
+                )
+            ],
+        )
+
+
+def _tool_result(name: str, args: dict[str, object]) -> str:
+    if name == "update_plan":
+        items = args["items"]
+        assert isinstance(items, list)
+        return f"Plan saved ({sum(1 for i in items if i.get('done'))}/{len(items)} done)."
+    if name == "read_file":
+        return SOURCES.get(f"{args['path']}", "(text of the file)")
+    if name == "list_files":
+        return "\n".join(f"{p}  {len(t)} bytes" for p, t in SOURCES.items())
+    if name == "web_fetch":
+        return f"200 OK {args.get('url')}: 14,220 characters of text"
+    if name == "append_note":
+        return "appended 212 characters to notes.md"
+    return "done"
+
+
+def _plan(done: int, items: list[str]) -> list[dict[str, object]]:
+    return [{"text": t, "done": i < done} for i, t in enumerate(items)]
+
+
+def retime(client: Client, run_id: str, start: float, rng: random.Random) -> float:
+    """Spread a run's steps over plausible durations from ``start``; returns the end."""
+    t = start
+    rows = client.steps(run_id)
+    with client.store.db.write() as conn:
+        for step in rows:
+            if step.kind in (StepKind.MODEL_CALL, StepKind.COMPACTION):
+                took = rng.uniform(3.0, 14.0)
+            elif step.kind == StepKind.TOOL_CALL:
+                took = rng.uniform(0.05, 1.6) if step.name != "web_fetch" else rng.uniform(1, 4)
+            else:
+                took = rng.uniform(0.5, 2.0)
+            finished = None if step.status == StepStatus.STARTED else t + took
+            conn.exec_driver_sql(
+                "UPDATE steps SET started_at = ?, finished_at = ? WHERE run_id = ? AND seq = ?",
+                (t, finished, run_id, step.seq),
+            )
+            t += took + rng.uniform(0.05, 0.4)
+        conn.exec_driver_sql(
+            "UPDATE runs SET created_at = ?, started_at = ?, updated_at = ?, "
+            "active_seconds = ? WHERE id = ?",
+            (start - 2, start, t, t - start, run_id),
+        )
+    return t
+
+
+def build(root: Path) -> tuple[Client, dict[str, str]]:
+    """A data folder with runs in every interesting state; returns the client and run ids."""
+    db = root / "data" / "desktop-agent.db"
+    settings = Settings(default_max_cost_usd=5.0, default_max_steps=200, durability="NORMAL")
+    settings.save(db)
+    client = Client(db, settings)
+    ws = root / "research"
+    for rel, text in SOURCES.items():
+        (ws / rel).parent.mkdir(parents=True, exist_ok=True)
+        (ws / rel).write_text(text)
+    ids: dict[str, str] = {}
+    rng = random.Random(7)
+    now = time.time()
+
+    # Demo runs, executed by a real worker in this process.
+    ids["demo"] = client.start_run(
+        "Summarise the Q3 market research in sources/ and list the three biggest risks",
+        model="demo",
+        workspace=ws / "q3",
+    ).id
+    for rel, text in SOURCES.items():
+        (ws / "q3" / rel).parent.mkdir(parents=True, exist_ok=True)
+        (ws / "q3" / rel).write_text(text)
+    ids["demo_done"] = client.start_run(
+        "Draft a one-page brief on vendor concentration",
+        model="demo",
+        workspace=ws / "brief",
+    ).id
+    (ws / "brief").mkdir(exist_ok=True)
+    (ws / "brief" / "vendors.md").write_text(SOURCES["sources/vendors.md"])
+    worker = Worker(
+        client.store,
+        build_executor(client.store, settings),
+        WorkerConfig(max_runs=2, until_idle=True, poll_s=0.01),
+    )
+    worker.run()
+    done = [a for a in client.approvals() if a.run_id == ids["demo_done"]]
+    for a in done:
+        client.approve(a.id)
+    Worker(
+        client.store,
+        build_executor(client.store, settings),
+        WorkerConfig(max_runs=2, until_idle=True, poll_s=0.01),
+    ).run()
+
+    # A finished Claude run with a longer journal (the charts screenshot uses it).
+    plan_items = [
+        "Read the 12 interview notes",
+        "Group churn drivers",
+        "Check against Q3 data",
+        "Write the comparison",
+    ]
+    r = client.start_run(
+        "Compare churn drivers across the 2025 customer interviews",
+        model="claude-sonnet-4-5",
+        workspace=ws,
+    ).id
+    ids["claude_done"] = r
+    j = Journal(client, r, "claude-sonnet-4-5")
+    j.model_call(
+        "I'll plan first, then read each interview.",
+        [("update_plan", {"items": _plan(0, plan_items)}), ("list_files", {"path": "."})],
+    )
+    for i in range(1, 13):
+        j.model_call(
+            f"Reading interview {i} of 12 and noting churn reasons.",
+            [
+                ("read_file", {"path": "sources/interviews.md"}),
+                ("append_note", {"path": "notes.md", "text": f"- interview {i}: pricing"}),
+            ],
+            tokens=(3000 + 900 * i, 220),
+        )
+    j.model_call(
+        "Grouping the drivers.",
+        [("update_plan", {"items": _plan(2, plan_items)})],
+        tokens=(14500, 400),
+    )
+    j.model_call(
+        "The Q3 numbers back the interview themes.",
+        [
+            ("read_file", {"path": "sources/churn-q3.txt"}),
+            ("update_plan", {"items": _plan(4, plan_items)}),
+        ],
+        tokens=(15800, 520),
+    )
+    j.model_call(
+        "Done. Pricing transparency drives most churn (9 of 12 interviews); "
+        "onboarding matters less since the Q3 redesign.",
+        tokens=(16900, 900),
+    )
+    client.store.commit(
+        r,
+        patch=RunPatch(
+            status=RunStatus.COMPLETED,
+            finished_at=time.time(),
+            status_message="Done. Pricing transparency drives most churn.",
+        ),
+    )
+
+    # Running now: a model call streaming its answer.
+    r = client.start_run(
+        "Draft a competitor pricing brief from the vendor notes",
+        model="claude-opus-4-5",
+        workspace=ws,
+    ).id
+    ids["streaming"] = r
+    j = Journal(client, r, "claude-opus-4-5")
+    pitems = ["Collect list prices", "Compare tiers", "Write the brief"]
+    j.model_call(
+        "Collecting list prices first.",
+        [
+            ("update_plan", {"items": _plan(0, pitems)}),
+            ("read_file", {"path": "sources/pricing.csv"}),
+        ],
+    )
+    j.model_call("Cirrus undercuts both rivals.", [("update_plan", {"items": _plan(2, pitems)})])
+    j.model_call(
+        "",
+        open_text="## Competitor pricing\n\nCirrus lists at $39, ten dollars under "
+        "Acme and sixteen under Bolt. Both rivals bundle onboarding, which Cirrus "
+        "sells separately, so the gap narrows to",
+    )
+
+    # Paused by the analyst.
+    r = client.start_run(
+        "Weekly digest of analyst notes for the product team",
+        model="claude-haiku-4-5",
+        workspace=ws,
+    ).id
+    ids["paused"] = r
+    j = Journal(client, r, "claude-haiku-4-5")
+    j.model_call("Listing this week's notes.", [("list_files", {"path": "."})], tokens=(1800, 90))
+    client.store.commit(
+        r, patch=RunPatch(status=RunStatus.PAUSED, status_message="Paused by the analyst")
+    )
+
+    # Failed: a permanent API error.
+    r = client.start_run(
+        "Check that every source cited in the board memo still resolves",
+        model="claude-sonnet-4-5",
+        workspace=ws,
+    ).id
+    ids["failed"] = r
+    j = Journal(client, r, "claude-sonnet-4-5")
+    j.model_call(
+        "Fetching the first citation.", [("web_fetch", {"url": "https://example.org/report-2025"})]
+    )
+    j.model_call("", fail="400 prompt is too long: 212,400 tokens > 200,000 maximum", tokens=(0, 0))
+    client.store.commit(
+        r,
+        patch=RunPatch(
+            status=RunStatus.FAILED,
+            finished_at=time.time(),
+            status_message="Model call failed: 400 prompt is too long",
+        ),
+    )
+
+    # Needs attention: an e-mail may or may not have been sent when the worker died.
+    r = client.start_run(
+        "Email the Q3 summary to the research lead", model="claude-sonnet-4-5", workspace=ws
+    ).id
+    ids["attention"] = r
+    j = Journal(client, r, "claude-sonnet-4-5")
+    j.model_call("Sending the summary as asked.")
+    j.tool(
+        "send_email",
+        {"to": "research-lead@example.com", "subject": "Q3 summary"},
+        "toolu_x",
+        open_=True,
+        effect=EffectClass.UNSAFE,
+    )
+    client.store.commit(
+        r,
+        patch=RunPatch(
+            status=RunStatus.NEEDS_ATTENTION,
+            attention_seq=j.seq,
+            status_message=f"Step {j.seq} (send_email) was in flight when the worker stopped, and its "
+            "effect cannot be safely repeated: probe it, mark it done, retry or skip.",
+        ),
+    )
+
+    # Interrupted: its worker was killed mid-run (the recovery summary lists it).
+    r = client.start_run(
+        "Extract the KPIs from the Q2 board deck", model="claude-sonnet-4-5", workspace=ws
+    ).id
+    ids["interrupted"] = r
+    j = Journal(client, r, "claude-sonnet-4-5")
+    j.model_call("Reading the deck.", [("read_file", {"path": "sources/market-2025.md"})])
+    j.model_call("", open_text="The deck reports")
+
+    # Cancelled and queued.
+    r = client.start_run(
+        "Collect 2024 vs 2025 revenue figures from the annual reports",
+        model="claude-haiku-4-5",
+        workspace=ws,
+    ).id
+    ids["cancelled"] = r
+    j = Journal(client, r, "claude-haiku-4-5")
+    j.model_call("Starting with the 2024 report.", [("list_files", {"path": "."})])
+    client.store.commit(
+        r,
+        patch=RunPatch(
+            status=RunStatus.CANCELLED,
+            finished_at=time.time(),
+            status_message="Cancelled by the analyst",
+        ),
+    )
+    ids["queued"] = client.start_run(
+        "Index the interview transcripts by theme", model="claude-haiku-4-5", workspace=ws
+    ).id
+
+    # Spread the runs over the day, oldest first.
+    order = [
+        "cancelled",
+        "claude_done",
+        "failed",
+        "demo_done",
+        "attention",
+        "interrupted",
+        "paused",
+        "streaming",
+        "demo",
+        "queued",
+    ]
+    start = now - 6 * 3600
+    for key in order:
+        end = retime(client, ids[key], start, rng)
+        start = max(start + 1800, end + 600)
+    with client.store.db.write() as conn:
+        conn.exec_driver_sql(
+            "UPDATE runs SET updated_at = ? WHERE id = ?", (now - 3, ids["streaming"])
+        )
+        conn.exec_driver_sql(  # the streaming call started a few seconds ago
+            "UPDATE steps SET started_at = ? WHERE run_id = ? AND status = 'started'",
+            (now - 14, ids["streaming"]),
+        )
+        conn.exec_driver_sql(
+            "UPDATE runs SET created_at = ?, started_at = NULL, updated_at = ? WHERE id = ?",
+            (now - 60, now - 60, ids["queued"]),
+        )
+
+    # Workers: this process stands in for a live one; a dead one held the interrupted run.
+    host = socket.gethostname()
+    live = WorkerInfo(f"{host}:{os.getpid()}:live", host, os.getpid(), now - 3600, time.time())
+    client.store.register_worker(live, psutil.Process().create_time())
+    client.store.claim_run(ids["streaming"], live.id, time.time(), 3600)
+    gone = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    dead_pid = int(gone.stdout)
+    dead = WorkerInfo(f"{host}:{dead_pid}:gone", host, dead_pid, now - 7200, now - 900)
+    client.store.register_worker(dead, now - 7200)
+    client.store.claim_run(ids["interrupted"], dead.id, now - 900, 3600)
+    with client.store.db.write() as conn:
+        conn.exec_driver_sql(
+            "UPDATE runs SET status = 'running' WHERE id = ?", (ids["interrupted"],)
+        )
+    return client, ids
+
+
+# --------------------------------------------------------------------------- shots
+
+
+def open_window(app: QApplication, client: Client, ids: dict[str, str]) -> MainWindow:
+    window = MainWindow(client, spawn_workers=False, poll_ms=100)
+    window.resize(1280, 800)
+    window.show()
+    wait_until(app, lambda: window.runs_model.rowCount() == len(ids))
+    wait_until(app, lambda: window.worker_status is not None)
+    return window
+
+
+def select(app: QApplication, window: MainWindow, run_id: str, client: Client) -> None:
+    window.select_run(run_id)
+    wait_until(app, lambda: window.steps_model.rowCount() == client.run(run_id).last_seq)
+
+
+def shoot(widget: QWidget, path: Path) -> None:
+    widget.grab().save(str(path))
+    print(f"wrote {path}")
+
+
+def main(out: Path) -> int:
+    out.mkdir(parents=True, exist_ok=True)
+    ring = _ShotKeyring()
+    keyring.set_keyring(ring)
+    ring.set_password("desktop-agent", "anthropic-api-key", "sk-ant-api03-" + "x" * 60 + "Q3dm")
+    app = create_app()
+    app.setStyle(QStyleFactory.create("Fusion"))
+    with tempfile.TemporaryDirectory(prefix="desktop-agent-shots-") as tmp:
+        client, ids = build(Path(tmp))
+        window = open_window(app, client, ids)
+        demo_steps = client.steps(ids["demo"])
+        select(app, window, ids["demo"], client)
+        revise = next(s.seq for s in reversed(demo_steps) if s.kind == StepKind.MODEL_CALL)
+        window.detail.timeline.setCurrentIndex(window.steps_model.index(revise - 1))
+        settle(app)
+        if window.recovery_dialog is not None:
+            shoot(window.recovery_dialog, out / "screenshot-recovery.png")
+            window.recovery_dialog.close()
+        shoot(window, out / "screenshot-main.png")
+
+        approval = next(a for a in client.approvals() if a.run_id == ids["demo"])
+        dialog = window.open_approval(approval)
+        content = dialog.form.widget_for("content")
+        assert isinstance(content, QPlainTextEdit)
+        content.setPlainText(
+            content.toPlainText().replace(
+                "were reviewed.",
+                "were reviewed. Top risks: slowing H2 growth, vendor "
+                "concentration (71%), pricing opacity.",
+            )
+        )
+        wait_until(app, lambda: "✔" in dialog.check.text() or "✘" in dialog.check.text())
+        settle(app)
+        shoot(dialog, out / "screenshot-approval.png")
+        dialog.close()
+
+        new_run = window.open_new_run()
+        new_run.goal.setPlainText(
+            "Summarise the reports in the workspace and list the three biggest risks, with sources."
+        )
+        settle(app, 0.2)
+        shoot(new_run, out / "screenshot-new-run.png")
+        new_run.close()
+
+        settings = window.open_settings()
+        wait_until(app, lambda: settings.key_status.text().startswith("Key: key stored"))
+        shoot(settings, out / "screenshot-settings.png")
+        settings.close()
+
+        select(app, window, ids["claude_done"], client)
+        window.detail.inspector.setCurrentWidget(window.detail.charts)
+        settle(app)
+        shoot(window, out / "screenshot-charts.png")
+        window.shutdown()
+        window.close()
+
+        app.setPalette(theme.dark_palette())
+        dark = open_window(app, client, ids)
+        select(app, dark, ids["streaming"], client)
+        dark.detail.timeline.setCurrentIndex(dark.steps_model.index(1))
+        wait_until(app, lambda: dark.detail.stream.isVisible())
+        settle(app)
+        shoot(dark, out / "screenshot-dark.png")
+        dark.shutdown()
+        dark.close()
+        if window.recovery_dialog is not None:
+            window.recovery_dialog.close()
+        if dark.recovery_dialog is not None:
+            dark.recovery_dialog.close()
+        client.close()
+    return 0
+
+
+if __name__ == "__main__":
+    target = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).resolve().parent
+    raise SystemExit(main(target))
