@@ -335,9 +335,7 @@ def follow(
                 print(step_line(step), flush=True)
         run: Run = client.run(run_id)
         if run.status == RunStatus.WAITING and run.wait_reason == WaitReason.APPROVAL:
-            pending = [
-                a for a in client.approvals() if a.run_id == run.id and a.id not in decided
-            ]
+            pending = [a for a in client.approvals() if a.run_id == run.id and a.id not in decided]
             if pending and (auto_approve or interactive):
                 for a in pending:
                     decided.add(a.id)  # decided once; the worker applies it when it runs
@@ -453,7 +451,10 @@ def cmd_worker(args: argparse.Namespace, out: Out) -> int:
         WorkerConfig(max_runs=args.max_runs or settings.workers, until_idle=args.until_idle),
         clock=clock,
         notifier=build_notifier(
-            store, webhook_url=settings.webhook_url, stall_minutes=settings.notify_stall_minutes
+            store,
+            webhook_url=settings.webhook_url,
+            stall_minutes=settings.notify_stall_minutes,
+            clock=clock,
         ),
     )
 

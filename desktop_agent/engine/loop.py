@@ -31,6 +31,7 @@ from desktop_agent.domain import (
 )
 from desktop_agent.domain.errors import (
     AuthenticationError,
+    BadRequestError,
     ControlFlowInterrupt,
     NondeterminismError,
     PermanentError,
@@ -596,7 +597,11 @@ class Activation:
                 RunPatch(
                     status=RunStatus.WAITING,
                     wait_reason=WaitReason.CREDENTIALS,
-                    status_message=f"API key rejected: set a valid key ({exc})",
+                    status_message=(
+                        str(exc)
+                        if str(exc).startswith("no API key")
+                        else f"API key rejected: set a valid key ({exc})"
+                    ),
                 )
             )
         if isinstance(exc, TransientError):
@@ -616,6 +621,16 @@ class Activation:
                     wait_reason=WaitReason.RATE_LIMIT,
                     wake_at=now + float(delay),
                     status_message=f"{what}: {exc}; retrying in {delay:.0f}s",
+                )
+            )
+        if isinstance(exc, BadRequestError):
+            # The request itself was refused: the run waits for the analyst, who can fix
+            # the cause (model, options, a note) and resume to try again.
+            self.suspend(
+                RunPatch(
+                    status=RunStatus.NEEDS_ATTENTION,
+                    status_message=f"The API refused the request: {exc}. Fix it, then resume.",
+                    clear_wait=True,
                 )
             )
         self.commit(

@@ -11,6 +11,7 @@ import pytest
 from desktop_agent.client.api import Client
 from desktop_agent.domain import (
     ApprovalState,
+    CommandKind,
     RunStatus,
     StepKind,
     StepStatus,
@@ -357,3 +358,23 @@ def _raise_at(point: str, nth: int):  # type: ignore[no-untyped-def]
                 raise _Crash(point)
 
     return hook
+
+
+def test_a_refused_request_waits_for_the_analyst_and_resume_retries(
+    client: Client, make_executor: MakeExecutor
+) -> None:
+    from desktop_agent.domain.errors import BadRequestError
+
+    model = ScriptedModel(
+        [Reply(raises=BadRequestError("400 prompt is too long")), Reply("fine now")]
+    )
+    run = client.start_run("Refused", model="claude-haiku-4-5")
+    executor = make_executor(model)
+    drain(client.store, executor)
+    held = client.run(run.id)
+    assert held.status == RunStatus.NEEDS_ATTENTION
+    assert "The API refused the request: 400 prompt is too long" in held.status_message
+    assert client.steps(run.id)[0].status == StepStatus.FAILED
+    client.store.add_command(run.id, CommandKind.RESUME)
+    drain(client.store, executor)
+    assert client.run(run.id).status == RunStatus.COMPLETED
