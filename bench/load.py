@@ -64,9 +64,11 @@ class SlowDemo:
         return self.lo + (self.hi - self.lo) * frac
 
     def context_window(self, model: str) -> int:
+        """The demo's context window."""
         return self.base.context_window(model)
 
     def worst_case_cost(self, request: ModelRequest) -> float:
+        """The demo's worst case."""
         return self.base.worst_case_cost(request)
 
     def complete(
@@ -77,6 +79,7 @@ class SlowDemo:
         on_text: Callable[[str], None],
         cancel: CancelToken,
     ) -> ModelResponse:
+        """The demo's answer, after this call's delay."""
         with self._lock:
             self.calls += 1
         model = DemoModel(delay=self.delay_for(idempotency_key))
@@ -177,7 +180,9 @@ def run_load(
     return {
         "runs": runs,
         "completed": len(complete),
-        "not_completed": {r.id: f"{r.status}: {r.status_message}" for r in final if r not in complete},
+        "not_completed": {
+            r.id: f"{r.status}: {r.status_message}" for r in final if r not in complete
+        },
         "steps": steps,
         "model_calls": model.calls,
         "seconds": elapsed,
@@ -200,9 +205,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-delay", type=float, default=0.5, help="seconds per model call")
     parser.add_argument("--sources", type=int, default=3, help="files per workspace")
     parser.add_argument("--max-runs", type=int, default=None, help="worker pool (default: runs)")
-    parser.add_argument("--dir", help="scratch folder on a real disk (default: a temp dir)")
+    parser.add_argument("--dir", help="scratch folder on a real disk (default: bench/out/)")
     args = parser.parse_args(argv)
-    base = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="load-"))
+    if args.dir:
+        base = Path(args.dir)
+    else:
+        (REPO / "bench" / "out").mkdir(parents=True, exist_ok=True)
+        base = Path(tempfile.mkdtemp(prefix="load-", dir=REPO / "bench" / "out"))
     try:
         r = run_load(
             base,
@@ -219,8 +228,10 @@ def main(argv: list[str] | None = None) -> int:
         f"{r['runs']} concurrent demo runs, model {args.min_delay * 1000:.0f}–"
         f"{args.max_delay * 1000:.0f} ms per call, worker max_runs={args.max_runs or args.runs}"
     )
-    print(f"  completed:       {r['completed']}/{r['runs']}  (journals gap-free: "
-          f"{r['journals_gapless']})")
+    print(
+        f"  completed:       {r['completed']}/{r['runs']}  (journals gap-free: "
+        f"{r['journals_gapless']})"
+    )
     print(f"  wall time:       {r['seconds']:.1f} s  ({r['activations']} activations)")
     print(f"  steps:           {r['steps']}  →  {r['steps_per_s']:.0f} steps/s")
     print(f"  model calls:     {r['model_calls']}")

@@ -8,6 +8,8 @@ The workload is a run whose state (a conversation) grows by one result of ``--pa
 bytes per step, made durable after every step at the same level in every system: SQLite,
 WAL, ``synchronous=FULL`` (a step is on disk before the next one starts).
 
+* ``sqlite3 raw commit``: the floor, for reference: one plain INSERT of the result per
+  ``BEGIN IMMEDIATE`` ... ``COMMIT`` on the same kind of file.
 * ``desktop-agent journal``: the real :class:`~desktop_agent.persistence.store.SqlStore`
   journal API, used as the engine uses it: one commit per step holding the outcome of step
   ``n`` and the intent of step ``n + 1``, a small snapshot every 25 steps.
@@ -23,7 +25,8 @@ WAL, ``synchronous=FULL`` (a step is on disk before the next one starts).
 
 LangGraph and DBOS come from the optional ``bench`` extra (``pip install -e .[bench]``);
 when they are absent their rows say so. Each (system, N) runs in a fresh child process in
-a scratch folder that must be on a real disk (not tmpfs): fsync is what is measured.
+a scratch folder (default under ``bench/out/``) that must be on a real disk, not tmpfs:
+fsync is what is measured.
 
 Figures: per-step time (median of ``--repeat`` runs, wall time of the whole run divided
 by N), bytes stored per step (pages in use after the run minus before it, divided by N),
@@ -53,6 +56,7 @@ if str(REPO) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(REPO))
 
 SYSTEMS: dict[str, str] = {
+    "raw": "sqlite3 raw commit",
     "journal": "desktop-agent journal",
     "engine": "desktop-agent engine",
     "langgraph": "LangGraph sqlite sync",
@@ -118,6 +122,30 @@ def filesystem_of(path: Path) -> str:
 
 
 Result = dict[str, Any]
+
+
+def run_raw(folder: Path, n: int, size: int) -> Result:
+    """The floor: one plain ``sqlite3`` INSERT of the result per ``BEGIN IMMEDIATE``/COMMIT."""
+    path = folder / "raw.sqlite"
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=FULL")
+    conn.execute(
+        "CREATE TABLE steps (run_id TEXT, seq INTEGER, status TEXT, output TEXT, at REAL, "
+        "PRIMARY KEY (run_id, seq))"
+    )
+    before = used_bytes(path)
+    started = time.perf_counter()
+    for seq in range(1, n + 1):
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute(
+            "INSERT INTO steps VALUES ('bench', ?, 'completed', ?, ?)",
+            (seq, json.dumps({"content": payload(seq, size)}), time.time()),
+        )
+        conn.execute("COMMIT")
+    elapsed = time.perf_counter() - started
+    conn.close()
+    return {"seconds": elapsed, "bytes": used_bytes(path) - before, "sync": "FULL", "steps": n}
 
 
 def run_journal(folder: Path, n: int, size: int) -> Result:
@@ -351,6 +379,7 @@ def run_dbos(folder: Path, n: int, size: int, *, wal: bool) -> Result:
 
 
 RUNNERS: dict[str, Callable[[Path, int, int], Result]] = {
+    "raw": run_raw,
     "journal": run_journal,
     "engine": run_engine,
     "langgraph": run_langgraph,
@@ -383,8 +412,18 @@ def measure(system: str, base: Path, n: int, size: int, repeat: int) -> Result:
     for i in range(repeat):
         folder = base / f"{system}-{n}-{i}"
         proc = subprocess.run(
-            [sys.executable, __file__, "--child", system, "--steps", str(n)]
-            + ["--payload", str(size), "--dir", str(folder)],
+            [
+                sys.executable,
+                __file__,
+                "--child",
+                system,
+                "--steps",
+                str(n),
+                "--payload",
+                str(size),
+                "--dir",
+                str(folder),
+            ],
             capture_output=True,
             text=True,
             cwd=REPO,
@@ -466,7 +505,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--payload", type=int, default=200, help="bytes of result per step")
     parser.add_argument("--repeat", type=int, default=3, help="runs per figure (median)")
     parser.add_argument("--systems", default=",".join(SYSTEMS), help="which systems")
-    parser.add_argument("--dir", help="scratch folder on a real disk (default: a temp dir)")
+    parser.add_argument("--dir", help="scratch folder on a real disk (default: bench/out/)")
     parser.add_argument("--json", action="store_true", help="print the raw figures as JSON")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -478,7 +517,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     unknown = [s for s in systems if s not in SYSTEMS]
     if unknown:
         parser.error(f"unknown system(s) {unknown}; choose from {list(SYSTEMS)}")
-    base = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="side-by-side-"))
+    if args.dir:
+        base = Path(args.dir)
+    else:
+        (REPO / "bench" / "out").mkdir(parents=True, exist_ok=True)
+        base = Path(tempfile.mkdtemp(prefix="side-by-side-", dir=REPO / "bench" / "out"))
     base.mkdir(parents=True, exist_ok=True)
     fstype = filesystem_of(base)
     print(
@@ -487,7 +530,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         file=sys.stderr,
     )
     if fstype in ("tmpfs", "ramfs"):
-        print("warning: tmpfs makes fsync free: these figures are not durable ones", file=sys.stderr)
+        print(
+            "warning: tmpfs makes fsync free: these figures are not durable ones", file=sys.stderr
+        )
     results: dict[tuple[str, int], Result] = {}
     try:
         for n in steps:

@@ -44,6 +44,17 @@ class _Parser(argparse.ArgumentParser):
         raise CliError(f"{message} (see `{self.prog} --help`)")
 
 
+def _positive_int(text: str) -> int:
+    """An argparse type: a whole number above zero."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{value} is not above zero")
+    return value
+
+
 def _common() -> _Parser:
     p = _Parser(add_help=False)
     p.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="machine output")
@@ -78,7 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = add("worker", "execute runs (leases, recovery, wake-ups)")
     p.add_argument("--until-idle", action="store_true", help="exit when no run is runnable")
-    p.add_argument("--max-runs", type=int, default=None)
+    p.add_argument("--max-runs", type=_positive_int, default=None, metavar="N")
 
     p = add("runs", "list runs")
     p.add_argument("--status", action="append", choices=[s.value for s in RunStatus])
@@ -801,6 +812,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except OSError as exc:
         _error(out, f"{exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), "os_error")
+        return EXIT_USAGE
+    except Exception as exc:  # our bug: still one line; the traceback goes to the debug log
+        logging.getLogger(__name__).debug("internal error", exc_info=True)
+        _error(
+            out,
+            f"internal error ({type(exc).__name__}: {exc}); "
+            "DESKTOP_AGENT_LOG=DEBUG shows where it happened",
+            "internal",
+        )
         return EXIT_USAGE
 
 

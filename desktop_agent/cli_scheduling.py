@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from desktop_agent import config
+from desktop_agent import cli_backup, config
 from desktop_agent.domain.scheduling import Batch, BatchItem, FolderWatch, Schedule
 from desktop_agent.domain.units import format_duration, parse_duration
 
@@ -97,6 +97,7 @@ def add_parsers(add: AddParser, common: argparse.ArgumentParser) -> None:
     p = sub("archive", "move finished runs into a compressed file and out of the database")
     p.add_argument("--older-than", required=True, metavar="DURATION", help="e.g. 30d")
     p.add_argument("--out", metavar="FILE", help="archive file (default: archives/ beside the db)")
+    cli_backup.add_parsers(sub)
 
 
 def _run_options(p: argparse.ArgumentParser) -> None:
@@ -366,7 +367,9 @@ def _size(n: int) -> str:
 
 
 def cmd_db(args: argparse.Namespace, out: Out) -> int:
-    """``db info|vacuum|archive``."""
+    """``db info|vacuum|archive`` (``backups|backup|restore``: :mod:`~desktop_agent.cli_backup`)."""
+    if args.db_command in cli_backup.VERBS:
+        return cli_backup.cmd(args, out)
     sched = _scheduling(args)
     verb = args.db_command
     if verb == "archive":

@@ -312,7 +312,8 @@ class StepEntry:
     started_at: float
     finished_at: float | None
     cost_usd: float
-    usage: Usage
+    tokens: tuple[int, int, int, int]
+    """Input, output, cache-write and cache-read tokens (a tuple: cheap for the GC)."""
     error: str | None
     partial_text: str
     input_json: str | None
@@ -325,6 +326,11 @@ class StepEntry:
         if self.finished_at is None:
             return None
         return max(0.0, self.finished_at - self.started_at)
+
+    @property
+    def usage(self) -> Usage:
+        """Token counts."""
+        return Usage(*self.tokens)
 
     @property
     def idempotency_key(self) -> str:
@@ -392,7 +398,7 @@ def timeline_entries(client: Client, run_id: str, from_seq: int = 1) -> list[Ste
             r[7],
             r[8],
             r[9],
-            Usage(r[10], r[11], r[12], r[13]),
+            (r[10], r[11], r[12], r[13]),
             r[14],
             r[15] or "",
             r[16],

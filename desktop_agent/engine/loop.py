@@ -40,8 +40,7 @@ from desktop_agent.domain.errors import (
     TransientError,
 )
 from desktop_agent.engine import budget as budgets
-from desktop_agent.engine import control
-from desktop_agent.engine import sanitize
+from desktop_agent.engine import control, sanitize
 from desktop_agent.engine.ports import (
     CancelToken,
     Clock,

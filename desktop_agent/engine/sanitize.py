@@ -2,9 +2,10 @@
 
 Three kinds of bad input reach the engine from outside, and each has one rule:
 
-* **Lone surrogates** (``"\\ud800"``: what JSON escapes or undecodable bytes can turn into)
-  cannot be encoded as UTF-8, so they can be neither stored nor sent back to the API. Every
-  text that enters the journal from a model or a tool has them replaced by U+FFFD.
+* **Lone surrogates** (code points U+D800 to U+DFFF on their own, which JSON escapes and
+  undecodable bytes can turn into) cannot be encoded as UTF-8, so they can be neither stored
+  nor sent back to the API. Every text that enters the journal from a model or a tool has
+  them replaced by U+FFFD.
 * **Deep nesting**: a value nested deeper than :data:`MAX_DEPTH` levels is cut there (the
   rest becomes :data:`CUT`), so that storing and copying it never exhausts the stack; tool
   arguments nested deeper than :data:`MAX_ARG_DEPTH` get an error result, not a call.

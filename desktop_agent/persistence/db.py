@@ -27,9 +27,22 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DatabaseError, OperationalError
 
 from desktop_agent.domain.errors import SchemaTooNewError, StorageError
+from desktop_agent.persistence import backup
 
 BUSY_TIMEOUT_MS = 30_000
 """Long enough for another process's checkpoint or a slow disk; short enough to report."""
+
+BUSY_TIMEOUT_ENV = "DESKTOP_AGENT_BUSY_TIMEOUT_MS"
+"""Overrides :data:`BUSY_TIMEOUT_MS` (milliseconds); the fault tests shorten it."""
+
+MAX_PAGES_ENV = "DESKTOP_AGENT_MAX_PAGES"
+"""Test seam: ``PRAGMA max_page_count`` on every connection, to simulate a full disk."""
+
+
+def busy_timeout_ms() -> int:
+    """How long a writer waits for another process's lock before reporting it."""
+    raw = os.environ.get(BUSY_TIMEOUT_ENV, "").strip()
+    return int(raw) if raw.isdigit() else BUSY_TIMEOUT_MS
 
 MIGRATIONS = Path(__file__).with_name("migrations")
 
@@ -85,8 +98,8 @@ def _check_sqlite_file(path: Path) -> None:
         raise StorageError(f"cannot read the database {path}: {exc.strerror}") from None
     if header != b"SQLite format 3\x00":
         raise StorageError(
-            f"{path} is not a desktop-agent database (not SQLite, or corrupt); "
-            "restore it from a backup or point --db elsewhere"
+            backup.damaged_message(path, "not an SQLite file, or its header is damaged")
+            + "; or point --db elsewhere"
         )
 
 
@@ -95,7 +108,7 @@ def _sqlite_engine(settings: DbSettings, *, writer: bool) -> Engine:
     assert path is not None
     engine = sa.create_engine(
         settings.url,
-        connect_args={"timeout": BUSY_TIMEOUT_MS / 1000, "check_same_thread": False},
+        connect_args={"timeout": busy_timeout_ms() / 1000, "check_same_thread": False},
         pool_size=32,
         max_overflow=32,
         pool_pre_ping=False,
@@ -104,12 +117,17 @@ def _sqlite_engine(settings: DbSettings, *, writer: bool) -> Engine:
     if sync not in ("FULL", "NORMAL", "EXTRA"):
         raise StorageError(f"invalid durability level {settings.synchronous!r}: FULL or NORMAL")
 
+    busy_ms = busy_timeout_ms()
+    max_pages = os.environ.get(MAX_PAGES_ENV, "").strip()
+
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_conn: sqlite3.Connection, _record: Any) -> None:
         # Let SQLAlchemy's begin event below emit BEGIN itself.
         dbapi_conn.isolation_level = None
         cur = dbapi_conn.cursor()
-        cur.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+        cur.execute(f"PRAGMA busy_timeout={busy_ms}")
+        if max_pages.isdigit():
+            cur.execute(f"PRAGMA max_page_count={int(max_pages)}")
         cur.execute("PRAGMA journal_mode=WAL")
         cur.execute(f"PRAGMA synchronous={sync}")
         cur.execute("PRAGMA foreign_keys=ON")
@@ -154,6 +172,8 @@ class Database:
                 self.check_schema()
         except (OperationalError, DatabaseError) as exc:
             self.dispose()
+            if path is not None and backup.is_corruption(str(exc.orig)):
+                raise StorageError(backup.damaged_message(path, str(exc.orig))) from None
             raise StorageError(f"cannot open the database {self.describe()}: {exc.orig}") from None
         except BaseException:
             self.dispose()
@@ -214,8 +234,14 @@ class Database:
         with self.writer.connect() as conn:
             cfg = self._alembic_config(conn)
             script = ScriptDirectory.from_config(cfg)
-            if self.current_revision(conn) == script.get_current_head():
+            current = self.current_revision(conn)
+            if current == script.get_current_head():
                 return
+            path = self.settings.sqlite_path
+            if current is not None and path is not None:
+                # A copy of the data as the previous release left it, in case the
+                # migration (or the release) turns out wrong.
+                backup.make_backup(path, reason="pre-migration")
             command.upgrade(cfg, "head")
             conn.commit()
         self._fix_permissions()

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
 from sqlalchemy.engine import Connection
-from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
+from sqlalchemy.exc import DatabaseError, DBAPIError, IntegrityError, OperationalError
 
 from desktop_agent.domain import (
     AgentSpec,
@@ -32,7 +32,8 @@ from desktop_agent.domain import (
 )
 from desktop_agent.domain.errors import NotFoundError, StorageError
 from desktop_agent.engine.ports import RunPatch, Snapshot, StepIntent, StepOutcome
-from desktop_agent.persistence.db import Database
+from desktop_agent.persistence import backup
+from desktop_agent.persistence.db import Database, busy_timeout_ms
 from desktop_agent.persistence.mapping import (
     approval_from_row,
     approval_params,
@@ -120,6 +121,11 @@ class SqlStore:
                 return fn(conn)
         except OperationalError as exc:
             raise StorageError(_storage_message(exc)) from exc
+        except DatabaseError as exc:
+            damaged = self._damaged(exc)
+            if damaged is None:
+                raise
+            raise damaged from exc
 
     def _read(self, fn: Callable[[Connection], T]) -> T:
         try:
@@ -127,6 +133,19 @@ class SqlStore:
                 return fn(conn)
         except OperationalError as exc:
             raise StorageError(_storage_message(exc)) from exc
+        except DatabaseError as exc:
+            damaged = self._damaged(exc)
+            if damaged is None:
+                raise
+            raise damaged from exc
+
+    def _damaged(self, exc: DatabaseError) -> StorageError | None:
+        """For a damaged file, a StorageError offering the backup; else None."""
+        text = str(exc.orig) if exc.orig is not None else str(exc)
+        path = self.db.settings.sqlite_path
+        if path is not None and backup.is_corruption(text):
+            return StorageError(backup.damaged_message(path, text), code="damaged")
+        return None
 
     def _rows(self, conn: Connection, sql: str, **params: Any) -> list[Any]:
         return list(conn.exec_driver_sql(self._q(sql), params).mappings())
@@ -726,6 +745,40 @@ class SqlStore:
         )
         return [(r["id"], float(r["wake_at"])) for r in rows]
 
+    def park_for_storage(self, run_id: str, message: str, retry_at: float) -> bool:
+        """Pause a run that storage stopped, to be retried at ``retry_at`` by the worker.
+
+        A paused run never has a wake time otherwise: ``wake_at`` on a paused run marks
+        this kind of pause (see :meth:`storage_paused_due`). Returns whether it was parked.
+        """
+        n = self._write(
+            lambda c: self._exec(
+                c,
+                "UPDATE runs SET status = 'paused', wait_reason = NULL, wake_at = :at, "
+                "status_message = :m, updated_at = :now "
+                "WHERE id = :id AND status IN ('queued', 'running', 'waiting', 'paused')",
+                at=retry_at,
+                m=message,
+                now=self.now(),
+                id=run_id,
+            )
+        )
+        return n == 1
+
+    def storage_paused_due(self, now: float) -> list[str]:
+        """Runs paused by a storage problem whose retry time has come (no resume queued)."""
+        rows = self._read(
+            lambda c: self._rows(
+                c,
+                "SELECT r.id FROM runs r WHERE r.status = 'paused' AND r.wake_at IS NOT NULL "
+                "AND r.wake_at <= :now AND NOT EXISTS (SELECT 1 FROM commands c "
+                "WHERE c.run_id = r.id AND c.applied_at IS NULL AND c.kind = 'resume') "
+                "ORDER BY r.wake_at",
+                now=now,
+            )
+        )
+        return [str(r["id"]) for r in rows]
+
     def resume_waiting_for(self, reason: str) -> int:
         """Queue a resume command for every run waiting for ``reason``; returns how many."""
         runs = [
@@ -740,8 +793,8 @@ def _storage_message(exc: DBAPIError) -> str:
     text = str(exc.orig) if exc.orig is not None else str(exc)
     if "locked" in text:
         return (
-            "the database is locked by another process and stayed locked for 30 s; "
-            "close other desktop-agent copies or wait"
+            "the database is locked by another process and stayed locked for "
+            f"{busy_timeout_ms() / 1000:g} s; close other desktop-agent copies or wait"
         )
     if "disk" in text and "full" in text:
         return "the disk is full: free some space; nothing committed was lost"

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import tempfile
 from pathlib import Path
 
 from pydantic import Field
@@ -191,9 +190,17 @@ class WriteArgs(ToolArgs):
     )
 
 
-def _atomic_write(path: Path, content: str) -> None:
+def _atomic_write(path: Path, content: str, key: str) -> None:
+    """Replace ``path`` with ``content`` atomically.
+
+    The temporary file is named after the step's idempotency key, so that if the process
+    dies between writing it and renaming it, the repeat of the same step (same key) takes
+    it over instead of leaving a stray file in the workspace.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.suffix)
+    safe = "".join(c if c.isalnum() else "-" for c in key)
+    tmp = path.with_name(f".{path.name}.{safe}.tmp")
+    fd = os.open(tmp, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o644)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(content)
@@ -201,7 +208,7 @@ def _atomic_write(path: Path, content: str) -> None:
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
 
 
@@ -247,7 +254,7 @@ class WriteFile(TypedTool[WriteArgs]):
                     return result(f"{args.path} already has this content (sha {digest}); unchanged")
             except (OSError, UnicodeDecodeError):
                 pass
-        _atomic_write(path, args.content)
+        _atomic_write(path, args.content, ctx.idempotency_key)
         return result(f"wrote {args.path} ({len(args.content.encode())} bytes, sha {digest})")
 
 
@@ -297,5 +304,5 @@ class AppendNote(TypedTool[AppendArgs]):
         existing = path.read_text(encoding="utf-8") if path.is_file() else ""
         if existing.endswith(text):
             return result(f"{args.path} already ends with this note; unchanged")
-        _atomic_write(path, existing + text)
+        _atomic_write(path, existing + text, ctx.idempotency_key)
         return result(f"appended {len(text)} characters to {args.path}")

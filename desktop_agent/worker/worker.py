@@ -13,6 +13,7 @@ import logging
 import os
 import socket
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -20,10 +21,11 @@ from dataclasses import dataclass
 
 import psutil
 
-from desktop_agent.domain import RunStatus, WorkerInfo
+from desktop_agent.domain import CommandKind, RunStatus, WorkerInfo
 from desktop_agent.domain.errors import DesktopAgentError, StorageError
 from desktop_agent.engine.loop import RunExecutor
 from desktop_agent.engine.ports import CancelToken, Clock, RunPatch, SystemClock
+from desktop_agent.persistence import backup
 from desktop_agent.persistence.store import SqlStore
 from desktop_agent.worker.notify import Notifier
 
@@ -39,12 +41,17 @@ class WorkerConfig:
         lease_s: how long a claimed run stays ours without a heartbeat.
         poll_s: how often the database is polled for runnable runs and commands.
         until_idle: exit once no run is runnable.
+        storage_retry_s: how soon a run paused by a storage problem (disk full, database
+            locked) is tried again.
+        backup_every_s: how often the database is backed up (0: never; SQLite only).
     """
 
     max_runs: int = 8
     lease_s: float = 30.0
     poll_s: float = 0.2
     until_idle: bool = False
+    storage_retry_s: float = 10.0
+    backup_every_s: float = backup.EVERY_S
 
 
 def process_alive(pid: int, started_at: float) -> bool:
@@ -96,6 +103,10 @@ class Worker:
         self._last_dead_check = 0.0
         self.activations = 0
         self._cooldown: dict[str, float] = {}
+        self._storage_problem = ""
+        self._last_storage_retry = 0.0
+        self._last_backup_check = 0.0
+        self._backup_thread: threading.Thread | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -109,7 +120,13 @@ class Worker:
         log.info("worker %s started", self.id)
         try:
             while not self.stop_event.is_set():
-                busy = self.tick()
+                try:
+                    busy = self.tick()
+                    self._storage_ok()
+                except StorageError as exc:
+                    # Locked by another process, disk full...: say so and keep trying.
+                    self._storage_failed(exc)
+                    busy = True
                 if self.config.until_idle and not busy:
                     break
                 self._wakeup.wait(self.config.poll_s)
@@ -128,6 +145,8 @@ class Worker:
 
     def _shutdown(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=False)
+        if self._backup_thread is not None:
+            self._backup_thread.join()
         self._reap()
         if self.notifier is not None:
             self.notifier.close()
@@ -150,6 +169,8 @@ class Worker:
             self.notifier.tick(now)
         self._reap()
         self._watch_cancels()
+        self._retry_storage_pauses(now)
+        self._backup_if_due(now)
         free = self.config.max_runs - len(self._in_flight)
         runnable = self.store.runnable_runs(now, self._dead, limit=free + len(self._in_flight) + 1)
         candidates = [
@@ -186,11 +207,16 @@ class Worker:
             self.executor.execute(run_id, token)
         except StorageError as exc:
             log.error("run %s: storage problem: %s", run_id, exc)
-            self._park(run_id, RunStatus.PAUSED, f"Paused: {exc}")
+            self._park_storage(run_id, exc)
         except DesktopAgentError as exc:
             log.error("run %s: %s", run_id, exc)
             self._park(run_id, RunStatus.NEEDS_ATTENTION, f"Error: {exc}")
         except Exception as exc:
+            if backup.is_corruption(str(exc)) and self.store.db.settings.sqlite_path:
+                message = backup.damaged_message(self.store.db.settings.sqlite_path, str(exc))
+                log.error("run %s: %s", run_id, message)
+                self._park(run_id, RunStatus.NEEDS_ATTENTION, message)
+                return
             log.exception("run %s: internal error", run_id)
             self._park(
                 run_id,
@@ -201,6 +227,71 @@ class Worker:
     def _park(self, run_id: str, status: RunStatus, message: str) -> None:
         with contextlib.suppress(DesktopAgentError):
             self.store.commit(run_id, patch=RunPatch(status=status, status_message=message))
+
+    # ------------------------------------------------------------------ storage faults
+
+    def _park_storage(self, run_id: str, exc: StorageError) -> None:
+        """Pause a run that storage stopped; :meth:`_retry_storage_pauses` resumes it.
+
+        Nothing committed is lost: the failed commit rolled back, and the next activation
+        recovers from the journal. If even this write fails, the run stays ``running``
+        without a lease and is tried again after the usual cooldown.
+        """
+        retry_at = self.clock.now() + self.config.storage_retry_s
+        when = time.strftime("%H:%M:%S", time.localtime(retry_at))
+        message = (
+            f"Paused: {exc}. Nothing committed was lost; the run resumes by itself once the "
+            f"database can be written again (next try at {when})."
+        )
+        try:
+            self.store.park_for_storage(run_id, message, retry_at)
+        except DesktopAgentError as again:
+            log.error("run %s: cannot record the pause either: %s", run_id, again)
+
+    def _retry_storage_pauses(self, now: float) -> None:
+        """Queue a resume for runs paused by storage whose retry time came.
+
+        The command row is itself the probe: it is written only if storage works again.
+        """
+        if now - self._last_storage_retry < 1.0:
+            return
+        self._last_storage_retry = now
+        for run_id in self.store.storage_paused_due(now):
+            self.store.add_command(run_id, CommandKind.RESUME, {"why": "storage works again"})
+            log.info("run %s: storage works again; resuming", run_id)
+
+    def _storage_failed(self, exc: StorageError) -> None:
+        if str(exc) != self._storage_problem:
+            log.error("worker %s: storage problem, retrying: %s", self.id, exc)
+            self._storage_problem = str(exc)
+        self.stop_event.wait(min(1.0, self.config.storage_retry_s))
+
+    def _storage_ok(self) -> None:
+        if self._storage_problem:
+            log.warning("worker %s: storage works again", self.id)
+            self._storage_problem = ""
+
+    def _backup_if_due(self, now: float) -> None:
+        """Start a scheduled backup in a thread when one is due (checked once a minute)."""
+        path = self.store.db.settings.sqlite_path
+        every = self.config.backup_every_s
+        if path is None or every <= 0 or now - self._last_backup_check < 60.0:
+            return
+        self._last_backup_check = now
+        if self._backup_thread is not None and self._backup_thread.is_alive():
+            return
+
+        def work() -> None:
+            try:
+                made = backup.backup_if_due(path, every_s=every)
+            except DesktopAgentError as exc:
+                log.error("scheduled backup failed: %s", exc)
+            else:
+                if made is not None:
+                    log.info("backup made: %s", made.path)
+
+        self._backup_thread = threading.Thread(target=work, name="backup", daemon=True)
+        self._backup_thread.start()
 
     def _reap(self) -> None:
         for run_id, (fut, _token) in list(self._in_flight.items()):

@@ -71,7 +71,7 @@ def make_workspace(path: Path, sources: Mapping[str, str]) -> Path:
 
 
 # Temporary files of desktop_agent.tools.files._atomic_write (mkstemp ".tmp-*").
-STRAY_TEMP = re.compile(r"(?:^|/)\.tmp-[^/]+$")
+STRAY_TEMP = re.compile(r"(^|/)\.[^/]*\.tmp$|(^|/)\.tmp-")
 
 
 def stray_temp_files(files: Mapping[str, bytes]) -> list[str]:

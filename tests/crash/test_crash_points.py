@@ -11,7 +11,11 @@ the crash hits the intended step), then runs a fresh worker to the end and check
 - the final journal equals the reference run's by (seq, kind, name, status, output, input);
   the only difference allowed is the open step's own result when it was an idempotent
   effect repeated after it had happened (the tool then reports "... unchanged");
-- the workspace is byte-identical to the reference run's, with one note per source.
+- the workspace is byte-identical to the reference run's, with one note per source;
+- text a model call had streamed before the crash is kept as salvage of its retry.
+
+Each crash point also shows its own mark at the kill: no snapshot yet before_snapshot,
+the snapshot present after_snapshot, the streamed text persisted mid_stream.
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -71,6 +72,8 @@ SAMPLES: list[tuple[str | bytes, ...]] = [
     ("runs", "--limit", "many"),
     ("steer", "abc", "note \udcff".encode("utf-8", "surrogateescape")),
     ("run", b"goal \xff\xfe not utf-8", "--detach"),
+    ("worker", "--max-runs", "0"),
+    ("worker", "--max-runs", "-3"),
 ]
 
 
@@ -106,7 +109,8 @@ def _code_err(result: subprocess.CompletedProcess[bytes]) -> tuple[int, str]:
 # --------------------------------------------------------------------------- fuzzing
 
 # Commands that start processes, windows or read the terminal are left out: ``run`` (it
-# spawns a worker), ``worker``, ``gui`` and ``key set``. Their parsing is the same parser.
+# spawns a worker), ``worker``, ``gui`` (also what no command means) and ``key set``.
+# Their parsing is the same parser.
 SAFE_COMMANDS = [
     "runs",
     "show",
@@ -122,7 +126,6 @@ SAFE_COMMANDS = [
     "budget",
     "resolve",
     "frobnicate",
-    "",
 ]
 FLAGS = [
     "--json",
@@ -155,7 +158,7 @@ TOKEN = st.one_of(
     st.sampled_from(["-1", "0", "1e309", "nan", "inf", "12abc", "30m", "r.1.1", "probe", "key"]),
 ).filter(_safe_token)
 ARGV = st.tuples(st.sampled_from(SAFE_COMMANDS), st.lists(TOKEN, max_size=6)).map(
-    lambda t: [t[0], *t[1]] if t[0] else t[1]
+    lambda t: [t[0], *t[1]]
 )
 
 

@@ -17,7 +17,6 @@ from desktop_agent.domain import (
     RunStatus,
     StepKind,
     StepStatus,
-    Usage,
     WaitReason,
 )
 from desktop_agent.gui.dialogs.recovery import RecoveryModel
@@ -72,7 +71,7 @@ def entry(
         started_at=1000.0 + seq,
         finished_at=None if status == StepStatus.STARTED else 1000.5 + seq,
         cost_usd=0.001,
-        usage=Usage(100, 10),
+        tokens=(100, 10, 0, 0),
         error=None,
         partial_text="",
         input_json='{"arguments": {"path": "."}}',

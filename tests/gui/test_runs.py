@@ -11,7 +11,7 @@ from pytestqt.qtbot import QtBot
 from desktop_agent.client.api import Client
 from desktop_agent.domain import RunStatus, StepKind, StepStatus
 from desktop_agent.gui.controls import Control
-from desktop_agent.gui.dialogs.prompts import MessageDialog
+from desktop_agent.gui.dialogs.prompts import MessageDialog, TextPrompt
 from desktop_agent.gui.mainwindow import MainWindow
 from desktop_agent.gui.notify import NoticeKind
 from tests.gui.conftest import StartWorker, select, wait_status
@@ -190,3 +190,39 @@ def _fail_first_model_call(client: Client, run_id: str) -> None:
             status_message="Model call failed: 400 bad request",
         ),
     )
+
+
+def test_controls_have_shortcuts_and_the_toolbar_approves(
+    qtbot: QtBot, window: MainWindow, start_worker: StartWorker, demo_ws: Path, client: Client
+) -> None:
+    for control in Control:
+        assert not window.acts[control].shortcut().isEmpty(), control
+    run = client.start_run("Summarise", model="demo", workspace=demo_ws)
+    start_worker()
+    select(qtbot, window, run.id)
+    wait_status(qtbot, window, run.id, RunStatus.WAITING)
+    qtbot.waitUntil(lambda: window.acts[Control.APPROVE].isEnabled())
+    window.acts[Control.APPROVE].trigger()
+    # Decided here: hidden at once, and the controls no longer offer it.
+    assert window.approvals_model.rowCount() == 0
+    assert not window.acts[Control.APPROVE].isEnabled()
+    wait_status(qtbot, window, run.id, RunStatus.COMPLETED)
+
+
+def test_steer_sends_a_note(
+    qtbot: QtBot, window: MainWindow, start_worker: StartWorker, demo_ws: Path, client: Client
+) -> None:
+    run = client.start_run("Slow demo to steer", model="demo", workspace=demo_ws)
+    start_worker(delay=0.2)
+    select(qtbot, window, run.id)
+    wait_status(qtbot, window, run.id, RunStatus.RUNNING)
+    window.acts[Control.STEER].trigger()
+    prompt = window.commands.dialog
+    assert isinstance(prompt, TextPrompt)
+    QTest.keyClicks(prompt.text, "focus on 2025")
+    QTest.mouseClick(prompt.ok, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(
+        lambda: any(e.kind == StepKind.STEER for e in window.steps_model.entries()), timeout=10_000
+    )
+    client.pause(run.id)  # a quick teardown
+    wait_status(qtbot, window, run.id, RunStatus.PAUSED)

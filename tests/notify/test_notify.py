@@ -12,7 +12,7 @@ import pytest
 
 from desktop_agent.client.api import Client
 from desktop_agent.domain import RunStatus
-from desktop_agent.domain.errors import BadRequestError
+from desktop_agent.domain.errors import PermanentError
 from desktop_agent.engine.loop import RunExecutor
 from desktop_agent.engine.ports import RunPatch
 from desktop_agent.worker.notify import Notification, Notifier, build_notifier
@@ -76,7 +76,7 @@ def test_needs_you_then_finished_reach_the_webhook(
 def test_a_failed_run_is_told_and_listeners_hear_everything(
     client: Client, make_executor: MakeExecutor, hook: HttpServer
 ) -> None:
-    model = ScriptedModel([Reply(raises=BadRequestError("400 prompt is too long"))])
+    model = ScriptedModel([Reply(raises=PermanentError("the model was retired"))])
     run = client.start_run("Fail", model="claude-haiku-4-5")
     heard: list[Notification] = []
     notifier = build_notifier(
@@ -91,7 +91,7 @@ def test_a_failed_run_is_told_and_listeners_hear_everything(
     work(client, make_executor(model), notifier)
     assert client.run(run.id).status == RunStatus.FAILED
     (failed,) = events(hook)
-    assert failed["event"] == "failed" and "prompt is too long" in str(failed["message"])
+    assert failed["event"] == "failed" and "the model was retired" in str(failed["message"])
     assert [n.event for n in heard] == ["failed"]
 
 

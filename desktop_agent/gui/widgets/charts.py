@@ -39,7 +39,7 @@ def cumulative(entries: Sequence[StepEntry]) -> Series:
         if e.finished_at is None:
             continue
         c += e.cost_usd
-        t += e.usage.total
+        t += sum(e.tokens)
         times.append(e.finished_at)
         cost.append(c)
         toks.append(t)

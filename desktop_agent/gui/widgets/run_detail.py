@@ -107,8 +107,9 @@ class RunDetailPane(QWidget):
 
     def update_row(self, row: RunRow) -> None:
         """The selected run changed (status, totals, plan)."""
-        self.row = row
-        self.header.show_row(row)
+        if row != self.row:
+            self.row = row
+            self.header.show_row(row)
 
     def apply(self, batch: StepsBatch) -> None:
         """Merge steps read by the poller."""
@@ -126,11 +127,9 @@ class RunDetailPane(QWidget):
             self._charts_timer.start()
 
     def tick(self) -> None:
-        """Once a second: running times of open steps and of the run."""
+        """Once a second: the running time of open steps."""
         if self.model.has_open():
             self.timeline.viewport().update()
-        if self.row is not None and self.row.run.status.is_active:
-            self.header.show_row(self.row)
 
     def stop(self) -> None:
         """Stop timers (the window is closing)."""

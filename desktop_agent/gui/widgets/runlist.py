@@ -119,7 +119,7 @@ class RunListPanel(QWidget):
         fm = self.fontMetrics()
         widths = {
             RunColumn.STATUS: fm.horizontalAdvance("Waiting for approval (2)") + 44,
-            RunColumn.MODEL: fm.horizontalAdvance("Claude Sonnet 4.5") + 20,
+            RunColumn.MODEL: fm.horizontalAdvance("Claude Sonnet 4.5") + 32,
             RunColumn.PROGRESS: fm.horizontalAdvance("3/5 plan · 120 steps") + 20,
             RunColumn.COST: fm.horizontalAdvance("$0.0000 sim.") + 20,
             RunColumn.STARTED: fm.horizontalAdvance("Wed 00:00") + 24,

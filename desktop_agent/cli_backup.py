@@ -1,0 +1,115 @@
+"""Command line for backups: ``desktop-agent db backups|backup|restore``.
+
+Part of the ``db`` group (:mod:`desktop_agent.cli_scheduling` registers it). These commands
+never open the database through the usual path, so that they still work when it is
+damaged: that is when ``restore`` is needed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sqlite3
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+from urllib.parse import quote
+
+from desktop_agent import config
+from desktop_agent.domain.errors import InvalidInputError, InvalidStateError
+from desktop_agent.persistence import backup
+
+if TYPE_CHECKING:
+    from desktop_agent.cli import Out
+
+VERBS = ("backups", "backup", "restore")
+
+
+def add_parsers(sub: Callable[[str, str], argparse.ArgumentParser]) -> None:
+    """Add ``backups``, ``backup`` and ``restore`` to the ``db`` group."""
+    sub("backups", "list the automatic backups, newest first")
+    sub("backup", "back the database up now")
+    p = sub("restore", "put a backup in place of the database (stop the app and workers first)")
+    p.add_argument(
+        "backup", nargs="?", metavar="BACKUP", help="a name from `db backups` (default: newest)"
+    )
+    p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+
+
+def cmd(args: argparse.Namespace, out: Out) -> int:
+    """Run ``db backups|backup|restore``."""
+    db_path = config.resolve_db_path(getattr(args, "db", None))
+    if args.db_command == "backups":
+        found = backup.list_backups(db_path)
+        lines = [b.describe() for b in found] or ["no backups yet (the worker makes one a day)"]
+        out.emit(
+            "\n".join(lines),
+            [
+                {
+                    "path": str(b.path),
+                    "created_at": b.created_at,
+                    "size": b.size,
+                    "reason": b.reason,
+                }
+                for b in found
+            ],
+        )
+        return 0
+    if args.db_command == "backup":
+        made = backup.make_backup(db_path, reason="manual")
+        out.emit(f"backed up to {made.describe()}", {"path": str(made.path), "size": made.size})
+        return 0
+    return _restore(db_path, args, out)
+
+
+def _restore(db_path: Path, args: argparse.Namespace, out: Out) -> int:
+    users = _live_workers(db_path)
+    if users:
+        raise InvalidStateError(
+            f"a worker (pid {', '.join(map(str, users))}) is using the database: "
+            "stop it (and the app) before restoring"
+        )
+    chosen = Path(args.backup) if args.backup else None
+    if not args.yes:
+        target = args.backup or "the newest sound backup"
+        if not sys.stdin.isatty():
+            raise InvalidInputError(
+                f"restoring replaces {db_path} with {target}: add --yes to confirm"
+            )
+        answer = input(f"Replace {db_path} with {target}? The current file is kept. [y/N] ")
+        if answer.strip().lower() not in ("y", "yes"):
+            out.emit("nothing restored", {"restored": None})
+            return 0
+    done = backup.restore(db_path, chosen)
+    kept = f"; the previous file is kept as {done.damaged.name}" if done.damaged else ""
+    out.emit(
+        f"restored {done.backup.describe()}{kept}",
+        {
+            "restored": str(done.backup.path),
+            "created_at": done.backup.created_at,
+            "previous": str(done.damaged) if done.damaged else None,
+        },
+    )
+    return 0
+
+
+def _live_workers(db_path: Path) -> list[int]:
+    """Pids of live workers on this machine that the database knows of (best effort)."""
+    from desktop_agent.worker.worker import process_alive
+
+    if not db_path.exists():
+        return []
+    try:
+        conn = sqlite3.connect(f"file:{quote(str(db_path))}?mode=ro", uri=True, timeout=2)
+        try:
+            rows = conn.execute(
+                "SELECT host, pid, proc_started_at FROM workers WHERE stopped_at IS NULL"
+            ).fetchall()
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        return []  # damaged beyond reading: nothing to ask
+    import socket
+
+    here = socket.gethostname()
+    return [int(pid) for host, pid, started in rows if host == here and process_alive(pid, started)]
