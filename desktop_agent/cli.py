@@ -735,7 +735,12 @@ def cmd_key(args: argparse.Namespace, out: Out) -> int:
     resumed = 0
     with contextlib.suppress(DesktopAgentError):
         resumed = _client(args).store.resume_waiting_for(str(WaitReason.CREDENTIALS))
-    if where == "session":
+    if where == "session" and keys.last_error:
+        human = (
+            f"the OS keyring failed ({keys.last_error}): the key is kept for this session "
+            "only; set ANTHROPIC_API_KEY for workers started later"
+        )
+    elif where == "session":
         human = (
             "no secure store (OS keyring) exists here: the key is kept for this session only; "
             "set ANTHROPIC_API_KEY for workers started later"

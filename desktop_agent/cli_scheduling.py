@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from dataclasses import asdict
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -275,7 +276,7 @@ def cmd_batch(args: argparse.Namespace, out: Out) -> int:
 def _batch_list(sched: Scheduling, out: Out) -> int:
     rows = [(b, sched.batch_progress(b.id)) for b in sched.batches()]
     if out.as_json:
-        out.emit("", [{"id": b.id, "source": b.source, **vars(p)} for b, p in rows])
+        out.emit("", [{"id": b.id, "source": b.source, **asdict(p)} for b, p in rows])
         return 0
     if not rows:
         print("no batches: `desktop-agent batch start GOAL --folder DIR` makes one")
@@ -294,7 +295,7 @@ def _batch_status(sched: Scheduling, batch: Batch, out: Out) -> int:
                 "id": batch.id,
                 "source": batch.source,
                 "concurrency": batch.concurrency,
-                "progress": vars(progress),
+                "progress": asdict(progress),
                 "items": [item_json(i) for i in items],
             },
         )
@@ -400,7 +401,7 @@ def cmd_db(args: argparse.Namespace, out: Out) -> int:
         return 0
     info = sched.db_info()
     stuck = sched.stuck_runs()
-    data = {**vars(info), "stuck_runs": [vars(s) for s in stuck]}
+    data = {**asdict(info), "stuck_runs": [asdict(s) for s in stuck]}
     lines = [
         f"database {info.location} (schema {info.revision})",
         f"  size: {_size(info.file_bytes)} + {_size(info.wal_bytes)} log, "

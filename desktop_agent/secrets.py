@@ -42,7 +42,14 @@ def mask(key: str) -> str:
 
 
 class KeyStore:
-    """Reads and writes the API key."""
+    """Reads and writes the API key.
+
+    A keyring backend that breaks (D-Bus gone, a locked or prompting file backend raising
+    ``EOFError``...) never crashes anything: reads see no key, writes fall back to this
+    session, and :attr:`last_error` says what went wrong, for the user.
+    """
+
+    last_error: str = ""
 
     def secure_store_available(self) -> bool:
         """Whether a real OS keyring backend exists."""
@@ -61,7 +68,8 @@ class KeyStore:
             return env
         try:
             stored = keyring.get_password(SERVICE, USERNAME)
-        except keyring.errors.KeyringError:
+        except Exception as exc:  # any backend failure reads as "no key there"
+            self.last_error = _describe(exc)
             stored = None
         if stored:
             return stored
@@ -79,7 +87,9 @@ class KeyStore:
         try:
             keyring.set_password(SERVICE, USERNAME, key)
             return "keyring"
-        except keyring.errors.KeyringError:
+        except Exception as exc:
+            if not isinstance(exc, keyring.errors.NoKeyringError):
+                self.last_error = _describe(exc)
             with _session_lock:
                 _session_key = key
             return "session"
@@ -91,8 +101,10 @@ class KeyStore:
         try:
             keyring.delete_password(SERVICE, USERNAME)
             had = True
-        except keyring.errors.KeyringError:
+        except keyring.errors.PasswordDeleteError:
             pass
+        except Exception as exc:
+            self.last_error = _describe(exc)
         with _session_lock:
             if _session_key:
                 had = True
@@ -105,10 +117,14 @@ class KeyStore:
         backend = self.backend_name()
         if os.environ.get(ENV_VAR, "").strip():
             return KeyStatus("environment", True, secure, backend, f"key set by {ENV_VAR}")
+        failed = ""
         try:
             stored = keyring.get_password(SERVICE, USERNAME)
-        except keyring.errors.KeyringError:
+        except keyring.errors.NoKeyringError:
             stored = None
+        except Exception as exc:
+            stored = None
+            failed = f"; the OS keyring failed ({_describe(exc)})"
         if stored:
             return KeyStatus("keyring", True, True, backend, "key stored in the OS keyring")
         with _session_lock:
@@ -123,6 +139,12 @@ class KeyStore:
         )
         if session:
             return KeyStatus(
-                "session", True, secure, backend, "key kept for this session only" + note
+                "session", True, secure, backend, "key kept for this session only" + failed + note
             )
-        return KeyStatus("none", False, secure, backend, "no API key set" + note)
+        return KeyStatus("none", False, secure, backend, "no API key set" + failed + note)
+
+
+def _describe(exc: BaseException) -> str:
+    """``Type: message`` of a keyring failure, on one line."""
+    text = " ".join(str(exc).split())[:200]
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

@@ -26,28 +26,27 @@ os.environ["DESKTOP_AGENT_DEMO_DELAY"] = "0"
 os.environ.pop("ANTHROPIC_API_KEY", None)
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import keyring  # noqa: E402
-import keyring.backend  # noqa: E402
-import psutil  # noqa: E402
-from PySide6.QtWidgets import QApplication, QPlainTextEdit, QStyleFactory, QWidget  # noqa: E402
+import keyring
+import keyring.backend
+import psutil
+from PySide6.QtWidgets import QApplication, QPlainTextEdit, QStyleFactory, QWidget
 
-from desktop_agent.client.api import Client  # noqa: E402
-from desktop_agent.config import Settings  # noqa: E402
-from desktop_agent.domain import (  # noqa: E402
+from desktop_agent.client.api import Client
+from desktop_agent.config import Settings
+from desktop_agent.domain import (
     EffectClass,
     RunStatus,
     StepKind,
     StepStatus,
     Usage,
-    WaitReason,
     WorkerInfo,
 )
-from desktop_agent.engine.ports import RunPatch, StepIntent, StepOutcome  # noqa: E402
-from desktop_agent.gui import theme  # noqa: E402
-from desktop_agent.gui.app import create_app  # noqa: E402
-from desktop_agent.gui.mainwindow import MainWindow  # noqa: E402
-from desktop_agent.worker.compose import build_executor  # noqa: E402
-from desktop_agent.worker.worker import Worker, WorkerConfig  # noqa: E402
+from desktop_agent.engine.ports import RunPatch, StepIntent, StepOutcome
+from desktop_agent.gui import theme
+from desktop_agent.gui.app import create_app
+from desktop_agent.gui.mainwindow import MainWindow
+from desktop_agent.worker.compose import build_executor
+from desktop_agent.worker.worker import Worker, WorkerConfig
 
 SOURCES = {
     "sources/market-2025.md": "# Market 2025\nThe segment grew 4.1% in 2025, led by mid-market "
@@ -65,10 +64,9 @@ SOURCES = {
 class _ShotKeyring(keyring.backend.KeyringBackend):
     """An in-memory keyring, so that the settings screenshot shows a stored (fake) key."""
 
-    priority = 1  # type: ignore[assignment]
+    priority = 1
 
     def __init__(self) -> None:
-        super().__init__()
         self.values: dict[tuple[str, str], str] = {}
 
     def get_password(self, service: str, username: str) -> str | None:
@@ -123,6 +121,7 @@ class Journal:
         open_text: str | None = None,
         fail: str | None = None,
     ) -> None:
+        """Record a model call (open, failed or completed) and the tool calls it asked for."""
         self.seq += 1
         seq = self.seq
         self.store.commit(
@@ -172,6 +171,7 @@ class Journal:
         open_: bool = False,
         effect: EffectClass = EffectClass.READ_ONLY,
     ) -> None:
+        """Record a tool call (open, or completed with a plausible result)."""
         self.seq += 1
         output = (
             None
@@ -420,8 +420,8 @@ def build(root: Path) -> tuple[Client, dict[str, str]]:
         patch=RunPatch(
             status=RunStatus.NEEDS_ATTENTION,
             attention_seq=j.seq,
-            status_message=f"Step {j.seq} (send_email) was in flight when the worker stopped, and its "
-            "effect cannot be safely repeated: probe it, mark it done, retry or skip.",
+            status_message=f"Step {j.seq} (send_email) was in flight when the worker stopped, "
+            "and its effect cannot be safely repeated: probe it, mark it done, retry or skip.",
         ),
     )
 
@@ -511,6 +511,7 @@ def build(root: Path) -> tuple[Client, dict[str, str]]:
 
 
 def open_window(app: QApplication, client: Client, ids: dict[str, str]) -> MainWindow:
+    """Open the main window and wait for every run and the worker status."""
     window = MainWindow(client, spawn_workers=False, poll_ms=100)
     window.resize(1280, 800)
     window.show()
@@ -520,16 +521,19 @@ def open_window(app: QApplication, client: Client, ids: dict[str, str]) -> MainW
 
 
 def select(app: QApplication, window: MainWindow, run_id: str, client: Client) -> None:
+    """Select a run and wait until its whole timeline is shown."""
     window.select_run(run_id)
     wait_until(app, lambda: window.steps_model.rowCount() == client.run(run_id).last_seq)
 
 
 def shoot(widget: QWidget, path: Path) -> None:
+    """Save a PNG of ``widget``."""
     widget.grab().save(str(path))
     print(f"wrote {path}")
 
 
 def main(out: Path) -> int:
+    """Build the data folder and write every screenshot into ``out``."""
     out.mkdir(parents=True, exist_ok=True)
     ring = _ShotKeyring()
     keyring.set_keyring(ring)

@@ -196,7 +196,7 @@ def definition_problem(run: Run, tools: ToolProvider) -> str | None:
 # --------------------------------------------------------------------------- tool uses
 
 
-def _tool_context(act: Activation, seq: int) -> ToolContext:
+def _tool_context(act: Activation, seq: int, attempt: int = 1) -> ToolContext:
     return ToolContext(
         run_id=act.run.id,
         seq=seq,
@@ -205,6 +205,7 @@ def _tool_context(act: Activation, seq: int) -> ToolContext:
         clock=act.clock,
         cancel=act.cancel,
         settings=act.cfg.settings,
+        attempt=attempt,
     )
 
 
@@ -625,7 +626,7 @@ def execute_tool_use(
         _immediate_result(act, use, why, True)
         return
     seq = open_seq if open_seq is not None else act.next_seq
-    ctx = _tool_context(act, seq)
+    ctx = _tool_context(act, seq, attempt)
     input_ = {"tool_use_id": use["id"], "arguments": args}
     if decided and open_seq is None:
         try:

@@ -149,6 +149,8 @@ class ToolContext:
     clock: Clock
     cancel: CancelToken
     settings: Mapping[str, JSON] = field(default_factory=dict)
+    attempt: int = 1
+    """2 or more when this step's effect was started before (the process died meanwhile)."""
 
 
 class ToolInputError(ValueError):

@@ -281,6 +281,19 @@ class RunCommands(QObject):
             self.final_check(approval, dialog)
         return dialog
 
+    def open_step_approvals(
+        self, run_id: str, seq: int, run_title: str, tools: dict[str, ToolInfo]
+    ) -> None:
+        """Open the approval recorded by an approval step (pending or decided)."""
+        store = self.client.store
+
+        def opened(found: list[Approval]) -> None:
+            if found:
+                first = found[0]
+                self.open_approval(first, run_title, tools.get(first.tool))
+
+        self.tasks.submit(lambda: store.get_approvals(run_id, seq), opened)
+
     @Slot()
     def _on_approval_dialog_destroyed(self) -> None:
         self.approval_dialog = None

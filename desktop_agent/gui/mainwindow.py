@@ -105,8 +105,10 @@ class MainWindow(QMainWindow):
         self._shut_down = False
         self._pending_select: str | None = None
         self._shown_pending = -1
+        self._built = False
         self._build()
         self._connect()
+        self._built = True
         self.tray = TrayController(
             [
                 self.acts["show"],
@@ -189,6 +191,7 @@ class MainWindow(QMainWindow):
         self.inbox.reject_requested.connect(self.commands.reject_with_reason)
         self.inbox.approval_selected.connect(self._on_inbox_approval_selected)
         self.detail.open_workspace_requested.connect(self._on_detail_open_workspace_requested)
+        self.detail.approval_step_activated.connect(self._on_detail_approval_step_activated)
         self.poller.runs_changed.connect(self._on_poller_runs_changed)
         self.poller.steps_loaded.connect(self._on_poller_steps_loaded)
         self.poller.poll_failed.connect(self._on_poller_poll_failed)
@@ -516,6 +519,12 @@ class MainWindow(QMainWindow):
         if self.isHidden() or self.isMinimized():
             self._on_tray_show_requested()
 
+    @Slot(str, int)
+    def _on_detail_approval_step_activated(self, run_id: str, seq: int) -> None:
+        row = self.runs_model.get(run_id)
+        title = (row.run.title or row.run.goal) if row else run_id
+        self.commands.open_step_approvals(run_id, seq, title, self.tools)
+
     @Slot(str)
     def _on_detail_open_workspace_requested(self, path: str) -> None:
         QDesktopServices.openUrl(QUrl.fromLocalFile(path))
@@ -544,8 +553,11 @@ class MainWindow(QMainWindow):
 
     def changeEvent(self, event: QEvent) -> None:
         """Re-tint icons when the palette switches between light and dark."""
-        if event.type() == QEvent.Type.PaletteChange:
+        if event.type() == QEvent.Type.PaletteChange and self._built:
             self.acts.refresh_icons()
+            self.detail.refresh_colors()
+            self._shown_pending = -1
+            self._show_approvals()
         super().changeEvent(event)
 
     def closeEvent(self, event: QCloseEvent) -> None:

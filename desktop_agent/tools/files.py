@@ -248,14 +248,14 @@ class WriteFile(TypedTool[WriteArgs]):
         if changed and not _same_content(path, args.content):
             return result(f"not written: {changed}", error=True)
         digest = hashlib.sha256(args.content.encode()).hexdigest()[:12]
-        if path.is_file():
-            try:
-                if path.read_text(encoding="utf-8") == args.content:
-                    return result(f"{args.path} already has this content (sha {digest}); unchanged")
-            except (OSError, UnicodeDecodeError):
-                pass
+        wrote = f"wrote {args.path} ({len(args.content.encode())} bytes, sha {digest})"
+        if _same_content(path, args.content):
+            # On a repeat after a crash the content is this step's own earlier write.
+            if ctx.attempt > 1:
+                return result(wrote)
+            return result(f"{args.path} already has this content (sha {digest}); unchanged")
         _atomic_write(path, args.content, ctx.idempotency_key)
-        return result(f"wrote {args.path} ({len(args.content.encode())} bytes, sha {digest})")
+        return result(wrote)
 
 
 def _same_content(path: Path, content: str) -> bool:
@@ -288,8 +288,9 @@ class AppendArgs(ToolArgs):
 class AppendNote(TypedTool[AppendArgs]):
     """Append to a notes file.
 
-    Safe to repeat after a crash: a repeated append finds its own text already at the end
-    of the file (nothing else can have written after it: it was the run's last effect).
+    Safe to repeat after a crash: the repeat of an append (attempt 2 or more) that finds
+    its own text already at the end of the file does not append it again (nothing else can
+    have written after it: it was the run's last effect). A first attempt always appends.
     """
 
     name = "append_note"
@@ -302,7 +303,8 @@ class AppendNote(TypedTool[AppendArgs]):
         path = confine(ctx.workspace, args.path)
         text = args.text if args.text.endswith("\n") else args.text + "\n"
         existing = path.read_text(encoding="utf-8") if path.is_file() else ""
-        if existing.endswith(text):
-            return result(f"{args.path} already ends with this note; unchanged")
+        appended = f"appended {len(text)} characters to {args.path}"
+        if ctx.attempt > 1 and existing.endswith(text):
+            return result(appended)  # this step's own append, before the crash
         _atomic_write(path, existing + text, ctx.idempotency_key)
-        return result(f"appended {len(text)} characters to {args.path}")
+        return result(appended)

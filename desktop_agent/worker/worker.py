@@ -42,7 +42,7 @@ class WorkerConfig:
         poll_s: how often the database is polled for runnable runs and commands.
         until_idle: exit once no run is runnable.
         storage_retry_s: how soon a run paused by a storage problem (disk full, database
-            locked) is tried again.
+            locked) is first tried again; the wait doubles while the problem lasts.
         backup_every_s: how often the database is backed up (0: never; SQLite only).
     """
 
@@ -104,6 +104,7 @@ class Worker:
         self.activations = 0
         self._cooldown: dict[str, float] = {}
         self._storage_problem = ""
+        self._storage_backoff: dict[str, float] = {}
         self._last_storage_retry = 0.0
         self._last_backup_check = 0.0
         self._backup_thread: threading.Thread | None = None
@@ -205,6 +206,7 @@ class Worker:
     def _execute(self, run_id: str, token: CancelToken) -> None:
         try:
             self.executor.execute(run_id, token)
+            self._storage_backoff.pop(run_id, None)
         except StorageError as exc:
             log.error("run %s: storage problem: %s", run_id, exc)
             self._park_storage(run_id, exc)
@@ -237,7 +239,12 @@ class Worker:
         recovers from the journal. If even this write fails, the run stays ``running``
         without a lease and is tried again after the usual cooldown.
         """
-        retry_at = self.clock.now() + self.config.storage_retry_s
+        # Each retry may repeat the step that was in flight (a model call costs money):
+        # the wait doubles while the problem lasts, up to five minutes.
+        previous = self._storage_backoff.get(run_id)
+        delay = min(300.0, previous * 2) if previous else self.config.storage_retry_s
+        self._storage_backoff[run_id] = delay
+        retry_at = self.clock.now() + delay
         when = time.strftime("%H:%M:%S", time.localtime(retry_at))
         message = (
             f"Paused: {exc}. Nothing committed was lost; the run resumes by itself once the "

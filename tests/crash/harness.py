@@ -22,7 +22,7 @@ from typing import Any
 
 from desktop_agent.client.api import Client
 from desktop_agent.config import Settings
-from desktop_agent.domain import EffectClass, Run, RunStatus, Step, StepKind, StepStatus
+from desktop_agent.domain import Run, RunStatus, Step, StepKind, StepStatus
 from desktop_agent.tools.registry import CONTROL_TOOL_NAMES
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -45,11 +45,6 @@ SOURCES_8 = {
     f"src-{i:02d}.md": f"# Source {i}\nSource {i} finds {i * 7 % 13} signals of demand. Details.\n"
     for i in range(8)
 }
-
-# What an idempotent tool says when its repeat finds its effect already done.
-_REPEAT_RESULT = re.compile(
-    r"^(?:\S+ already ends with this note|\S+ already has this content \(sha \w+\)); unchanged$"
-)
 
 
 def lab_settings() -> Settings:
@@ -217,38 +212,17 @@ def comparable(step: Step) -> tuple[Any, ...]:
     return (step.seq, str(step.kind), step.name, str(step.status), step.output, step.input)
 
 
-def repeated_idempotent(step: Step, ref: Step) -> bool:
-    """Whether ``step`` differs from ``ref`` only as the repeat of an idempotent effect.
-
-    An idempotent tool repeated after a crash finds its effect already done and says so
-    ("... unchanged"); everything else about the step must still match.
-    """
-    if step.attempt < 2 or step.effect != EffectClass.IDEMPOTENT:
-        return False
-    if not isinstance(step.output, dict) or not isinstance(ref.output, dict):
-        return False
-    if {**step.output, "content": ""} != {**ref.output, "content": ""}:
-        return False
-    if comparable(step)[:4] != comparable(ref)[:4] or step.input != ref.input:
-        return False
-    return bool(_REPEAT_RESULT.match(str(step.output.get("content", ""))))
-
-
 def compare_journal(steps: Sequence[Step], ref: Sequence[Step]) -> set[int]:
-    """Assert ``steps`` equal ``ref``; returns seqs that differ as idempotent repeats."""
+    """Assert ``steps`` equal ``ref`` exactly; returns the seqs that ran more than once."""
     assert [s.seq for s in steps] == [s.seq for s in ref], (
         f"journal seqs {[s.seq for s in steps]} != reference {[s.seq for s in ref]}"
     )
-    repeats = set()
     for step, expected in zip(steps, ref, strict=True):
-        if comparable(step) == comparable(expected):
-            continue
-        assert repeated_idempotent(step, expected), (
+        assert comparable(step) == comparable(expected), (
             f"step {step.seq} differs from the uninterrupted run:\n"
             f"  got      {comparable(step)}\n  expected {comparable(expected)}"
         )
-        repeats.add(step.seq)
-    return repeats
+    return {s.seq for s in steps if s.attempt > 1}
 
 
 def assert_notes_once_per_source(files: Mapping[str, bytes], sources: Mapping[str, str]) -> None:

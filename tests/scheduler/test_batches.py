@@ -9,7 +9,7 @@ import pytest
 from desktop_agent.client.api import Client
 from desktop_agent.client.schedules import RunOptions
 from desktop_agent.domain import RunStatus
-from desktop_agent.domain.errors import BadRequestError, InvalidInputError, InvalidStateError
+from desktop_agent.domain.errors import InvalidInputError, InvalidStateError, PermanentError
 from desktop_agent.domain.scheduling import ItemStatus
 from desktop_agent.engine.ports import ModelRequest
 from tests.helpers.fakes import Reply, ScriptedModel
@@ -76,7 +76,7 @@ def test_failed_items_are_retried_alone(
 
     def script(req: ModelRequest) -> Reply:
         if goal_number(req.messages) in broken:
-            return Reply(raises=BadRequestError("400 this document cannot be read"))
+            return Reply(raises=PermanentError("this document cannot be read"))
         return Reply("done")
 
     folder = tmp_path / "reports"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 
@@ -163,9 +164,13 @@ def test_appending_the_same_note_after_a_crash_is_not_duplicated(
     ctx = make_ctx()
     run_tool(AppendNote(), {"text": "- first"}, ctx)
     run_tool(AppendNote(), {"text": "- second"}, ctx)
-    repeat = run_tool(AppendNote(), {"text": "- second"}, ctx)
-    assert "unchanged" in repeat.content
+    # The same step run again after a crash (attempt 2) finds its own note: not repeated.
+    repeat = run_tool(AppendNote(), {"text": "- second"}, dataclasses.replace(ctx, attempt=2))
+    assert repeat.content == "appended 9 characters to notes.md"
     assert (ws / "notes.md").read_text() == "- first\n- second\n"
+    # A new step that appends the same text on purpose does append it.
+    run_tool(AppendNote(), {"text": "- second"}, make_ctx(seq=4))
+    assert (ws / "notes.md").read_text() == "- first\n- second\n- second\n"
 
 
 def test_reads_text_markdown_and_a_real_pdf(make_ctx: MakeCtx, ws: Path) -> None:
@@ -210,9 +215,10 @@ def test_write_checks_the_version_it_overwrites(make_ctx: MakeCtx, ws: Path) -> 
     assert refused.is_error and (ws / "plan.md").read_text() == "someone else's v1b\n"
     (ws / "plan.md").write_text("v1\n")
     assert not run_tool(tool, args, ctx).is_error
-    # Repeated after a crash: the file already holds the new version; nothing to refuse.
-    repeat = run_tool(tool, args, ctx)
-    assert not repeat.is_error and "already has this content" in repeat.content
+    # Repeated after a crash: the file already holds the new version; nothing to refuse,
+    # and the step reports what it did, like the attempt that died.
+    repeat = run_tool(tool, args, dataclasses.replace(ctx, attempt=2))
+    assert not repeat.is_error and repeat.content.startswith("wrote plan.md")
 
 
 def test_search_finds_lines_and_list_shows_sizes(make_ctx: MakeCtx, ws: Path) -> None:

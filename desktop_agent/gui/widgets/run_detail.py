@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from PySide6.QtCore import QItemSelection, Qt, QTimer, Signal, Slot
+from PySide6.QtCore import QItemSelection, QModelIndex, Qt, QTimer, Signal, Slot
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import (
     QHBoxLayout,
@@ -35,9 +35,11 @@ class RunDetailPane(QWidget):
 
     Signals:
         open_workspace_requested: the analyst clicked the workspace link (its path).
+        approval_step_activated: the analyst double-clicked an approval step (run id, seq).
     """
 
     open_workspace_requested = Signal(str)
+    approval_step_activated = Signal(str, int)
 
     def __init__(
         self, model: StepTimelineModel, follow: QAction, parent: QWidget | None = None
@@ -86,6 +88,7 @@ class RunDetailPane(QWidget):
         layout.addWidget(split, 1)
         self.timeline.selectionModel().selectionChanged.connect(self._on_timeline_selection_changed)
         self.inspector.currentChanged.connect(self._on_inspector_current_changed)
+        self.timeline.doubleClicked.connect(self._on_timeline_double_clicked)
         self._charts_timer = QTimer(self)
         self._charts_timer.setSingleShot(True)
         self._charts_timer.setInterval(500)
@@ -180,6 +183,19 @@ class RunDetailPane(QWidget):
     @Slot(QItemSelection, QItemSelection)
     def _on_timeline_selection_changed(self, _sel: QItemSelection, _desel: QItemSelection) -> None:
         self.inspector.show_entry(self.current_entry(), self.thought_of)
+
+    @Slot(QModelIndex)
+    def _on_timeline_double_clicked(self, index: QModelIndex) -> None:
+        entry = self.model.entry(index.row())
+        if entry.kind == StepKind.APPROVAL:
+            self.approval_step_activated.emit(entry.run_id, entry.seq)
+
+    def refresh_colors(self) -> None:
+        """Redo what was colored from the palette (after a light/dark switch)."""
+        self.header.show_row(self.row)
+        current = self.current_entry()
+        self.inspector.entry = None
+        self.inspector.show_entry(current, self.thought_of)
 
     @Slot(int)
     def _on_inspector_current_changed(self, _index: int) -> None:

@@ -1,0 +1,363 @@
+"""Storage faults: a full disk, a database locked by another process, a damaged file.
+
+Each test injects the fault into a real SQLite file while a real worker runs a demo run,
+then checks three things: the user is told (the run's status message, the CLI's one-line
+error, the worker log), nothing committed is lost (every step recorded before the fault is
+still there, unchanged), and the run finishes once the fault is gone.
+
+* Full disk, simulated: ``PRAGMA max_page_count`` on every connection of the worker (the
+  ``DESKTOP_AGENT_MAX_PAGES`` seam), with a ballast table whose deletion gives space back.
+* Full disk, real: the data folder on a 1 MB tmpfs filled with a ballast file (``ENOSPC``);
+  skipped where mounting is not allowed.
+* Locked: a child process holds ``BEGIN IMMEDIATE`` for seconds; busy timeouts are shortened
+  with ``DESKTOP_AGENT_BUSY_TIMEOUT_MS``.
+* Damaged: pages in the middle of the file overwritten; ``desktop-agent db restore`` puts the
+  newest backup back (see also ``test_backups.py``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from desktop_agent.client.api import Client
+from desktop_agent.config import Settings
+from desktop_agent.domain import RunStatus, StepStatus
+from desktop_agent.llm.demo import DemoModel
+from desktop_agent.persistence.db import BUSY_TIMEOUT_ENV, MAX_PAGES_ENV, Database, DbSettings
+from desktop_agent.persistence.store import SqlStore
+from desktop_agent.worker.compose import build_executor
+from desktop_agent.worker.worker import Worker, WorkerConfig
+
+REPO = Path(__file__).resolve().parents[2]
+SOURCES = {f"s{i}.md": f"# Source {i}\nSource {i} finds {i * 3}% growth. More.\n" for i in range(3)}
+
+
+class Lab:
+    """A data folder, a workspace with three sources, a client; workers in threads."""
+
+    def __init__(self, data: Path, ws: Path) -> None:
+        self.db_path = data / "desktop-agent.db"
+        self.settings = Settings(
+            default_max_cost_usd=None, default_max_steps=None, ask_overwrite=False
+        )
+        self.settings.save(self.db_path)
+        self.client = Client(self.db_path, self.settings)
+        self.ws = ws
+        ws.mkdir(parents=True, exist_ok=True)
+        for name, text in SOURCES.items():
+            (ws / name).write_text(text, encoding="utf-8")
+        self.workers: list[tuple[Worker, threading.Thread, Database]] = []
+
+    def start_worker(self, *, delay: float = 0.02, **config: Any) -> Worker:
+        """A worker with its own database handle (so env seams apply to it alone)."""
+        db = Database(DbSettings.for_path(self.db_path))
+        store = SqlStore(db)
+        executor = build_executor(
+            store, self.settings, model_for=lambda _name: DemoModel(delay=delay)
+        )
+        cfg = WorkerConfig(poll_s=0.02, storage_retry_s=0.2, backup_every_s=0, **config)
+        worker = Worker(store, executor, cfg)
+        thread = threading.Thread(target=worker.run, name="test-worker", daemon=True)
+        thread.start()
+        self.workers.append((worker, thread, db))
+        return worker
+
+    def close(self) -> None:
+        for worker, thread, db in self.workers:
+            worker.stop()
+            thread.join(timeout=30)
+            assert not thread.is_alive(), "the worker did not stop"
+            db.dispose()
+        self.client.close()
+
+
+@pytest.fixture
+def lab(tmp_path: Path) -> Iterator[Lab]:
+    lab = Lab(tmp_path / "data", tmp_path / "ws")
+    yield lab
+    lab.close()
+
+
+def wait_for(what: Callable[[], bool], timeout: float = 30.0, why: str = "") -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if what():
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"timed out waiting: {why}")
+
+
+Record = tuple[int, str, str, str, Any]
+
+
+def committed(client: Client, run_id: str) -> list[Record]:
+    """The finished steps of the journal (what a crash or a fault must never lose)."""
+    return [
+        (s.seq, str(s.kind), s.name, str(s.status), s.output)
+        for s in client.steps(run_id)
+        if s.status != StepStatus.STARTED
+    ]
+
+
+def assert_finished_intact(lab: Lab, run_id: str, before: list[Record]) -> None:
+    run = lab.client.run(run_id)
+    assert run.status == RunStatus.COMPLETED, run.status_message
+    steps = lab.client.steps(run_id)
+    assert [s.seq for s in steps] == list(range(1, len(steps) + 1))
+    assert all(s.status == StepStatus.COMPLETED for s in steps)
+    after = {r[0]: r for r in committed(lab.client, run_id)}
+    for record in before:  # nothing committed before the fault was lost or changed
+        assert after[record[0]] == record
+    notes = (lab.ws / "notes.md").read_text(encoding="utf-8")
+    for name in SOURCES:  # each idempotent effect happened exactly once
+        assert notes.count(f"**{name}**") == 1, notes
+    assert "## Conclusions" in (lab.ws / "report.md").read_text(encoding="utf-8")
+
+
+def page_count(db: Database) -> int:
+    with db.read() as conn:
+        return int(conn.exec_driver_sql("PRAGMA page_count").scalar() or 0)
+
+
+# --------------------------------------------------------------------------- disk full
+
+
+def test_full_database_pauses_the_run_and_it_resumes_when_space_returns(
+    lab: Lab, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="desktop_agent.worker.worker")
+    with lab.client.db.write() as conn:
+        conn.exec_driver_sql("CREATE TABLE ballast (b BLOB)")
+        for _ in range(40):
+            conn.exec_driver_sql("INSERT INTO ballast VALUES (randomblob(3000))")
+    run = lab.client.start_run("Summarise the sources", model="demo", workspace=lab.ws)
+    # Room for a few steps, not for the whole run.
+    monkeypatch.setenv(MAX_PAGES_ENV, str(page_count(lab.client.db) + 3))
+    lab.start_worker()
+    monkeypatch.delenv(MAX_PAGES_ENV)
+
+    wait_for(lambda: lab.client.run(run.id).status == RunStatus.PAUSED, why="a pause")
+    paused = lab.client.run(run.id)
+    assert paused.status_message.startswith("Paused: the disk is full"), paused.status_message
+    assert "Nothing committed was lost" in paused.status_message
+    assert "resumes by itself" in paused.status_message
+    before = committed(lab.client, run.id)
+    assert before, "the run made no progress before the disk filled up"
+    # While the disk stays full, retries keep failing and pausing again; nothing is lost.
+    time.sleep(1.0)
+    assert lab.client.run(run.id).status != RunStatus.COMPLETED
+    assert committed(lab.client, run.id)[: len(before)] == before
+    assert "storage problem" in caplog.text and "disk is full" in caplog.text
+
+    with lab.client.db.write() as conn:  # space comes back
+        conn.exec_driver_sql("DELETE FROM ballast")
+    wait_for(lambda: lab.client.run(run.id).status == RunStatus.COMPLETED, 30, "completion")
+    assert_finished_intact(lab, run.id, before)
+    assert "storage works again" in caplog.text
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 1 MB tmpfs (root only); the test is skipped where it cannot be mounted."""
+    mount = tmp_path / "small-disk"
+    mount.mkdir()
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small file system needs root")
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=1m,mode=0700", "tmpfs", str(mount)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a small file system here: {done.stderr.strip()}")
+    try:
+        yield mount
+    finally:
+        for _ in range(50):
+            if subprocess.run(["umount", str(mount)], capture_output=True, check=False).returncode:
+                time.sleep(0.1)
+            else:
+                break
+
+
+def test_real_enospc_pauses_the_run_and_it_resumes_when_space_returns(
+    small_disk: Path, tmp_path: Path
+) -> None:
+    lab = Lab(small_disk / "data", tmp_path / "ws")
+    try:
+        run = lab.client.start_run("Summarise the sources", model="demo", workspace=lab.ws)
+        lab.start_worker(delay=0.05)
+        wait_for(lambda: lab.client.run(run.id).last_seq >= 3, why="first steps")
+        ballast = small_disk / "ballast"
+        with open(ballast, "wb") as f, contextlib.suppress(OSError):  # fill the disk up
+            while True:
+                f.write(b"\0" * 4096)
+                f.flush()
+        wait_for(
+            lambda: "disk is full" in lab.client.run(run.id).status_message
+            or lab.client.run(run.id).status == RunStatus.COMPLETED,
+            why="the full disk to be noticed",
+        )
+        before = committed(lab.client, run.id)
+        ballast.unlink()  # space comes back
+        wait_for(lambda: lab.client.run(run.id).status == RunStatus.COMPLETED, 60, "completion")
+        assert_finished_intact(lab, run.id, before)
+    finally:
+        lab.close()
+
+
+# --------------------------------------------------------------------------- locked
+
+
+def _hold_lock(db: Path, seconds: float) -> subprocess.Popen[str]:
+    """A child process that holds the database's write lock for ``seconds``."""
+    code = (
+        "import sqlite3, sys, time\n"
+        "c = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
+        "c.execute('BEGIN IMMEDIATE')\n"
+        "print('locked', flush=True)\n"
+        "time.sleep(float(sys.argv[2]))\n"
+        "c.execute('COMMIT')\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, str(db), str(seconds)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "locked"
+    return proc
+
+
+def _cli(db: Path, *args: str, busy_ms: int) -> subprocess.Popen[str]:
+    env = {**os.environ, "PYTHONPATH": str(REPO), BUSY_TIMEOUT_ENV: str(busy_ms)}
+    return subprocess.Popen(
+        [sys.executable, "-m", "desktop_agent", "--db", str(db), *args],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+    )
+
+
+def _reap(*procs: subprocess.Popen[str]) -> None:
+    for proc in procs:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(timeout=30)
+        for stream in (proc.stdout, proc.stderr):
+            if stream is not None:
+                stream.close()
+
+
+def test_database_locked_by_another_process_writers_wait_retry_and_the_user_is_told(
+    lab: Lab, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="desktop_agent.worker.worker")
+    run = lab.client.start_run("Summarise the sources", model="demo", workspace=lab.ws)
+    monkeypatch.setenv(BUSY_TIMEOUT_ENV, "300")
+    lab.start_worker(delay=0.1)
+    monkeypatch.delenv(BUSY_TIMEOUT_ENV)
+    wait_for(lambda: lab.client.run(run.id).last_seq >= 2, why="first steps")
+
+    locker = _hold_lock(lab.db_path, 4.0)
+    try:
+        # A short-fused command is refused at once, in one line that says why.
+        impatient = _cli(lab.db_path, "pause", run.id, busy_ms=500)
+        # A patient one waits for the lock (SQLite's busy handler retries) and goes through.
+        patient = _cli(lab.db_path, "steer", run.id, "mind the dates", busy_ms=15_000)
+        reader = _cli(lab.db_path, "show", run.id, busy_ms=500)  # WAL readers never wait
+        _out, err = impatient.communicate(timeout=30)
+        assert impatient.returncode == 2, err
+        assert err.strip().splitlines() == [
+            "desktop-agent: error: the database is locked by another process and stayed "
+            "locked for 0.5 s; close other desktop-agent copies or wait"
+        ]
+        shown, _ = reader.communicate(timeout=30)
+        assert reader.returncode == 0 and run.id in shown
+        before = committed(lab.client, run.id)
+        assert locker.wait(timeout=30) == 0
+        _out, err = patient.communicate(timeout=30)
+        assert patient.returncode == 0, err
+    finally:
+        _reap(locker, impatient, patient, reader)
+
+    wait_for(lambda: lab.client.run(run.id).status == RunStatus.COMPLETED, 60, "completion")
+    assert_finished_intact(lab, run.id, before)
+    assert "locked by another process" in caplog.text  # the worker said what held it up
+    notes = [s for s in lab.client.steps(run.id) if s.kind == "steer"]
+    assert [s.input["text"] for s in notes] == ["mind the dates"]  # the waiting write landed
+    assert all(t.is_alive() for _w, t, _d in lab.workers)  # the worker rode it out
+
+
+# --------------------------------------------------------------------------- damaged
+
+
+def _damage(path: Path) -> None:
+    """Overwrite pages in the middle of the file (the header stays intact)."""
+    size = path.stat().st_size
+    with open(path, "r+b") as f:
+        f.seek(4096 * 2)
+        f.write(os.urandom(max(4096, min(size - 8192, 4096 * 6))))
+
+
+def test_damaged_database_is_reported_with_the_offer_and_restored_from_the_backup(
+    lab: Lab,
+) -> None:
+    first = lab.client.start_run("Summarise the sources", model="demo", workspace=lab.ws)
+    lab.start_worker(backup_every_s=3600)
+    wait_for(lambda: lab.client.run(first.id).status == RunStatus.COMPLETED, why="first run")
+    lab.close()
+    lab.workers.clear()
+    made = subprocess.run(
+        [sys.executable, "-m", "desktop_agent", "--db", str(lab.db_path), "db", "backup"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        check=False,
+        timeout=60,
+    )
+    assert made.returncode == 0, made.stderr
+    _damage(lab.db_path)
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "desktop_agent", "--db", str(lab.db_path), *args],
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+            check=False,
+            timeout=60,
+            stdin=subprocess.DEVNULL,
+        )
+
+    broken = cli("runs")
+    assert broken.returncode == 2
+    (line,) = broken.stderr.strip().splitlines()
+    assert "is damaged" in line and "`desktop-agent db restore` puts back the newest backup" in line
+    listed = cli("db", "backups")
+    assert listed.returncode == 0 and "manual" in listed.stdout and "scheduled" in listed.stdout
+    refused = cli("db", "restore")  # not without --yes when nobody can be asked
+    assert refused.returncode == 2 and "--yes" in refused.stderr
+    restored = cli("db", "restore", "--yes")
+    assert restored.returncode == 0, restored.stderr
+    assert "restored" in restored.stdout and "kept as desktop-agent.db.damaged-" in restored.stdout
+    assert list(lab.db_path.parent.glob("desktop-agent.db.damaged-*"))  # kept, not deleted
+    runs = cli("runs", "--json")
+    assert runs.returncode == 0, runs.stderr
+    assert '"status": "completed"' in runs.stdout and first.id in runs.stdout
+    lab.client = Client(lab.db_path, lab.settings)  # for the fixture's close()
