@@ -485,9 +485,16 @@ def cmd_worker(args: argparse.Namespace, out: Out) -> int:
     return EXIT_OK
 
 
+def _warn_storage(client: Any) -> None:
+    warning = client.storage_warning()
+    if warning:
+        print(f"desktop-agent: warning: {warning}", file=sys.stderr)
+
+
 def cmd_runs(args: argparse.Namespace, out: Out) -> int:
     """List runs."""
     client = _client(args)
+    _warn_storage(client)
     statuses = [RunStatus(s) for s in args.status] if args.status else None
     runs = client.runs(statuses, search=args.search, limit=args.limit)
     if out.as_json:
@@ -508,6 +515,7 @@ def cmd_runs(args: argparse.Namespace, out: Out) -> int:
 def cmd_show(args: argparse.Namespace, out: Out) -> int:
     """Show a run and its journal."""
     client = _client(args)
+    _warn_storage(client)
     run = client.run(args.run)
     steps = client.steps(run.id)
     if out.as_json:

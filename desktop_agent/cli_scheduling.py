@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import argparse
 import time
-from dataclasses import asdict
 from collections.abc import Callable
+from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 from desktop_agent import cli_backup, config

@@ -67,6 +67,7 @@ class _ShotKeyring(keyring.backend.KeyringBackend):
     priority = 1
 
     def __init__(self) -> None:
+        self.set_properties_from_env()  # what the (untyped) base __init__ does
         self.values: dict[tuple[str, str], str] = {}
 
     def get_password(self, service: str, username: str) -> str | None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -44,6 +45,9 @@ DEFAULT_SYSTEM_PROMPT = (
     "files and pages you used. When the goal is met, answer with a short summary of what you "
     "found and where you wrote it."
 )
+
+LOW_DISK_BYTES = 2 * 2**20
+"""Free space below which :meth:`Client.storage_warning` warns."""
 
 WORKER_STALE_S = 45.0
 """A worker whose heartbeat is older than this is shown as offline."""
@@ -372,6 +376,23 @@ class Client:
         return approval
 
     # ------------------------------------------------------------------ worker
+
+    def storage_warning(self) -> str | None:
+        """A warning when the disk holding the database is (nearly) full, else None.
+
+        Read-only on purpose: when the disk is full the worker cannot even record why its
+        runs stopped, but this check still works.
+        """
+        try:
+            free = shutil.disk_usage(self.db_path.parent).free
+        except OSError:
+            return None
+        if free >= LOW_DISK_BYTES:
+            return None
+        return (
+            f"the disk holding the database is full ({free // 1024} KB free): runs cannot "
+            "save their steps and wait; they go on by themselves once space is freed"
+        )
 
     def worker_status(self) -> WorkerStatus:
         """Whether a live worker serves this database."""

@@ -6,9 +6,7 @@ new or changed schedules and watches within seconds, and starts batch items as r
 
 from __future__ import annotations
 
-import fnmatch
 import math
-import os
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -21,7 +19,6 @@ from desktop_agent.domain.scheduling import (
     Batch,
     BatchItem,
     BatchProgress,
-    FileKey,
     FolderWatch,
     OverlapPolicy,
     RunTemplate,
@@ -30,6 +27,7 @@ from desktop_agent.domain.scheduling import (
 )
 from desktop_agent.persistence.archive import Archiver, ArchiveResult, DbInfo, db_info, vacuum
 from desktop_agent.persistence.schedules import ScheduleStore
+from desktop_agent.scheduler.folders import folder_files
 from desktop_agent.scheduler.timing import check_timezone, parse_crontab
 
 MIN_INTERVAL_S = 1.0
@@ -61,18 +59,6 @@ class RunOptions:
 
 def _new_id(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
-
-
-def list_folder(folder: Path, pattern: str = "*") -> list[FileKey]:
-    """Regular, visible files directly in ``folder`` matching ``pattern``, by name."""
-    keys = []
-    for entry in sorted(os.scandir(folder), key=lambda e: e.name):
-        if entry.name.startswith(".") or not fnmatch.fnmatch(entry.name, pattern):
-            continue
-        if entry.is_file(follow_symlinks=False):
-            st = entry.stat(follow_symlinks=False)
-            keys.append(FileKey(str(Path(folder, entry.name)), st.st_size, st.st_mtime_ns))
-    return keys
 
 
 def _folder(path: str | Path, what: str) -> Path:
@@ -220,7 +206,7 @@ class Scheduling:
             raise InvalidInputError("concurrency must be at least 1")
         if folder is not None:
             where = _folder(folder, "folder")
-            items = [k.path for k in list_folder(where, pattern)]
+            items = [k.path for k in folder_files(where, pattern)]
             source = f"files of {where}" + (f" matching {pattern}" if pattern != "*" else "")
         else:
             path = Path(str(lines)).expanduser().absolute()
@@ -306,7 +292,7 @@ class Scheduling:
             created_at=now,
             updated_at=now,
         )
-        baseline = [] if include_existing else list_folder(where, pattern)
+        baseline = [] if include_existing else folder_files(where, pattern)
         self.store.add_watch(watch, baseline)
         return self.store.get_watch(watch.id)
 

@@ -7,7 +7,7 @@ them, the run is built from a :class:`RunTemplate`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from enum import StrEnum
 
 from desktop_agent.domain.enums import RunStatus
@@ -322,7 +322,3 @@ class StuckRun:
     flagged_at: float
     message: str
 
-
-def with_goal(template: RunTemplate, goal: str) -> RunTemplate:
-    """``template`` with another goal."""
-    return replace(template, goal=goal)

@@ -28,7 +28,7 @@ from sqlalchemy.exc import OperationalError
 from desktop_agent.domain.errors import InvalidInputError, StorageError
 from desktop_agent.persistence.db import Database
 from desktop_agent.persistence.mapping import loads
-from desktop_agent.persistence.schedules import SYNC_ITEMS, TERMINAL
+from desktop_agent.persistence.scheduling_rows import SYNC_ITEMS, TERMINAL
 
 _JSON_COLUMNS = {
     "runs": ("spec", "budget"),

@@ -79,17 +79,20 @@ def is_corruption(text: str) -> bool:
     return any(word in low for word in _CORRUPT)
 
 
-def damaged_message(db_path: Path, detail: str) -> str:
-    """What to tell the user about a damaged database, with the offer to restore."""
+def restore_offer(db_path: Path) -> str:
+    """The way back for a damaged database: the newest backup, if there is one."""
     latest = newest_backup(db_path)
     if latest is None:
-        offer = "no automatic backup exists yet; restore the file from your own backups"
-    else:
-        offer = (
-            f"`desktop-agent db restore` puts back the newest backup, "
-            f"{latest.describe()}; what changed after it is not in it"
-        )
-    return f"the database {db_path} is damaged ({detail}); {offer}"
+        return "no automatic backup exists yet; restore the file from your own backups"
+    return (
+        f"`desktop-agent db restore` puts back the newest backup, "
+        f"{latest.describe()}; what changed after it is not in it"
+    )
+
+
+def damaged_message(db_path: Path, detail: str) -> str:
+    """What to tell the user about a damaged database, with the offer to restore."""
+    return f"the database {db_path} is damaged ({detail}); {restore_offer(db_path)}"
 
 
 def list_backups(db_path: Path) -> list[BackupInfo]:

@@ -44,6 +44,16 @@ def busy_timeout_ms() -> int:
     raw = os.environ.get(BUSY_TIMEOUT_ENV, "").strip()
     return int(raw) if raw.isdigit() else BUSY_TIMEOUT_MS
 
+
+def locked_message(busy_ms: int | None = None) -> str:
+    """What to tell the user when another process held the write lock too long."""
+    waited = (busy_ms if busy_ms is not None else busy_timeout_ms()) / 1000
+    return (
+        f"the database is locked by another process and stayed locked for {waited:g} s; "
+        "close other desktop-agent copies or wait"
+    )
+
+
 MIGRATIONS = Path(__file__).with_name("migrations")
 
 
@@ -98,8 +108,8 @@ def _check_sqlite_file(path: Path) -> None:
         raise StorageError(f"cannot read the database {path}: {exc.strerror}") from None
     if header != b"SQLite format 3\x00":
         raise StorageError(
-            backup.damaged_message(path, "not an SQLite file, or its header is damaged")
-            + "; or point --db elsewhere"
+            f"{path} is not a desktop-agent database (not SQLite, or damaged); "
+            f"{backup.restore_offer(path)}; or point --db elsewhere"
         )
 
 
@@ -152,6 +162,7 @@ class Database:
 
     def __init__(self, settings: DbSettings, *, migrate: bool = True) -> None:
         self.settings = settings
+        self.busy_ms = busy_timeout_ms()
         path = settings.sqlite_path
         self.is_sqlite = path is not None
         if path is not None:
@@ -174,6 +185,8 @@ class Database:
             self.dispose()
             if path is not None and backup.is_corruption(str(exc.orig)):
                 raise StorageError(backup.damaged_message(path, str(exc.orig))) from None
+            if "locked" in str(exc.orig):
+                raise StorageError(locked_message(self.busy_ms)) from None
             raise StorageError(f"cannot open the database {self.describe()}: {exc.orig}") from None
         except BaseException:
             self.dispose()
@@ -218,7 +231,7 @@ class Database:
 
     def check_schema(self) -> None:
         """Refuse a database written by a newer release."""
-        with self.writer.connect() as conn:
+        with self.reader.connect() as conn:  # a reader: opening never waits for writers
             rev = self.current_revision(conn)
             script = ScriptDirectory.from_config(self._alembic_config(conn))
             known = {s.revision for s in script.walk_revisions()}
@@ -231,6 +244,10 @@ class Database:
     def migrate(self) -> None:
         """Create or upgrade the schema to the newest revision."""
         self.check_schema()
+        with self.reader.connect() as conn:
+            script = ScriptDirectory.from_config(self._alembic_config(conn))
+            if self.current_revision(conn) == script.get_current_head():
+                return  # up to date: no write lock taken
         with self.writer.connect() as conn:
             cfg = self._alembic_config(conn)
             script = ScriptDirectory.from_config(cfg)

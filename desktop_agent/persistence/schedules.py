@@ -9,12 +9,12 @@ from a template are inserted in the same transaction as the record that says the
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, Protocol
+from typing import Any
 
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
-from desktop_agent.domain import Run, RunStatus
+from desktop_agent.domain import Run
 from desktop_agent.domain.errors import InvalidStateError, NotFoundError
 from desktop_agent.domain.scheduling import (
     Batch,
@@ -26,132 +26,24 @@ from desktop_agent.domain.scheduling import (
     FolderWatch,
     ItemStatus,
     OverlapPolicy,
-    RunTemplate,
     Schedule,
     StuckRun,
 )
 from desktop_agent.persistence.db import Database
-from desktop_agent.persistence.mapping import dumps, loads
+from desktop_agent.persistence.mapping import dumps
+from desktop_agent.persistence.scheduling_rows import (
+    SYNC_ITEMS,
+    TERMINAL,
+    RunMaker,
+    batch_from_row,
+    item_from_row,
+    run_params,
+    schedule_from_row,
+    watch_from_row,
+)
 from desktop_agent.persistence.store import SqlStore
 
-TERMINAL = "('completed', 'failed', 'cancelled')"
-"""Run statuses a run never leaves, as SQL."""
-
-_ITEM_OF_RUN = (
-    "CASE r.status WHEN 'completed' THEN 'completed' WHEN 'failed' THEN 'failed' "
-    "WHEN 'cancelled' THEN 'cancelled' ELSE 'running' END"
-)
-
-
-SYNC_ITEMS = (
-    f"UPDATE batch_items SET status = (SELECT {_ITEM_OF_RUN} FROM runs r "
-    "WHERE r.id = batch_items.run_id), updated_at = :now "
-    f"WHERE status = 'running' AND run_id IN (SELECT id FROM runs WHERE status IN {TERMINAL})"
-)
-"""Copy the end of item runs into the items (so progress survives archiving the runs)."""
-
-
-class RunMaker(Protocol):
-    """Builds a queued run from a template (choosing its id and preparing its workspace)."""
-
-    def __call__(
-        self,
-        template: RunTemplate,
-        *,
-        goal: str | None = None,
-        parent_id: str | None = None,
-        schedule_id: str | None = None,
-        source_file: str | None = None,
-    ) -> Run:
-        """A new run, not yet stored."""
-        ...
-
-
-def run_params(run: Run) -> dict[str, Any]:
-    """Column values of a new run (the same columns ``SqlStore.create_run`` writes)."""
-    return {
-        "id": run.id,
-        "goal": run.goal,
-        "title": run.title,
-        "status": str(run.status),
-        "spec": dumps(run.spec.to_json()),
-        "definition_hash": run.spec.definition_hash,
-        "workspace": run.workspace,
-        "budget": dumps(run.budget.to_json()),
-        "created_at": run.created_at,
-        "updated_at": run.created_at,
-        "parent_id": run.parent_id,
-        "schedule_id": run.schedule_id,
-    }
-
-
-# --------------------------------------------------------------------------- mapping
-
-
-def schedule_from_row(r: Any) -> Schedule:
-    """Map a ``schedules`` row."""
-    return Schedule(
-        id=r["id"],
-        name=r["name"] or "",
-        template=RunTemplate.from_json(loads(r["template"])),
-        cron=r["cron"],
-        every_s=r["every_s"],
-        timezone=r["timezone"] or "",
-        overlap=OverlapPolicy(r["overlap"]),
-        paused=bool(r["paused"]),
-        created_at=r["created_at"],
-        updated_at=r["updated_at"],
-        last_fire_at=r["last_fire_at"],
-        fire_count=r["fire_count"],
-        skipped=r["skipped"],
-        queued=r["queued"],
-        last_run_id=r["last_run_id"],
-        last_result=r["last_result"] or "",
-        version=r["version"],
-    )
-
-
-def watch_from_row(r: Any) -> FolderWatch:
-    """Map a ``watches`` row."""
-    return FolderWatch(
-        id=r["id"],
-        folder=r["folder"],
-        pattern=r["pattern"],
-        template=RunTemplate.from_json(loads(r["template"])),
-        scan_s=r["scan_s"],
-        paused=bool(r["paused"]),
-        created_at=r["created_at"],
-        updated_at=r["updated_at"],
-        version=r["version"],
-    )
-
-
-def batch_from_row(r: Any) -> Batch:
-    """Map a ``batches`` row."""
-    return Batch(
-        id=r["id"],
-        template=RunTemplate.from_json(loads(r["template"])),
-        source=r["source"] or "",
-        concurrency=r["concurrency"],
-        total=r["total"],
-        created_at=r["created_at"],
-        from_folder=bool(r["from_folder"]),
-    )
-
-
-def _item_from_row(r: Any) -> BatchItem:
-    status = ItemStatus(r["status"])
-    if r["run_status"] is not None:
-        status = ItemStatus.of_run(RunStatus(r["run_status"]))
-    return BatchItem(
-        batch_id=r["batch_id"],
-        idx=r["idx"],
-        item=r["item"],
-        status=status,
-        run_id=r["run_id"],
-        attempts=r["attempts"],
-        updated_at=r["updated_at"],
-    )
+_STALE = FireResult(FireKind.STALE, message="changed or handled elsewhere")
 
 
 class ScheduleStore(SqlStore):
@@ -299,36 +191,40 @@ class ScheduleStore(SqlStore):
                 conn, "SELECT version, paused FROM schedules WHERE id = :id", id=schedule.id
             )
             if not rows or rows[0]["version"] != schedule.version or rows[0]["paused"]:
-                return FireResult(FireKind.STALE, message="changed or handled elsewhere")
+                return _STALE
             when = f"{missed} firings coalesced into one" if missed > 1 else "on time"
             active = self._active_run(conn, "schedule_id", schedule.id)
             sets = "last_fire_at = :at, fire_count = fire_count + 1, version = version + 1"
             sets += ", updated_at = :now, last_result = :msg"
+            run = None
             if active is not None and schedule.overlap == OverlapPolicy.SKIP:
                 result = FireResult(
                     FireKind.SKIPPED, message=f"skipped ({when}): run {active} is still active"
                 )
                 sets += ", skipped = skipped + 1"
-                run_id = None
             elif active is not None:
                 result = FireResult(FireKind.QUEUED, message=f"queued ({when}) behind run {active}")
                 sets += ", queued = queued + 1"
-                run_id = None
             else:
                 run = make_run(schedule.template, schedule_id=schedule.id)
-                self._insert_run(conn, run)
-                run_id = run.id
                 result = FireResult(FireKind.STARTED, run.id, f"started run {run.id} ({when})")
                 sets += ", last_run_id = :rid"
-            self._exec(
+            # The version guard makes a concurrent firing (another worker, PostgreSQL's
+            # read committed) lose here instead of starting a second run.
+            n = self._exec(
                 conn,
-                f"UPDATE schedules SET {sets} WHERE id = :id",
+                f"UPDATE schedules SET {sets} WHERE id = :id AND version = :v",
                 at=fire_at,
                 now=now,
                 msg=result.message,
-                rid=run_id,
+                rid=run.id if run else None,
                 id=schedule.id,
+                v=schedule.version,
             )
+            if n != 1:
+                return _STALE
+            if run is not None:
+                self._insert_run(conn, run)
             return result
 
         return self._write(txn)
@@ -341,16 +237,18 @@ class ScheduleStore(SqlStore):
             if self._active_run(conn, "schedule_id", schedule.id) is not None:
                 continue
             run = make_run(schedule.template, schedule_id=schedule.id)
-            self._insert_run(conn, run)
-            self._exec(
+            n = self._exec(
                 conn,
                 "UPDATE schedules SET queued = queued - 1, last_run_id = :rid, updated_at = :now, "
-                "last_result = :msg, version = version + 1 WHERE id = :id",
+                "last_result = :msg, version = version + 1 WHERE id = :id AND queued > 0",
                 rid=run.id,
                 now=now,
                 msg=f"started queued run {run.id}",
                 id=schedule.id,
             )
+            if n != 1:
+                continue
+            self._insert_run(conn, run)
             started.append(run.id)
         return started
 
@@ -406,7 +304,7 @@ class ScheduleStore(SqlStore):
                 b=batch_id,
             )
         )
-        return [_item_from_row(r) for r in rows]
+        return [item_from_row(r) for r in rows]
 
     def batch_progress(self, batch_id: str) -> BatchProgress:
         """Counts of the batch's items by status."""
@@ -505,16 +403,19 @@ class ScheduleStore(SqlStore):
                     parent_id=batch.id,
                     source_file=text if batch.from_folder else None,
                 )
-                self._insert_run(conn, run)
-                self._exec(
+                n = self._exec(
                     conn,
                     "UPDATE batch_items SET status = 'running', run_id = :rid, "
-                    "attempts = attempts + 1, updated_at = :now WHERE batch_id = :b AND idx = :i",
+                    "attempts = attempts + 1, updated_at = :now "
+                    "WHERE batch_id = :b AND idx = :i AND status = 'pending'",
                     rid=run.id,
                     now=now,
                     b=batch.id,
                     i=item["idx"],
                 )
+                if n != 1:  # another worker dispatched it first
+                    continue
+                self._insert_run(conn, run)
                 started.append(run.id)
         return started
 

@@ -33,7 +33,7 @@ from desktop_agent.domain import (
 from desktop_agent.domain.errors import NotFoundError, StorageError
 from desktop_agent.engine.ports import RunPatch, Snapshot, StepIntent, StepOutcome
 from desktop_agent.persistence import backup
-from desktop_agent.persistence.db import Database, busy_timeout_ms
+from desktop_agent.persistence.db import Database, locked_message
 from desktop_agent.persistence.mapping import (
     approval_from_row,
     approval_params,
@@ -120,7 +120,7 @@ class SqlStore:
             with self.db.write() as conn:
                 return fn(conn)
         except OperationalError as exc:
-            raise StorageError(_storage_message(exc)) from exc
+            raise StorageError(_storage_message(exc, self.db.busy_ms)) from exc
         except DatabaseError as exc:
             damaged = self._damaged(exc)
             if damaged is None:
@@ -132,7 +132,7 @@ class SqlStore:
             with self.db.read() as conn:
                 return fn(conn)
         except OperationalError as exc:
-            raise StorageError(_storage_message(exc)) from exc
+            raise StorageError(_storage_message(exc, self.db.busy_ms)) from exc
         except DatabaseError as exc:
             damaged = self._damaged(exc)
             if damaged is None:
@@ -789,13 +789,10 @@ class SqlStore:
         return len(runs)
 
 
-def _storage_message(exc: DBAPIError) -> str:
+def _storage_message(exc: DBAPIError, busy_ms: int | None = None) -> str:
     text = str(exc.orig) if exc.orig is not None else str(exc)
     if "locked" in text:
-        return (
-            "the database is locked by another process and stayed locked for "
-            f"{busy_timeout_ms() / 1000:g} s; close other desktop-agent copies or wait"
-        )
+        return locked_message(busy_ms)
     if "disk" in text and "full" in text:
         return "the disk is full: free some space; nothing committed was lost"
     if "readonly" in text or "read-only" in text:

@@ -233,10 +233,11 @@ class SchedulerService:
         """Rebuild the wake-up, schedule and watch jobs from the database."""
         if self._sched is None:
             return
+        # The token first: a change made while the rest is read shows at the next sync.
+        token = self.port.definitions_token()
         wakes = self.port.wake_times()
         schedules = self.port.schedules()
         watches = self.port.watches()
-        token = self.port.definitions_token()
         with self._lock:
             self._offset = self.clock.now() - time.time()
             self._token = token
@@ -324,7 +325,9 @@ class SchedulerService:
         signature: Hashable = None,
     ) -> None:
         """Register ``job_id`` for clock time ``at`` unless it already is, with this signature."""
-        real = at - self._offset
+        # Translate with the clock's offset now, not the last sync's: a job set again
+        # because it fired before its time must land in the future.
+        real = time.time() + (at - self.clock.now())
         old = self._jobs.get(job_id)
         if (
             old is not None

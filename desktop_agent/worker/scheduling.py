@@ -13,8 +13,6 @@ fell due in between. Never set it otherwise.
 
 from __future__ import annotations
 
-import contextlib
-import fnmatch
 import logging
 import os
 import shutil
@@ -26,7 +24,6 @@ from pathlib import Path
 from desktop_agent.config import Settings
 from desktop_agent.domain import Run
 from desktop_agent.domain.scheduling import (
-    FileKey,
     FireResult,
     FolderWatch,
     RunTemplate,
@@ -37,6 +34,7 @@ from desktop_agent.engine.ports import Clock
 from desktop_agent.persistence.archive import Archiver
 from desktop_agent.persistence.schedules import ScheduleStore
 from desktop_agent.persistence.store import SqlStore
+from desktop_agent.scheduler.folders import folder_files
 from desktop_agent.scheduler.service import SchedulerConfig, SchedulerService
 from desktop_agent.worker.worker import Worker
 
@@ -180,7 +178,7 @@ class DbSchedulerPort:
             return []
         seen = self.schedules_db.seen_files(watch.id)
         started = []
-        for key in folder_files(Path(watch.folder), watch.pattern, settle_s=SETTLE_S):
+        for key in folder_files(Path(watch.folder), watch.pattern, settle_s=SETTLE_S, by_time=True):
             if key in seen:
                 continue
             run_id = self.schedules_db.start_for_file(watch, key, self.make_run, now)
@@ -200,32 +198,6 @@ class DbSchedulerPort:
     def archive_finished(self, before: float, now: float) -> int:
         """Archive and remove runs finished before ``before``."""
         return len(self.archiver.archive(before).run_ids)
-
-
-def folder_files(folder: Path, pattern: str = "*", *, settle_s: float = 0.0) -> list[FileKey]:
-    """Regular, visible files directly in ``folder`` matching ``pattern``, oldest first.
-
-    Files modified less than ``settle_s`` seconds ago (real time: file times are real)
-    are left for a later scan, as they may still be being written.
-    """
-    keys = []
-    real_now = time.time()
-    try:
-        entries = list(os.scandir(folder))
-    except OSError as exc:
-        log.warning("cannot scan %s: %s", folder, exc.strerror)
-        return []
-    for entry in entries:
-        if entry.name.startswith(".") or not fnmatch.fnmatch(entry.name, pattern):
-            continue
-        with contextlib.suppress(OSError):
-            if not entry.is_file(follow_symlinks=False):
-                continue
-            st = entry.stat(follow_symlinks=False)
-            if real_now - st.st_mtime < settle_s:
-                continue
-            keys.append(FileKey(str(Path(folder, entry.name)), st.st_size, st.st_mtime_ns))
-    return sorted(keys, key=lambda k: (k.mtime_ns, k.path))
 
 
 def attach_scheduler(

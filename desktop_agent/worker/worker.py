@@ -105,6 +105,7 @@ class Worker:
         self._cooldown: dict[str, float] = {}
         self._storage_problem = ""
         self._storage_backoff: dict[str, float] = {}
+        self._unreleased: set[str] = set()
         self._last_storage_retry = 0.0
         self._last_backup_check = 0.0
         self._backup_thread: threading.Thread | None = None
@@ -169,6 +170,9 @@ class Worker:
         if self.notifier is not None:
             self.notifier.tick(now)
         self._reap()
+        for run_id in sorted(self._unreleased):
+            self.store.release_run(run_id, self.id)
+            self._unreleased.discard(run_id)
         self._watch_cancels()
         self._retry_storage_pauses(now)
         self._backup_if_due(now)
@@ -193,7 +197,8 @@ class Worker:
             if before is not None and self._progress_mark(run_id) == before:
                 # Nothing moved: don't spin on a run whose commands cannot apply yet.
                 log.warning("run %s made no progress; retrying it in 5 s", run_id)
-                self._cooldown[run_id] = self.clock.now() + 5.0
+                again = self.clock.now() + 5.0
+                self._cooldown[run_id] = max(self._cooldown.get(run_id, 0.0), again)
 
     def _progress_mark(self, run_id: str) -> tuple[object, ...] | None:
         try:
@@ -246,14 +251,19 @@ class Worker:
         self._storage_backoff[run_id] = delay
         retry_at = self.clock.now() + delay
         when = time.strftime("%H:%M:%S", time.localtime(retry_at))
+        kept = "" if "nothing committed was lost" in str(exc) else " Nothing committed was lost;"
         message = (
-            f"Paused: {exc}. Nothing committed was lost; the run resumes by itself once the "
-            f"database can be written again (next try at {when})."
+            f"Paused: {exc}.{kept} The run resumes by itself once the database can be "
+            f"written again (next try at {when})."
         )
         try:
             self.store.park_for_storage(run_id, message, retry_at)
         except DesktopAgentError as again:
+            # Not even that can be written (a really full disk): the run stays "running"
+            # without a lease; it is tried again at retry_at, and readers see the disk
+            # full (Client.storage_warning).
             log.error("run %s: cannot record the pause either: %s", run_id, again)
+            self._cooldown[run_id] = retry_at
 
     def _retry_storage_pauses(self, now: float) -> None:
         """Queue a resume for runs paused by storage whose retry time came.
@@ -265,7 +275,7 @@ class Worker:
         self._last_storage_retry = now
         for run_id in self.store.storage_paused_due(now):
             self.store.add_command(run_id, CommandKind.RESUME, {"why": "storage works again"})
-            log.info("run %s: storage works again; resuming", run_id)
+            log.info("run %s: retrying after the storage problem", run_id)
 
     def _storage_failed(self, exc: StorageError) -> None:
         if str(exc) != self._storage_problem:
@@ -306,8 +316,12 @@ class Worker:
                 continue
             del self._in_flight[run_id]
             self.activations += 1
-            with contextlib.suppress(DesktopAgentError):
+            try:
                 self.store.release_run(run_id, self.id)
+            except DesktopAgentError:
+                # Kept until the release is written: else our own heartbeat would renew a
+                # lease nobody works on, and the run would never be claimed again.
+                self._unreleased.add(run_id)
             if self.on_activation_end is not None:
                 self.on_activation_end(run_id)
             if self.notifier is not None:

@@ -51,7 +51,6 @@ class Case:
         open_step: which step the crash leaves open: ``target``, ``previous`` (the step
             before the target: its outcome was still buffered), ``next`` (its intent
             shared the target's outcome commit), ``none``, or ``any``.
-        repeat: the open step is an idempotent effect that had happened already.
         crash_env: extra environment of the crashing worker.
         env: extra environment of both workers.
     """
@@ -59,7 +58,6 @@ class Case:
     point: str
     target: tuple[str, int] | None
     open_step: str
-    repeat: bool = False
     crash_env: dict[str, str] = field(default_factory=dict)
     env: dict[str, str] = field(default_factory=dict)
 
@@ -85,8 +83,8 @@ CASES = {
     "after-intent-model-call": Case("after_intent", ("demo", 2), "target"),
     "after-intent-append": Case("after_intent", ("append_note", 1), "target"),
     "after-effect-model-call": Case("after_effect", ("demo", 3), "target"),
-    "after-effect-append": Case("after_effect", ("append_note", 2), "target", repeat=True),
-    "after-effect-overwrite": Case("after_effect", ("write_file", 2), "target", repeat=True),
+    "after-effect-append": Case("after_effect", ("append_note", 2), "target"),
+    "after-effect-overwrite": Case("after_effect", ("write_file", 2), "target"),
     "after-outcome-append": Case("after_outcome", ("append_note", 1), "next"),
     "after-outcome-final-answer": Case("after_outcome", ("demo", -1), "none"),
     "before-snapshot": Case("before_snapshot", None, "any", env=SNAPSHOTS),

@@ -98,6 +98,13 @@ def test_run_list_model(qtmodeltester: ModelTesterFixture) -> None:
     assert model.index(model.row_of("run001"), RunColumn.COST).data().endswith("sim.")
     assert model.index(model.row_of("run001"), RunColumn.MODEL).data() == "Demo (offline)"
     assert model.index(0, RunColumn.PROGRESS).data(RunRole.PROGRESS) == 0.5
+    # A full refresh (e.g. after runs were archived) removes rows without a reset.
+    resets: list[bool] = []
+    model.modelReset.connect(lambda: resets.append(True))
+    model.apply([RunRow(run(1)), changed], full=True)
+    qtmodeltester.check(model)
+    assert model.rowCount() == 2 and not resets
+    assert model.row_of("run007") == -1 and model.row_of("run002") >= 0
 
 
 def test_run_filter_proxy(qtmodeltester: ModelTesterFixture) -> None:

@@ -59,7 +59,7 @@ def goal_number(request_messages: object) -> int:
     return int(match.group(1))
 
 
-def answered(request_messages: list[dict[str, object]]) -> bool:
+def answered(request_messages: object) -> bool:
     """Whether the request carries a tool result (the run is past its first call)."""
     return "tool_result" in str(request_messages)
 

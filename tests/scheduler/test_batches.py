@@ -22,7 +22,7 @@ def test_a_batch_runs_its_items_a_few_at_a_time_and_reports_progress(
     client: Client, make_rig: RigFactory, tmp_path: Path
 ) -> None:
     def script(req: ModelRequest) -> Reply:
-        if answered(list(req.messages)):
+        if answered(req.messages):
             return Reply("done")
         return Reply("check", [("ask_user", {"question": "ok?"})])
 
@@ -102,7 +102,7 @@ def test_failed_items_are_retried_alone(
     assert (Path(run3.workspace) / "r3.md").read_text() == "report 3\n"
     assert run3.goal == "Summarise report r3.md"
 
-    with pytest.raises(InvalidStateError, match="item 0 .* is completed"):
+    with pytest.raises(InvalidStateError, match=r"item 0 .* is completed"):
         rig.sched.retry_batch(batch.id, [0])
     broken.clear()
     assert rig.sched.retry_batch(batch.id, [3]) == [3]

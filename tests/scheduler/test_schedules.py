@@ -30,7 +30,7 @@ def _asks_first() -> ScriptedModel:
     """Each run asks the analyst a question, so it stays active until answered."""
 
     def script(req: ModelRequest) -> Reply:
-        if answered(list(req.messages)):
+        if answered(req.messages):
             return Reply("done")
         return Reply("one question", [("ask_user", {"question": "go on?"})])
 

@@ -30,7 +30,7 @@ def test_500_runs_waiting_on_timers_hold_no_thread_and_each_wakes_at_its_time(
         return base + 60.0 * (k + 1)
 
     def script(req: ModelRequest) -> Reply:
-        if answered(list(req.messages)):
+        if answered(req.messages):
             return Reply("awake")
         return Reply("sleeping", [("wait", {"until": wake_of(goal_number(req.messages))})])
 
@@ -80,8 +80,8 @@ def test_a_timer_wakes_its_run_on_time_through_a_real_apscheduler_job(
     client: Client, make_rig: RigFactory
 ) -> None:
     model = ScriptedModel(
-        lambda req: Reply("awake") if answered(list(req.messages)) else Reply(
-            "nap", [("wait", {"seconds": 1.5})]
+        lambda req: (
+            Reply("awake") if answered(req.messages) else Reply("nap", [("wait", {"seconds": 1.5})])
         )
     )
     run = client.start_run("nap 1", model=HAIKU, tools=["wait"])

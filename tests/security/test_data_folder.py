@@ -97,7 +97,7 @@ def test_key_is_nowhere_and_the_data_folder_is_private(tmp_path: Path, fake: Fak
         settings.save(db)
         client = Client(db, settings)
         demo = client.start_run("Summarise the sources", model="demo", workspace=ws)
-        claude = client.start_run("Read alpha", model="claude-sonnet-4-5", workspace=ws)
+        claude = client.start_run("Read alpha", model="claude-sonnet-5-5", workspace=ws)
     finally:
         os.umask(old)
     env = _env(tmp_path, fake.url)

@@ -278,14 +278,19 @@ class SettingsDialog(QDialog):
 
     def refresh_key_status(self) -> None:
         """Read where the key comes from (off the GUI thread)."""
-        self.run_task(self.keys.status, self._on_key_status, self._on_key_failed)
+        keys = self.keys
 
-    def _on_key_status(self, status: KeyStatus) -> None:
+        def read() -> tuple[KeyStatus, str]:
+            status = keys.status()
+            key = keys.get() if status.present else None
+            return status, mask(key) if key else ""
+
+        self.run_task(read, self._on_key_status, self._on_key_failed)
+
+    def _on_key_status(self, result: tuple[KeyStatus, str]) -> None:
+        status, masked = result
         text = status.message.split(";")[0]
-        self.key_status.setText(
-            f"Key: {text}."
-            + (" (set by the environment)" if status.source == "environment" else "")
-        )
+        self.key_status.setText(f"Key: {text}" + (f" ({masked})." if masked else "."))
         self.notice.setVisible(not status.secure_store)
         self.delete_key.setEnabled(status.source in ("keyring", "session"))
 

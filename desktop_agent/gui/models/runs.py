@@ -170,7 +170,8 @@ class RunListModel(QAbstractTableModel):
         if col == RunColumn.GOAL:
             return run.title or run.goal.splitlines()[0] if run.goal else run.id
         if col == RunColumn.MODEL:
-            return "Demo (offline)" if run.is_demo else model_label(run.model)
+            # The short name; notes such as a retirement date are in the tooltip and header.
+            return "Demo (offline)" if run.is_demo else model_label(run.model).split(" (")[0]
         if col == RunColumn.PROGRESS:
             return progress_text(row)
         if col == RunColumn.COST:
@@ -222,23 +223,36 @@ class RunListModel(QAbstractTableModel):
         return tuple(self._rows)
 
     def apply(self, rows: Iterable[RunRow], *, full: bool = False) -> None:
-        """Merge changed rows (or replace everything when ``full``)."""
+        """Merge changed rows; with ``full``, rows not given are removed.
+
+        Rows are removed, changed and inserted one by one (never a model reset), so that
+        views keep their selection when runs are archived away.
+        """
         self._now = time.time()
-        if full:
+        rows = list(rows)
+        if full and not self._rows:
             self.beginResetModel()
-            self._rows = list(rows)
+            self._rows = rows
             self._index = {r.run.id: i for i, r in enumerate(self._rows)}
             self.endResetModel()
             return
+        if full:
+            keep = {r.run.id for r in rows}
+            for i in range(len(self._rows) - 1, -1, -1):
+                if self._rows[i].run.id not in keep:
+                    self.beginRemoveRows(QModelIndex(), i, i)
+                    del self._rows[i]
+                    self.endRemoveRows()
+            self._index = {r.run.id: i for i, r in enumerate(self._rows)}
         new: list[RunRow] = []
         changed: list[int] = []
         for row in rows:
-            i = self._index.get(row.run.id)
-            if i is None:
+            at = self._index.get(row.run.id)
+            if at is None:
                 new.append(row)
-            elif self._rows[i] != row:
-                self._rows[i] = row
-                changed.append(i)
+            elif self._rows[at] != row:
+                self._rows[at] = row
+                changed.append(at)
         if changed:
             # One signal for the whole span: a sorting proxy re-sorts once, not per row.
             last = len(RunColumn) - 1
