@@ -299,11 +299,11 @@ def build(root: Path) -> tuple[Client, dict[str, str]]:
     ]
     r = client.start_run(
         "Compare churn drivers across the 2025 customer interviews",
-        model="claude-sonnet-4-5",
+        model="claude-sonnet-5-5",
         workspace=ws,
     ).id
     ids["claude_done"] = r
-    j = Journal(client, r, "claude-sonnet-4-5")
+    j = Journal(client, r, "claude-sonnet-5-5")
     j.model_call(
         "I'll plan first, then read each interview.",
         [("update_plan", {"items": _plan(0, plan_items)}), ("list_files", {"path": "."})],
@@ -347,11 +347,11 @@ def build(root: Path) -> tuple[Client, dict[str, str]]:
     # Running now: a model call streaming its answer.
     r = client.start_run(
         "Draft a competitor pricing brief from the vendor notes",
-        model="claude-opus-4-5",
+        model="claude-opus-5-5",
         workspace=ws,
     ).id
     ids["streaming"] = r
-    j = Journal(client, r, "claude-opus-4-5")
+    j = Journal(client, r, "claude-opus-5-5")
     pitems = ["Collect list prices", "Compare tiers", "Write the brief"]
     j.model_call(
         "Collecting list prices first.",
@@ -371,11 +371,11 @@ def build(root: Path) -> tuple[Client, dict[str, str]]:
     # Paused by the analyst.
     r = client.start_run(
         "Weekly digest of analyst notes for the product team",
-        model="claude-haiku-4-5",
+        model="claude-haiku-5-5",
         workspace=ws,
     ).id
     ids["paused"] = r
-    j = Journal(client, r, "claude-haiku-4-5")
+    j = Journal(client, r, "claude-haiku-5-5")
     j.model_call("Listing this week's notes.", [("list_files", {"path": "."})], tokens=(1800, 90))
     client.store.commit(
         r, patch=RunPatch(status=RunStatus.PAUSED, status_message="Paused by the analyst")
@@ -384,11 +384,11 @@ def build(root: Path) -> tuple[Client, dict[str, str]]:
     # Failed: a permanent API error.
     r = client.start_run(
         "Check that every source cited in the board memo still resolves",
-        model="claude-sonnet-4-5",
+        model="claude-sonnet-5-5",
         workspace=ws,
     ).id
     ids["failed"] = r
-    j = Journal(client, r, "claude-sonnet-4-5")
+    j = Journal(client, r, "claude-sonnet-5-5")
     j.model_call(
         "Fetching the first citation.", [("web_fetch", {"url": "https://example.org/report-2025"})]
     )
@@ -404,10 +404,10 @@ def build(root: Path) -> tuple[Client, dict[str, str]]:
 
     # Needs attention: an e-mail may or may not have been sent when the worker died.
     r = client.start_run(
-        "Email the Q3 summary to the research lead", model="claude-sonnet-4-5", workspace=ws
+        "Email the Q3 summary to the research lead", model="claude-sonnet-5-5", workspace=ws
     ).id
     ids["attention"] = r
-    j = Journal(client, r, "claude-sonnet-4-5")
+    j = Journal(client, r, "claude-sonnet-5-5")
     j.model_call("Sending the summary as asked.")
     j.tool(
         "send_email",
@@ -428,21 +428,21 @@ def build(root: Path) -> tuple[Client, dict[str, str]]:
 
     # Interrupted: its worker was killed mid-run (the recovery summary lists it).
     r = client.start_run(
-        "Extract the KPIs from the Q2 board deck", model="claude-sonnet-4-5", workspace=ws
+        "Extract the KPIs from the Q2 board deck", model="claude-sonnet-5-5", workspace=ws
     ).id
     ids["interrupted"] = r
-    j = Journal(client, r, "claude-sonnet-4-5")
+    j = Journal(client, r, "claude-sonnet-5-5")
     j.model_call("Reading the deck.", [("read_file", {"path": "sources/market-2025.md"})])
     j.model_call("", open_text="The deck reports")
 
     # Cancelled and queued.
     r = client.start_run(
         "Collect 2024 vs 2025 revenue figures from the annual reports",
-        model="claude-haiku-4-5",
+        model="claude-haiku-5-5",
         workspace=ws,
     ).id
     ids["cancelled"] = r
-    j = Journal(client, r, "claude-haiku-4-5")
+    j = Journal(client, r, "claude-haiku-5-5")
     j.model_call("Starting with the 2024 report.", [("list_files", {"path": "."})])
     client.store.commit(
         r,
@@ -453,7 +453,7 @@ def build(root: Path) -> tuple[Client, dict[str, str]]:
         ),
     )
     ids["queued"] = client.start_run(
-        "Index the interview transcripts by theme", model="claude-haiku-4-5", workspace=ws
+        "Index the interview transcripts by theme", model="claude-haiku-5-5", workspace=ws
     ).id
 
     # Spread the runs over the day, oldest first.
@@ -542,6 +542,8 @@ def main(out: Path) -> int:
     app = create_app()
     app.setStyle(QStyleFactory.create("Fusion"))
     with tempfile.TemporaryDirectory(prefix="desktop-agent-shots-") as tmp:
+        # The shots' folders live in a throwaway home, shown as ~/... like a user's own.
+        os.environ["HOME"] = tmp
         client, ids = build(Path(tmp))
         window = open_window(app, client, ids)
         demo_steps = client.steps(ids["demo"])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 import time
+from pathlib import Path
 
 from PySide6.QtCore import QRectF, QSize, Qt, Signal
 from PySide6.QtGui import QFontMetrics, QPainter, QPaintEvent, QPalette, QResizeEvent
@@ -260,4 +261,7 @@ class RunHeader(QWidget):
 
 
 def _short_path(path: str, keep: int = 48) -> str:
+    home = str(Path.home())
+    if path == home or path.startswith(home.rstrip("/") + "/"):
+        path = "~" + path[len(home.rstrip("/")) :]
     return path if len(path) <= keep else "…" + path[-(keep - 1) :]
