@@ -321,4 +321,3 @@ class StuckRun:
     last_progress_at: float
     flagged_at: float
     message: str
-
