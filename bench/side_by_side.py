@@ -293,7 +293,8 @@ def run_engine(folder: Path, n: int, size: int) -> Result:
     before = used_bytes(path)
     sync = _sync_level(db)
     started = time.perf_counter()
-    status = executor.execute(run_id)
+    # As the worker runs it: commands are read when the worker hints that some wait.
+    status = executor.execute(run_id, CancelToken(hinted=True))
     elapsed = time.perf_counter() - started
     assert status == RunStatus.COMPLETED, store.get_run(run_id).status_message
     steps = len(store.load_steps(run_id))

@@ -174,6 +174,7 @@ class Activation:
         self._mark = self.clock.now()
         self._since_snapshot = 0
         self.open_step: Step | None = None
+        self._read_commands = True  # the first boundary always reads the commands
 
     # ------------------------------------------------------------------ plumbing
 
@@ -388,7 +389,9 @@ class Activation:
         """Apply the analyst's commands; may pause, cancel or stop the run."""
         if self.cancel.cancelled:
             raise RunCancelled("cancelled")
-        cmds = self.store.pending_commands(self.run.id)
+        first, self._read_commands = self._read_commands, False
+        hinted = self.cancel.take_commands_hint()
+        cmds = self.store.pending_commands(self.run.id) if first or hinted else []
         waiting_step = open_step is not None and open_step.kind in CONTROL_WAIT_KINDS
         for cmd in cmds:
             self.apply_command(cmd, waiting_step=waiting_step)
@@ -438,7 +441,9 @@ class Activation:
                 self.commit(applied=[(cmd.id, f"ignored: run is {status}")])
         elif kind == CommandKind.STEER:
             if waiting_step:
-                return  # delivered when the wait ends, so the open step stays last
+                # Delivered when the wait ends, so that the open step stays last.
+                self._read_commands = True
+                return
             seq = self.next_seq
             text = str((cmd.payload or {}).get("text", ""))
             self.commit(

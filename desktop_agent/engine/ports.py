@@ -46,10 +46,30 @@ class SystemClock:
 
 
 class CancelToken:
-    """Set by the worker when the analyst cancels a run that is executing."""
+    """Set by the worker when the analyst cancels a run that is executing.
 
-    def __init__(self) -> None:
+    It also carries the worker's hint that commands are waiting for the run, so that a
+    step boundary reads the commands table only when there is something to read. A token
+    made with ``hinted=False`` (no worker watching) makes every boundary read it.
+    """
+
+    def __init__(self, *, hinted: bool = False) -> None:
         self._event = threading.Event()
+        self._hinted = hinted
+        self._commands = threading.Event()
+
+    def notify_commands(self) -> None:
+        """Tell the run that commands are waiting for it."""
+        self._commands.set()
+
+    def take_commands_hint(self) -> bool:
+        """Whether commands may be waiting (clears the hint)."""
+        if not self._hinted:
+            return True
+        if self._commands.is_set():
+            self._commands.clear()
+            return True
+        return False
 
     def cancel(self) -> None:
         """Ask the run to stop as soon as it can."""
@@ -109,6 +129,9 @@ class ModelPort(Protocol):
         cancel: CancelToken,
     ) -> ModelResponse:
         """Run one model turn, streaming text to ``on_text``.
+
+        ``request`` is read-only: its messages are the engine's working state, shared
+        rather than copied, so a port that needs to change them must copy first.
 
         Raises:
             RunCancelled: ``cancel`` was set while the call was in flight.

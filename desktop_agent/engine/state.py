@@ -106,8 +106,13 @@ class Conversation:
             self.message_seqs = [0]
 
     def request_messages(self) -> list[dict[str, Any]]:
-        """The messages to send with the next model call (outbox flushed)."""
-        msgs = copy.deepcopy(self.messages)
+        """The messages to send with the next model call (outbox flushed).
+
+        A new list holding the same message objects: copying every message before every
+        call would make each step cost as much as the whole conversation. Model ports
+        treat requests as read-only (see ``ModelPort.complete``).
+        """
+        msgs = list(self.messages)
         if self.outbox:
             msgs.append({"role": "user", "content": _ordered(self.outbox)})
         return msgs

@@ -727,13 +727,19 @@ class SqlStore:
 
     def pending_cancels(self) -> set[str]:
         """Runs with an unapplied cancel command."""
+        return {r for r, kinds in self.pending_command_kinds().items() if "cancel" in kinds}
+
+    def pending_command_kinds(self) -> dict[str, set[str]]:
+        """Kinds of the unapplied commands, by run."""
         rows = self._read(
             lambda c: self._rows(
-                c,
-                "SELECT DISTINCT run_id FROM commands WHERE applied_at IS NULL AND kind = 'cancel'",
+                c, "SELECT DISTINCT run_id, kind FROM commands WHERE applied_at IS NULL"
             )
         )
-        return {str(r["run_id"]) for r in rows}
+        out: dict[str, set[str]] = {}
+        for r in rows:
+            out.setdefault(str(r["run_id"]), set()).add(str(r["kind"]))
+        return out
 
     def waiting_wake_times(self) -> list[tuple[str, float]]:
         """(run id, wake time) of every waiting run that has one."""

@@ -7,6 +7,8 @@ error result the model reads), never a crash.
 
 from __future__ import annotations
 
+import functools
+
 from collections.abc import Mapping
 from typing import Any, ClassVar, Generic, TypeVar
 
@@ -46,9 +48,9 @@ class TypedTool(Generic[A]):
     effect: ClassVar[EffectClass] = EffectClass.READ_ONLY
     approval: ClassVar[ApprovalPolicy] = ApprovalPolicy.ALWAYS
 
-    @property
+    @functools.cached_property
     def input_schema(self) -> Mapping[str, JSON]:
-        """JSON schema of the arguments."""
+        """JSON schema of the arguments (built once per tool)."""
         schema = self.args_model.model_json_schema()
         schema.pop("title", None)
         for prop in schema.get("properties", {}).values():

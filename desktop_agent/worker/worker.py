@@ -173,7 +173,7 @@ class Worker:
         for run_id in sorted(self._unreleased):
             self.store.release_run(run_id, self.id)
             self._unreleased.discard(run_id)
-        self._watch_cancels()
+        self._watch_commands()
         self._retry_storage_pauses(now)
         self._backup_if_due(now)
         free = self.config.max_runs - len(self._in_flight)
@@ -183,7 +183,7 @@ class Worker:
         ]
         for run_id in candidates[: max(0, free)]:
             if self.store.claim_run(run_id, self.id, now, self.config.lease_s, self._dead):
-                token = CancelToken()
+                token = CancelToken(hinted=True)
                 fut = self._pool.submit(self._activate, run_id, token)
                 fut.add_done_callback(lambda _f: self.nudge())
                 self._in_flight[run_id] = (fut, token)
@@ -327,12 +327,16 @@ class Worker:
             if self.notifier is not None:
                 self.notifier.on_activation_end(run_id)
 
-    def _watch_cancels(self) -> None:
+    def _watch_commands(self) -> None:
         if not self._in_flight:
             return
-        cancels = self.store.pending_cancels()
+        pending = self.store.pending_command_kinds()
         for run_id, (_fut, token) in self._in_flight.items():
-            if run_id in cancels and not token.cancelled:
+            kinds = pending.get(run_id)
+            if not kinds:
+                continue
+            token.notify_commands()
+            if "cancel" in kinds and not token.cancelled:
                 token.cancel()
 
     def _find_dead_workers(self, now: float) -> list[str]:
