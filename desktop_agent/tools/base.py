@@ -8,7 +8,6 @@ error result the model reads), never a crash.
 from __future__ import annotations
 
 import functools
-
 from collections.abc import Mapping
 from typing import Any, ClassVar, Generic, TypeVar
 
