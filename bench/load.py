@@ -37,7 +37,7 @@ if str(REPO) not in sys.path:  # run as a script from anywhere
 
 from desktop_agent.client.api import Client  # noqa: E402
 from desktop_agent.config import Settings  # noqa: E402
-from desktop_agent.domain import RunStatus, StepStatus  # noqa: E402
+from desktop_agent.domain import RunStatus, StepStatus, Usage  # noqa: E402
 from desktop_agent.engine.ports import (  # noqa: E402
     CancelToken,
     ModelRequest,
@@ -78,6 +78,7 @@ class SlowDemo:
         idempotency_key: str,
         on_text: Callable[[str], None],
         cancel: CancelToken,
+        on_usage: Callable[[Usage, float], None] | None = None,
     ) -> ModelResponse:
         """The demo's answer, after this call's delay."""
         with self._lock:

@@ -267,6 +267,7 @@ def run_engine(folder: Path, n: int, size: int) -> Result:
             idempotency_key: str,
             on_text: Callable[[str], None],
             cancel: CancelToken,
+            on_usage: Callable[[Usage, float], None] | None = None,
         ) -> ModelResponse:
             done = (len(request.messages) - 1) // 2
             seq = idempotency_key.rsplit(":", 1)[-1]

@@ -255,6 +255,9 @@ class Step:
     usage: Usage = field(default_factory=Usage)
     cost_usd: float = 0.0
     effect: EffectClass | None = None
+    salvaged_usage: Usage = field(default_factory=Usage)
+    salvaged_cost_usd: float = 0.0
+    """What earlier, interrupted attempts of this step spent (already paid for)."""
 
     @property
     def idempotency_key(self) -> str:

@@ -29,6 +29,7 @@ from desktop_agent.domain import (
     Step,
     StepKind,
     StepStatus,
+    Usage,
     WaitReason,
 )
 from desktop_agent.domain.errors import RunCancelled
@@ -799,8 +800,11 @@ class PartialStreamer:
         self.act = act
         self.seq = seq
         self.parts: list[str] = []
+        self.usage = Usage()
+        self.cost_usd = 0.0
         self._last = time.monotonic()
         self._dirty = False
+        self._usage_saved = False
 
     @property
     def text(self) -> str:
@@ -815,10 +819,22 @@ class PartialStreamer:
             self.flush()
             self.act.crash_point("mid_stream")
 
+    def on_usage(self, usage: Usage, cost_usd: float) -> None:
+        """Called by the model adapter with the usage and dollars spent so far."""
+        self.usage = usage
+        self.cost_usd = cost_usd
+        self._dirty = True
+        if not self._usage_saved:
+            # The prompt is paid for as soon as the call starts: record it at once.
+            self._usage_saved = True
+            self.flush()
+
     def flush(self) -> None:
-        """Persist the text streamed so far, if it changed."""
+        """Persist the text streamed and the usage reported so far, if they changed."""
         if self._dirty:
-            self.act.store.save_partial(self.act.run.id, self.seq, self.text)
+            self.act.store.save_partial(
+                self.act.run.id, self.seq, self.text, self.usage, self.cost_usd
+            )
             self._dirty = False
             self._last = time.monotonic()
 
@@ -883,12 +899,15 @@ def compaction(act: Activation, open_seq: int | None, attempt: int) -> None:
             idempotency_key=f"{act.run.id}:{seq}",
             on_text=streamer.on_text,
             cancel=act.cancel,
+            on_usage=streamer.on_usage,
         )
         response = sanitize.check_response(response)
     except RunCancelled:
         raise
     except Exception as exc:
-        act.model_failed(seq, spec.model, input_, exc, streamer.text)
+        act.model_failed(
+            seq, spec.model, input_, exc, streamer.text, streamer.usage, streamer.cost_usd
+        )
         return
     summary = "\n".join(
         str(b.get("text", "")) for b in response.content if b.get("type") == "text"

@@ -175,6 +175,7 @@ class Activation:
         self._since_snapshot = 0
         self.open_step: Step | None = None
         self._read_commands = True  # the first boundary always reads the commands
+        self._salvage: dict[int, tuple[Usage, float]] = {}
 
     # ------------------------------------------------------------------ plumbing
 
@@ -274,6 +275,8 @@ class Activation:
                 finished_at=now,
                 usage=outcome.usage or Usage(),
                 cost_usd=outcome.cost_usd,
+                salvaged_usage=self._salvage.get(seq, (Usage(), 0.0))[0],
+                salvaged_cost_usd=self._salvage.get(seq, (Usage(), 0.0))[1],
             )
         else:
             assert intent is not None
@@ -487,6 +490,11 @@ class Activation:
         if step.kind in CONTROL_WAIT_KINDS:
             control.resume_wait(self, step)
         elif step.kind in (StepKind.MODEL_CALL, StepKind.COMPACTION):
+            # What the interrupted attempt spent (saved while it streamed) stays counted.
+            self._salvage[step.seq] = (
+                step.salvaged_usage + step.usage,
+                step.salvaged_cost_usd + step.cost_usd,
+            )
             attempt = self.store.restart_step(self.run.id, step.seq, salvaged=step.partial_text)
             self._mark_running()
             if step.kind == StepKind.MODEL_CALL:
@@ -553,6 +561,7 @@ class Activation:
                 idempotency_key=f"{self.run.id}:{seq}",
                 on_text=streamer.on_text,
                 cancel=self.cancel,
+                on_usage=streamer.on_usage,
             )
             response = sanitize.check_response(response)
         except RunCancelled:
@@ -561,11 +570,20 @@ class Activation:
                 StepKind.MODEL_CALL,
                 request.model,
                 input_,
-                StepOutcome(seq, StepStatus.FAILED, {"partial": streamer.text}, "cancelled"),
+                StepOutcome(
+                    seq,
+                    StepStatus.FAILED,
+                    {"partial": streamer.text},
+                    "cancelled",
+                    usage=streamer.usage,
+                    cost_usd=streamer.cost_usd,
+                ),
             )
             raise
         except (TransientError, PermanentError) as exc:
-            self.model_failed(seq, request.model, input_, exc, streamer.text)
+            self.model_failed(
+                seq, request.model, input_, exc, streamer.text, streamer.usage, streamer.cost_usd
+            )
             return
         streamer.flush()
         output = {
@@ -585,15 +603,24 @@ class Activation:
         )
         budgets.check_after_model_call(self)
 
-    def model_failed(self, seq: int, name: str, input_: JSON, exc: Exception, partial: str) -> None:
-        """Record a failed model call and decide what the run does next."""
+    def model_failed(
+        self,
+        seq: int,
+        name: str,
+        input_: JSON,
+        exc: Exception,
+        partial: str,
+        usage: Usage | None = None,
+        cost_usd: float = 0.0,
+    ) -> None:
+        """Record a failed model call (and what it spent) and decide what the run does next."""
         output: dict[str, JSON] = {"partial": partial, "error_code": getattr(exc, "code", "")}
         self.finish_step(
             seq,
             StepKind.MODEL_CALL,
             name,
             input_,
-            StepOutcome(seq, StepStatus.FAILED, output, str(exc)),
+            StepOutcome(seq, StepStatus.FAILED, output, str(exc), usage=usage, cost_usd=cost_usd),
         )
         now = self.clock.now()
         if isinstance(exc, AuthenticationError):

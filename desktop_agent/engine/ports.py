@@ -127,8 +127,13 @@ class ModelPort(Protocol):
         idempotency_key: str,
         on_text: Callable[[str], None],
         cancel: CancelToken,
+        on_usage: Callable[[Usage, float], None] | None = None,
     ) -> ModelResponse:
         """Run one model turn, streaming text to ``on_text``.
+
+        ``on_usage`` (if given) receives the usage and dollars spent so far, as soon as the
+        API reports them (the prompt at the start, output as it streams), so that a call
+        interrupted by a crash or a cancel is still counted.
 
         ``request`` is read-only: its messages are the engine's working state, shared
         rather than copied, so a port that needs to change them must copy first.
@@ -341,8 +346,15 @@ class JournalStore(Protocol):
         """Count another attempt of an in-flight step; keep its partial text. Returns attempt."""
         ...
 
-    def save_partial(self, run_id: str, seq: int, text: str) -> None:
-        """Persist text streamed so far by an in-flight model call."""
+    def save_partial(
+        self,
+        run_id: str,
+        seq: int,
+        text: str,
+        usage: Usage | None = None,
+        cost_usd: float = 0.0,
+    ) -> None:
+        """Persist what an in-flight model call streamed and spent so far."""
         ...
 
     def pending_commands(self, run_id: str) -> list[Command]:

@@ -274,13 +274,14 @@ def apply_scalars(sc: Scalars, step: Step) -> None:
     sc.last_seq = max(sc.last_seq, step.seq)
     if step.status == StepStatus.STARTED:
         return
-    sc.usage = sc.usage + step.usage
-    sc.cost_usd += step.cost_usd
+    sc.usage = sc.usage + step.usage + step.salvaged_usage
+    sc.cost_usd += step.cost_usd + step.salvaged_cost_usd
     out = step.output if isinstance(step.output, dict) else {}
     if step.kind in (StepKind.MODEL_CALL, StepKind.COMPACTION):
-        if step.cost_usd:
+        if step.cost_usd or step.salvaged_cost_usd:
             model = str(out.get("model") or step.name)
-            sc.cost_by_model[model] = sc.cost_by_model.get(model, 0.0) + step.cost_usd
+            spent = step.cost_usd + step.salvaged_cost_usd
+            sc.cost_by_model[model] = sc.cost_by_model.get(model, 0.0) + spent
         if step.status == StepStatus.COMPLETED:
             sc.model_calls += 1
             sc.consecutive_failures = 0

@@ -49,6 +49,7 @@ from desktop_agent.gui.poller import LivePoller, StepsBatch
 from desktop_agent.gui.supervisor import WorkerSupervisor
 from desktop_agent.gui.tasks import TaskRunner
 from desktop_agent.gui.tray import TrayController
+from desktop_agent.gui.views.scheduling import SchedulingViews
 from desktop_agent.gui.widgets.inbox import ApprovalInbox
 from desktop_agent.gui.widgets.run_detail import RunDetailPane
 from desktop_agent.gui.widgets.runlist import RunListPanel
@@ -108,6 +109,7 @@ class MainWindow(QMainWindow):
         self._built = False
         self._build()
         self._connect()
+        self.scheduling = SchedulingViews(self)  # the Schedules, Batches and Watched folders tabs
         self._built = True
         self.tray = TrayController(
             [
@@ -621,6 +623,7 @@ class MainWindow(QMainWindow):
         self.poller.stop()
         self.supervisor.stop()
         self._clock.stop()
+        self.scheduling.shutdown()
         self.detail.stop()
         self.statusBar().clearMessage()
         self.tasks.shutdown()

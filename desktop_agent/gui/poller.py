@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from PySide6.QtCore import QObject, QTimer, Signal, Slot
 
@@ -37,10 +38,23 @@ class StepsBatch:
     entries: tuple[StepEntry, ...]
 
 
+class PollSource(Protocol):
+    """More data read with every poll, for another view (e.g. schedules and batches)."""
+
+    def prepare(self, force: bool) -> Callable[[], object]:
+        """On the GUI thread: the read to run in the pool; it returns None for "no change"."""
+        ...
+
+    def deliver(self, result: object) -> None:
+        """On the GUI thread: what the read returned (never None)."""
+        ...
+
+
 @dataclass(frozen=True)
 class _PollResult:
     delta: RunsDelta | None
     steps: StepsBatch | None
+    extras: tuple[tuple[PollSource, object], ...] = ()
 
 
 class LivePoller(QObject):
@@ -90,6 +104,7 @@ class LivePoller(QObject):
         self._again = False
         self._force = True
         self._steps_due = False
+        self._sources: list[PollSource] = []
         self.polls = 0
 
     @property
@@ -101,6 +116,10 @@ class LivePoller(QObject):
     def generation(self) -> int:
         """Counter of selection changes."""
         return self._generation
+
+    def add_source(self, source: PollSource) -> None:
+        """Read ``source`` with every poll from now on (forced polls force it too)."""
+        self._sources.append(source)
 
     def start(self) -> None:
         """Start polling (the first poll happens at once)."""
@@ -143,6 +162,7 @@ class LivePoller(QObject):
         steps_due, self._steps_due = self._steps_due, False
         from_seq = self._resume_seq() if run_id is not None else 1
         client, tracker = self.client, self.tracker
+        reads = [(source, source.prepare(force)) for source in self._sources]
 
         def job() -> _PollResult:
             delta = tracker.poll(force=force)
@@ -151,7 +171,8 @@ class LivePoller(QObject):
             if run_id is not None and (steps_due or touched):
                 entries = tuple(timeline_entries(client, run_id, from_seq))
                 batch = StepsBatch(run_id, generation, from_seq, entries)
-            return _PollResult(delta, batch)
+            extras = tuple((source, read()) for source, read in reads)
+            return _PollResult(delta, batch, extras)
 
         self.tasks.submit(job, self._on_job_done, self._on_job_failed)
 
@@ -167,6 +188,9 @@ class LivePoller(QObject):
             else:
                 self._steps_due = self._selected is not None
                 self._again = True
+        for source, value in result.extras:
+            if value is not None:
+                source.deliver(value)
         if self._again:
             self._poll()
 

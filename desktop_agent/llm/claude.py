@@ -173,6 +173,7 @@ class ClaudeModel:
         idempotency_key: str,
         on_text: Callable[[str], None],
         cancel: CancelToken,
+        on_usage: Callable[[Usage, float], None] | None = None,
     ) -> ModelResponse:
         """Stream one model turn (see the module docstring for failures).
 
@@ -195,6 +196,12 @@ class ClaudeModel:
                 streamed = True
                 on_text(text)
 
+        def spent(usage: Any) -> None:
+            # Reported as the API counts it, so an interrupted call is still paid for.
+            if on_usage is not None and usage is not None:
+                counted = _usage(usage)
+                on_usage(counted, model_info(model).cost(counted))
+
         attempt = 0
         while True:
             bucket = f"{key_id}:{model}"
@@ -209,7 +216,7 @@ class ClaudeModel:
                     if cancel.wait(ticket.delay):
                         raise RunCancelled("cancelled while waiting for the rate limit")
                 message, headers = self._stream_once(
-                    client, build_params(request, model), emit, cancel, key
+                    client, build_params(request, model), emit, cancel, key, spent
                 )
             except _AttemptFailedError as failure:
                 self.pacer.release(ticket, failure.headers)
@@ -320,6 +327,7 @@ class ClaudeModel:
         emit: Callable[[str], None],
         cancel: CancelToken,
         key: str,
+        spent: Callable[[Any], None] = lambda _usage: None,
     ) -> tuple[Message, dict[str, str]]:
         """One streamed request; API and network failures raise ``_AttemptFailedError``."""
         headers: dict[str, str] = {}
@@ -330,6 +338,8 @@ class ClaudeModel:
                     if cancel.cancelled:
                         # Leaving the ``with`` closes the connection: the API stops generating.
                         raise RunCancelled("cancelled during the model's answer")
+                    if event.type in ("message_start", "message_delta"):
+                        spent(stream.current_message_snapshot.usage)
                     if event.type == "text":
                         emit(event.text)
                     elif event.type == "input_json":
@@ -471,15 +481,19 @@ def estimate_uncached_tokens(request: ModelRequest) -> int:
 # --------------------------------------------------------------------------- responses
 
 
+def _usage(u: Any) -> Usage:
+    """Our usage from the API's (cache writes and reads counted apart)."""
+    return Usage(
+        input_tokens=getattr(u, "input_tokens", 0) or 0,
+        output_tokens=getattr(u, "output_tokens", 0) or 0,
+        cache_write_tokens=getattr(u, "cache_creation_input_tokens", 0) or 0,
+        cache_read_tokens=getattr(u, "cache_read_input_tokens", 0) or 0,
+    )
+
+
 def _response(message: Message, requested: str) -> ModelResponse:
     used = message.model if message.model and is_known(message.model) else requested
-    u = message.usage
-    usage = Usage(
-        input_tokens=u.input_tokens or 0,
-        output_tokens=u.output_tokens or 0,
-        cache_write_tokens=u.cache_creation_input_tokens or 0,
-        cache_read_tokens=u.cache_read_input_tokens or 0,
-    )
+    usage = _usage(message.usage)
     content = [_block(b) for b in message.content]
     thinking = "\n\n".join(
         str(b.get("thinking", "")) for b in content if b.get("type") == "thinking"

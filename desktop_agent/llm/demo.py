@@ -119,15 +119,25 @@ class DemoModel:
         idempotency_key: str,
         on_text: Callable[[str], None],
         cancel: CancelToken,
+        on_usage: Callable[[Usage, float], None] | None = None,
     ) -> ModelResponse:
         """Decide the next move, streaming its text slowly enough to watch."""
         text, calls = self._decide(request)
         pieces = re.findall(r"\S+\s*", text) or [""]
         per_piece = self.delay / max(1, len(pieces))
+        info = model_info(DEMO_MODEL)
+        prompt = _approx_tokens(request)
+        streamed = 0
+        if on_usage is not None:
+            on_usage(Usage(input_tokens=prompt), info.cost(Usage(input_tokens=prompt)))
         for piece in pieces:
             if cancel.wait(per_piece):
                 raise RunCancelled("cancelled during the demo model's answer")
             on_text(piece)
+            streamed += len(piece)
+            if on_usage is not None:
+                so_far = Usage(input_tokens=prompt, output_tokens=streamed // 4)
+                on_usage(so_far, info.cost(so_far))
         cancel.raise_if_cancelled()
         content: list[dict[str, JSON]] = []
         if text:

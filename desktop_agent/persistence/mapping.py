@@ -75,6 +75,17 @@ def run_from_row(r: Mapping[str, Any]) -> Run:
 def step_from_row(r: Mapping[str, Any]) -> Step:
     """Map a ``steps`` row."""
     salvaged = loads(r["salvaged"]) or []
+    texts: list[str] = []
+    spent = Usage()
+    spent_usd = 0.0
+    for item in salvaged:
+        if isinstance(item, dict):
+            if item.get("text"):
+                texts.append(str(item["text"]))
+            spent = spent + Usage.from_json(item.get("usage"))
+            spent_usd += float(item.get("cost_usd", 0.0) or 0.0)
+        elif item:
+            texts.append(str(item))
     return Step(
         run_id=r["run_id"],
         seq=r["seq"],
@@ -88,7 +99,9 @@ def step_from_row(r: Mapping[str, Any]) -> Step:
         finished_at=r["finished_at"],
         attempt=r["attempt"],
         partial_text=r["partial_text"] or "",
-        salvaged=tuple(str(s) for s in salvaged),
+        salvaged=tuple(texts),
+        salvaged_usage=spent,
+        salvaged_cost_usd=spent_usd,
         usage=Usage(
             r["input_tokens"], r["output_tokens"], r["cache_write_tokens"], r["cache_read_tokens"]
         ),

@@ -28,6 +28,7 @@ from desktop_agent.domain import (
     RunStatus,
     Step,
     StepStatus,
+    Usage,
     WorkerInfo,
 )
 from desktop_agent.domain.errors import NotFoundError, StorageError
@@ -377,45 +378,95 @@ class SqlStore:
             run(f"INSERT INTO approvals ({cols}) VALUES ({vals})", params)
 
     def restart_step(self, run_id: str, seq: int, *, salvaged: str | None) -> int:
-        """Count another attempt of an in-flight step; keep its partial text."""
+        """Count another attempt of an in-flight step; keep its partial text and cost.
+
+        What the interrupted attempt streamed and spent (saved while it streamed) moves to
+        the step's salvage, and its cost is added to the run's totals: it was paid for.
+        """
 
         def txn(conn: Connection) -> int:
             rows = self._rows(
                 conn,
-                "SELECT attempt, salvaged FROM steps WHERE run_id = :id AND seq = :seq",
+                "SELECT attempt, salvaged, input_tokens, output_tokens, cache_write_tokens, "
+                "cache_read_tokens, cost_usd FROM steps WHERE run_id = :id AND seq = :seq",
                 id=run_id,
                 seq=seq,
             )
             if not rows:
                 raise NotFoundError(f"run {run_id} has no step {seq}")
-            attempt = int(rows[0]["attempt"]) + 1
-            kept = list(loads(rows[0]["salvaged"]) or [])
-            if salvaged:
-                kept.append(salvaged)
+            r = rows[0]
+            attempt = int(r["attempt"]) + 1
+            kept = list(loads(r["salvaged"]) or [])
+            usage = Usage(
+                int(r["input_tokens"]),
+                int(r["output_tokens"]),
+                int(r["cache_write_tokens"]),
+                int(r["cache_read_tokens"]),
+            )
+            cost = float(r["cost_usd"])
+            spent = {
+                "it": usage.input_tokens,
+                "ot": usage.output_tokens,
+                "cw": usage.cache_write_tokens,
+                "cr": usage.cache_read_tokens,
+                "cost": cost,
+            }
+            if salvaged or cost or usage.total:
+                kept.append(
+                    {
+                        "text": salvaged or "",
+                        "attempt": attempt - 1,
+                        "cost_usd": cost,
+                        "usage": usage.to_json(),
+                    }
+                )
             self._exec(
                 conn,
-                "UPDATE steps SET attempt = :a, salvaged = :s, partial_text = '' "
-                "WHERE run_id = :id AND seq = :seq",
+                "UPDATE steps SET attempt = :a, salvaged = :s, partial_text = '', "
+                "input_tokens = 0, output_tokens = 0, cache_write_tokens = 0, "
+                "cache_read_tokens = 0, cost_usd = 0 WHERE run_id = :id AND seq = :seq",
                 a=attempt,
                 s=dumps(kept) if kept else None,
                 id=run_id,
                 seq=seq,
             )
             self._exec(
-                conn, "UPDATE runs SET updated_at = :now WHERE id = :id", now=self.now(), id=run_id
+                conn,
+                "UPDATE runs SET updated_at = :now, cost_usd = cost_usd + :cost, "
+                "input_tokens = input_tokens + :it, output_tokens = output_tokens + :ot, "
+                "cache_write_tokens = cache_write_tokens + :cw, "
+                "cache_read_tokens = cache_read_tokens + :cr WHERE id = :id",
+                now=self.now(),
+                id=run_id,
+                **spent,
             )
             return attempt
 
         return self._write(txn)
 
-    def save_partial(self, run_id: str, seq: int, text: str) -> None:
-        """Persist text streamed so far by an in-flight model call."""
+    def save_partial(
+        self,
+        run_id: str,
+        seq: int,
+        text: str,
+        usage: Usage | None = None,
+        cost_usd: float = 0.0,
+    ) -> None:
+        """Persist what an in-flight model call streamed and spent so far."""
 
         def txn(conn: Connection) -> None:
+            u = usage or Usage()
             self._exec(
                 conn,
-                "UPDATE steps SET partial_text = :t WHERE run_id = :id AND seq = :seq",
+                "UPDATE steps SET partial_text = :t, input_tokens = :it, output_tokens = :ot, "
+                "cache_write_tokens = :cw, cache_read_tokens = :cr, cost_usd = :cost "
+                "WHERE run_id = :id AND seq = :seq AND status = 'started'",
                 t=text,
+                it=u.input_tokens,
+                ot=u.output_tokens,
+                cw=u.cache_write_tokens,
+                cr=u.cache_read_tokens,
+                cost=cost_usd,
                 id=run_id,
                 seq=seq,
             )

@@ -125,7 +125,7 @@ def test_crash_point(lab: Lab, reference_3: Reference, case: Case) -> None:
     assert_notes_once_per_source(files, SOURCES_3)
     run = lab.run(run_id)
     assert run.last_seq == reference_3.steps[-1].seq
-    assert run.cost_usd == pytest.approx(sum(s.cost_usd for s in final))
+    assert run.cost_usd == pytest.approx(sum(s.cost_usd + s.salvaged_cost_usd for s in final))
     for seq, was_open in open_steps.items():
         # Text streamed before the crash is kept and shown (salvage), never lost.
         expected = (was_open.partial_text,) if was_open.partial_text else ()

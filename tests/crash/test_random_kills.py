@@ -130,4 +130,4 @@ def test_random_sigkills_lose_nothing_and_repeat_at_most_the_step_in_flight(
         assert stray_temp_files(files) == [], f"run {run_id}: stray files ({where})"
         assert files == reference_8.files, f"run {run_id}: workspace differs ({where})"
         assert_notes_once_per_source(files, SOURCES_8)
-        assert run.cost_usd == pytest.approx(sum(s.cost_usd for s in final))
+        assert run.cost_usd == pytest.approx(sum(s.cost_usd + s.salvaged_cost_usd for s in final))

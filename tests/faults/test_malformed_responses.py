@@ -51,6 +51,7 @@ class RawModel:
         idempotency_key: str,
         on_text: Callable[[str], None],
         cancel: CancelToken,
+        on_usage: Callable[[Usage, float], None] | None = None,
     ) -> ModelResponse:
         self.calls += 1
         if self.then is not None and self.calls > 1:

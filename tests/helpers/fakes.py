@@ -86,6 +86,7 @@ class ScriptedModel:
         idempotency_key: str,
         on_text: Callable[[str], None],
         cancel: CancelToken,
+        on_usage: Callable[[Usage, float], None] | None = None,
     ) -> ModelResponse:
         with self._lock:
             self.requests.append(request)

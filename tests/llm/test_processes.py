@@ -168,7 +168,15 @@ def test_crash_mid_stream_salvages_the_partial_text_and_reissues_the_call(
     assert step.output["content"] == [{"type": "text", "text": "Recovered answer."}]
     first_call, reissued = fake.bodies()
     assert reissued["messages"] == first_call["messages"]  # the same call, issued again
-    assert done.cost_usd == pytest.approx((400 * 3 + 30 * 15) / 1e6, abs=1e-12)
+    # The interrupted call was paid for: the prompt the API counted at message_start (100
+    # tokens) stays in the run's totals, on top of the call that completed.
+    assert step.salvaged_usage.input_tokens == 100
+    assert step.salvaged_cost_usd == pytest.approx(
+        (100 * 3 + step.salvaged_usage.output_tokens * 15) / 1e6, abs=1e-12
+    )
+    assert step.cost_usd == pytest.approx((400 * 3 + 30 * 15) / 1e6, abs=1e-12)
+    assert done.cost_usd == pytest.approx(step.cost_usd + step.salvaged_cost_usd, abs=1e-12)
+    assert done.usage.input_tokens == 500
 
 
 def test_compaction_survives_a_crash_like_any_step(

@@ -22,7 +22,7 @@ import psutil
 
 from desktop_agent.client.api import Client
 from desktop_agent.config import Settings
-from desktop_agent.domain import RunStatus, StepStatus
+from desktop_agent.domain import RunStatus, StepStatus, Usage
 from desktop_agent.engine.ports import CancelToken, ModelRequest, ModelResponse
 from desktop_agent.llm.demo import DemoModel
 from desktop_agent.worker.compose import build_executor
@@ -51,11 +51,16 @@ class SlowDemo:
         idempotency_key: str,
         on_text: Callable[[str], None],
         cancel: CancelToken,
+        on_usage: Callable[[Usage, float], None] | None = None,
     ) -> ModelResponse:
         frac = hashlib.sha256(idempotency_key.encode()).digest()[0] / 255
         model = DemoModel(delay=0.02 + 0.06 * frac)
         return model.complete(
-            request, idempotency_key=idempotency_key, on_text=on_text, cancel=cancel
+            request,
+            idempotency_key=idempotency_key,
+            on_text=on_text,
+            cancel=cancel,
+            on_usage=on_usage,
         )
 
 

@@ -53,6 +53,7 @@ class ServerToolModel:
         idempotency_key: str,
         on_text: Callable[[str], None],
         cancel: CancelToken,
+        on_usage: Callable[[Usage, float], None] | None = None,
     ) -> ModelResponse:
         self.requests.append(request)
         if len(self.requests) == 1:

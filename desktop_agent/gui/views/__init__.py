@@ -1,0 +1,1 @@
+"""Views beside Runs and Approvals: schedules, batches and watched folders."""
