@@ -64,6 +64,9 @@ MAX_BREAKPOINTS = 4
 """The API accepts at most four ``cache_control`` breakpoints per request."""
 MIN_THINKING_BUDGET = 1024
 """Smallest extended-thinking budget the API accepts."""
+
+WEB_SEARCH_USD = 0.01
+"""Price of one server-side web search ($10 per 1,000 searches)."""
 _UNCACHEABLE = frozenset({"thinking", "redacted_thinking"})
 _AUTH_TYPES = frozenset({"authentication_error", "permission_error"})
 _REQUEST_TYPES = frozenset(
@@ -159,7 +162,10 @@ class ClaudeModel:
         """Upper bound of the call's price: the whole prompt written to the cache, full output."""
         prompt = estimate_tokens(request)
         models = {request.model, self._fallback() or request.model}
-        return max(
+        searches = sum(
+            int(t.get("max_uses", 0) or 0) for t in request.tools if t.get("name") == "web_search"
+        )
+        return searches * WEB_SEARCH_USD + max(
             model_info(m).cost(
                 Usage(cache_write_tokens=prompt, output_tokens=_limits(request, model_info(m))[0])
             )
@@ -491,6 +497,12 @@ def _usage(u: Any) -> Usage:
     )
 
 
+def _searches(u: Any) -> int:
+    """Server-side web searches the call made (billed per search)."""
+    server = getattr(u, "server_tool_use", None)
+    return int(getattr(server, "web_search_requests", 0) or 0) if server is not None else 0
+
+
 def _response(message: Message, requested: str) -> ModelResponse:
     used = message.model if message.model and is_known(message.model) else requested
     usage = _usage(message.usage)
@@ -502,7 +514,7 @@ def _response(message: Message, requested: str) -> ModelResponse:
         content=content,
         stop_reason=str(message.stop_reason),
         usage=usage,
-        cost_usd=model_info(used).cost(usage),
+        cost_usd=model_info(used).cost(usage) + _searches(message.usage) * WEB_SEARCH_USD,
         model=message.model or requested,
         thinking=thinking,
     )

@@ -62,3 +62,29 @@ def test_thinking_is_requested_the_way_each_model_accepts(
 ) -> None:
     params = build_params(_request(model, budget), model)
     assert params.get("thinking") == expected
+
+
+def test_server_side_web_searches_are_billed_per_search() -> None:
+    from anthropic.types import Message
+
+    from desktop_agent.llm.claude import WEB_SEARCH_USD, _response
+
+    message = Message.model_validate(
+        {
+            "id": "msg_1",
+            "type": "message",
+            "role": "assistant",
+            "model": "claude-sonnet-5-5",
+            "content": [{"type": "text", "text": "Found it."}],
+            "stop_reason": "end_turn",
+            "stop_sequence": None,
+            "usage": {
+                "input_tokens": 1000,
+                "output_tokens": 100,
+                "server_tool_use": {"web_search_requests": 3, "web_fetch_requests": 0},
+            },
+        }
+    )
+    response = _response(message, "claude-sonnet-5-5")
+    tokens = (1000 * 2.0 + 100 * 10.0) / 1e6
+    assert response.cost_usd == pytest.approx(tokens + 3 * WEB_SEARCH_USD)
