@@ -100,7 +100,9 @@ def test_create_a_schedule_through_the_dialog_and_see_its_next_firing(
     assert schedule.template.spec.model == "demo"
     assert "created" in window.statusBar().currentMessage()
 
-    assert cell(window, 0, ScheduleColumn.NAME) == "Check the competitors' pricing pages for changes"
+    assert (
+        cell(window, 0, ScheduleColumn.NAME) == "Check the competitors' pricing pages for changes"
+    )
     assert cell(window, 0, ScheduleColumn.WHEN) == "On weekdays at 09:00"
     first = upcoming_firings(cron="0 9 * * 1-5")[0]
     model = views.schedule_model
