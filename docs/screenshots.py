@@ -32,6 +32,7 @@ import psutil
 from PySide6.QtWidgets import QApplication, QPlainTextEdit, QStyleFactory, QWidget
 
 from desktop_agent.client.api import Client
+from desktop_agent.client.schedules import RunOptions, Scheduling
 from desktop_agent.config import Settings
 from desktop_agent.domain import (
     EffectClass,
@@ -41,11 +42,13 @@ from desktop_agent.domain import (
     Usage,
     WorkerInfo,
 )
-from desktop_agent.engine.ports import RunPatch, StepIntent, StepOutcome
+from desktop_agent.engine.ports import RunPatch, StepIntent, StepOutcome, SystemClock
 from desktop_agent.gui import theme
 from desktop_agent.gui.app import create_app
 from desktop_agent.gui.mainwindow import MainWindow
+from desktop_agent.persistence.schedules import ScheduleStore
 from desktop_agent.worker.compose import build_executor
+from desktop_agent.worker.scheduling import DbSchedulerPort
 from desktop_agent.worker.worker import Worker, WorkerConfig
 
 SOURCES = {
@@ -508,6 +511,206 @@ def build(root: Path) -> tuple[Client, dict[str, str]]:
     return client, ids
 
 
+# --------------------------------------------------------------------------- scheduling
+
+
+def _finish(client: Client, run_id: str, status: RunStatus, message: str, at: float) -> None:
+    """End a run made by the scheduler (a short journal, then its final status)."""
+    j = Journal(client, run_id, "claude-sonnet-5-5")
+    j.model_call("Reading the file.", [("list_files", {"path": "."})], tokens=(2100, 120))
+    if status == RunStatus.FAILED:
+        j.model_call("", fail=message, tokens=(0, 0))
+    else:
+        j.model_call("Done: summary written to summary.md.", tokens=(3900, 420))
+    client.store.commit(
+        run_id, patch=RunPatch(status=status, finished_at=at, status_message=message)
+    )
+
+
+def build_scheduling(client: Client, root: Path) -> dict[str, str]:
+    """Schedules that fired, two batches and watched folders, as a worker leaves them."""
+    sched = Scheduling(client)
+    port = DbSchedulerPort(client.store, SystemClock(), client.db_path.parent)
+    store = ScheduleStore(client.db)
+    opts = RunOptions(model="claude-sonnet-5-5", workspace=root / "research")
+    now = time.time()
+    ids: dict[str, str] = {}
+
+    rng = random.Random(11)
+
+    def fire(schedule_id: str, at: float, status: RunStatus, message: str) -> str:
+        s = sched.schedule(schedule_id)
+        result = store.fire_schedule(s, at, 1, at, port.make_run)
+        assert result.run_id is not None
+        if status.is_terminal:
+            _finish(client, result.run_id, status, message, at + 240)
+        else:
+            Journal(client, result.run_id, "claude-sonnet-5-5").model_call(
+                "Checking the newest rulings.", [("web_fetch", {"url": "https://example.org/news"})]
+            )
+        end = retime(client, result.run_id, at + 1, rng)
+        if status.is_terminal:
+            with client.store.db.write() as conn:
+                conn.exec_driver_sql(
+                    "UPDATE runs SET finished_at = ? WHERE id = ?", (end, result.run_id)
+                )
+        return result.run_id
+
+    daily = sched.add_schedule(
+        "Check the three competitors' pricing pages and note what changed since yesterday",
+        cron="0 9 * * 1-5",
+        name="Competitor pricing check",
+        options=opts,
+    )
+    morning = time.localtime(now)
+    nine = time.mktime((*morning[:3], 9, 0, 0, 0, 0, -1))
+    last = nine if nine < now else nine - 86400
+    while time.localtime(last).tm_wday >= 5:  # the newest weekday 09:00
+        last -= 86400
+    ids["pricing"] = fire(daily.id, last, RunStatus.COMPLETED, "")
+    ids["pricing_schedule"] = daily.id
+    churn = sched.add_schedule(
+        "Refresh the churn notes from the newest support tickets",
+        every_s=6 * 3600,
+        name="Churn notes refresh",
+        options=opts,
+    )
+    ids["churn"] = fire(
+        churn.id, now - 2 * 3600, RunStatus.FAILED, "Model call failed: 529 overloaded"
+    )
+    rulings = sched.add_schedule(
+        "Scan the regulator's news page for new rulings on data retention",
+        every_s=30 * 60,
+        name="Regulator news scan",
+        overlap="skip",
+        options=opts,
+    )
+    ids["rulings"] = fire(rulings.id, now - 12 * 60, RunStatus.RUNNING, "")
+    digest = sched.add_schedule(
+        "Weekly digest of analyst notes for the product team",
+        cron="0 17 * * 5",
+        name="Weekly digest",
+        overlap="queue",
+        options=opts,
+    )
+    sched.pause_schedule(digest.id)
+    with client.store.db.write() as conn:  # made days ago, not just now
+        for days, s in enumerate((rulings, churn, daily, digest), start=2):
+            conn.exec_driver_sql(
+                "UPDATE schedules SET created_at = ? WHERE id = ?", (now - days * 86400, s.id)
+            )
+
+    # A finished batch of 1000 companies whose runs were archived since (items keep their
+    # status), and a batch over a folder of reports that is under way.
+    lines = root / "research" / "companies.txt"
+    lines.write_text("".join(f"Company {i:04d}\n" for i in range(1000)))
+    big = sched.start_batch(
+        "Profile {item}: products, size, last funding round", lines=lines, options=opts
+    )
+    with client.store.db.write() as conn:
+        conn.exec_driver_sql(
+            "UPDATE batch_items SET status = 'completed', attempts = 1 WHERE batch_id = ?",
+            (big.id,),
+        )
+        conn.exec_driver_sql(
+            "UPDATE batch_items SET status = 'failed' WHERE batch_id = ? AND idx IN (?, ?, ?)",
+            (big.id, 211, 587, 904),
+        )
+        conn.exec_driver_sql(
+            "UPDATE batches SET created_at = ? WHERE id = ?", (now - 30 * 3600, big.id)
+        )
+    reports = root / "research" / "quarterly-reports"
+    reports.mkdir(parents=True)
+    names = [
+        f"{v}-{y}-q{q}.pdf"
+        for v in ("acme", "bolt", "cirrus", "delta", "echo", "fjord")
+        for y in (2024, 2025)
+        for q in (1, 2, 3, 4)
+    ]
+    for name in names:
+        (reports / name).write_text(f"report {name}")
+    batch = sched.start_batch(
+        "Summarise {name}: revenue, margin and guidance, with page numbers",
+        folder=reports,
+        concurrency=4,
+        options=RunOptions(model="claude-sonnet-5-5"),
+    )
+    ids["batch"] = batch.id
+    failed = {"bolt-2024-q3.pdf": "Model call failed: 400 the PDF has no text layer"}
+    done = 0
+    while done < 31:
+        started = port.pump(time.time())
+        assert started, "the batch should start items"
+        for run_id in started:
+            run = client.run(run_id)
+            item = next(f for f in names if f in run.goal)
+            if item in failed:
+                _finish(client, run_id, RunStatus.FAILED, failed[item], time.time())
+            else:
+                _finish(client, run_id, RunStatus.COMPLETED, "", time.time())
+            done += 1
+    running = port.pump(time.time())  # four running now
+    for run_id in running:
+        j = Journal(client, run_id, "claude-sonnet-5-5")
+        j.model_call(
+            "Reading the report.",
+            [("read_file", {"path": next(f for f in names if f in client.run(run_id).goal)})],
+        )
+        j.model_call("", open_text="Revenue grew 6% year on year, to $41.2M; the operating")
+        retime(client, run_id, now - 50, rng)
+    ids["batch_running"], stuck = running[-1], running[0]
+    # One of them hangs in a model call: the worker's scheduler flagged it.
+    retime(client, stuck, now - 44 * 60, rng)
+    with client.store.db.write() as conn:
+        conn.exec_driver_sql("UPDATE runs SET updated_at = ? WHERE id = ?", (now - 41 * 60, stuck))
+        conn.exec_driver_sql(
+            "UPDATE steps SET started_at = ? WHERE run_id = ? AND status = 'started'",
+            (now - 41 * 60, stuck),
+        )
+    store.flag_stuck(now, 30 * 60)
+    with client.store.db.write() as conn:  # (the interrupted run waits for recovery instead)
+        conn.exec_driver_sql("DELETE FROM run_alerts WHERE run_id <> ?", (stuck,))
+
+    invoices = root / "research" / "invoices"
+    invoices.mkdir(parents=True)
+    for i in range(9):
+        (invoices / f"invoice-{2400 + i}.pdf").write_text(f"invoice {i}")
+    watch = sched.add_watch(
+        invoices, "Extract the totals from {name} into totals.csv", pattern="*.pdf", options=opts
+    )
+    for i in range(9, 14):
+        path = invoices / f"invoice-{2400 + i}.pdf"
+        path.write_text(f"invoice {i}")
+        os.utime(path, (now - 3600 + i * 60, now - 3600 + i * 60))
+    for run_id in port.scan_watch(watch.id, time.time()):
+        _finish(client, run_id, RunStatus.COMPLETED, "", time.time())
+    scans = root / "research" / "scanner"
+    scans.mkdir(parents=True)
+    paused = sched.add_watch(
+        scans, "File the scanned letter {name} under the right client", every_s=60, options=opts
+    )
+    sched.pause_watch(paused.id)
+    return ids
+
+
+def open_scheduling_window(app: QApplication, client: Client) -> MainWindow:
+    """A window with a taller top pane, once the scheduling views are read."""
+    live = f"{socket.gethostname()}:{os.getpid()}:live"
+    client.store.heartbeat(live, time.time(), 3600)
+    window = MainWindow(client, spawn_workers=False, poll_ms=100)
+    window.resize(1280, 800)
+    window.show()
+    views = window.scheduling
+    wait_until(app, lambda: views.batch_model.rowCount() == 2)
+    wait_until(
+        app, lambda: views.schedule_model.rowCount() == 4 and views.watch_model.rowCount() == 2
+    )
+    wait_until(app, lambda: window.worker_status is not None)
+    if window.recovery_dialog is not None:
+        window.recovery_dialog.close()
+    return window
+
+
 # --------------------------------------------------------------------------- shots
 
 
@@ -605,6 +808,32 @@ def main(out: Path) -> int:
             window.recovery_dialog.close()
         if dark.recovery_dialog is not None:
             dark.recovery_dialog.close()
+
+        app.setPalette(app.style().standardPalette())
+        sched_ids = build_scheduling(client, Path(tmp))
+        win = open_scheduling_window(app, client)
+        views = win.scheduling
+        win.side.setCurrentWidget(views.schedules)
+        views.schedules.select(sched_ids["pricing_schedule"])
+        win.select_run(sched_ids["pricing"])
+        win.side.setCurrentWidget(views.schedules)
+        win.split.setSizes([400, 400])
+        settle(app)
+        shoot(win, out / "screenshot-schedules.png")
+        win.select_run(sched_ids["batch_running"])
+        win.side.setCurrentWidget(views.batches)
+        views.batches.select(sched_ids["batch"])
+        wait_until(app, lambda: views.item_model.rowCount() == 48)
+        win.resize(1280, 940)  # taller, for more of the items
+        win.split.setSizes([400, 540])
+        items = views.item_model
+        failed = next(i for i in range(items.rowCount()) if items.row_at(i).error)
+        table = views.batches.item_table
+        table.scrollTo(items.index(failed, 0), table.ScrollHint.PositionAtCenter)
+        settle(app)
+        shoot(win, out / "screenshot-batches.png")
+        win.shutdown()
+        win.close()
         client.close()
     return 0
 

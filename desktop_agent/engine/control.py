@@ -891,24 +891,8 @@ def compaction(act: Activation, open_seq: int | None, attempt: int) -> None:
             intents=[StepIntent(seq=seq, kind=StepKind.COMPACTION, name=spec.model, input=input_)]
         )
         act.state.scalars.last_seq = seq
-    streamer = PartialStreamer(act, seq)
     model = act.x.model_for(spec.model)
-    try:
-        response = model.complete(
-            request,
-            idempotency_key=f"{act.run.id}:{seq}",
-            on_text=streamer.on_text,
-            cancel=act.cancel,
-            on_usage=streamer.on_usage,
-        )
-        response = sanitize.check_response(response)
-    except RunCancelled:
-        raise
-    except Exception as exc:
-        act.model_failed(
-            seq, spec.model, input_, exc, streamer.text, streamer.usage, streamer.cost_usd
-        )
-        return
+    response = act.stream_model(seq, StepKind.COMPACTION, input_, request, model)
     summary = "\n".join(
         str(b.get("text", "")) for b in response.content if b.get("type") == "text"
     ).strip()

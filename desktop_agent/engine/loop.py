@@ -13,7 +13,7 @@ import dataclasses
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NoReturn
 
 from desktop_agent.domain import (
     JSON,
@@ -47,6 +47,7 @@ from desktop_agent.engine.ports import (
     JournalStore,
     ModelPort,
     ModelRequest,
+    ModelResponse,
     RunPatch,
     Snapshot,
     StepIntent,
@@ -261,36 +262,30 @@ class Activation:
     ) -> None:
         """Fold a step we just wrote (or are about to) into the in-memory state."""
         now = self.clock.now()
+        step = Step(
+            run_id=self.run.id,
+            seq=seq,
+            kind=kind,
+            name=name,
+            status=StepStatus.STARTED,
+            input=input_,
+            started_at=now,
+            finished_at=now,
+        )
         if outcome is not None:
-            step = Step(
-                run_id=self.run.id,
-                seq=seq,
-                kind=kind,
-                name=name,
+            spent, spent_usd = self._salvage.get(seq, (Usage(), 0.0))
+            step = dataclasses.replace(
+                step,
                 status=outcome.status,
-                input=input_,
                 output=outcome.output,
                 error=outcome.error,
-                started_at=now,
-                finished_at=now,
                 usage=outcome.usage or Usage(),
                 cost_usd=outcome.cost_usd,
-                salvaged_usage=self._salvage.get(seq, (Usage(), 0.0))[0],
-                salvaged_cost_usd=self._salvage.get(seq, (Usage(), 0.0))[1],
+                salvaged_usage=spent,
+                salvaged_cost_usd=spent_usd,
             )
-        else:
-            assert intent is not None
-            step = Step(
-                run_id=self.run.id,
-                seq=seq,
-                kind=kind,
-                name=name,
-                status=intent.status,
-                input=input_,
-                output=intent.output,
-                started_at=now,
-                finished_at=now,
-            )
+        elif intent is not None:
+            step = dataclasses.replace(step, status=intent.status, output=intent.output)
         apply_step(self.state, step)
 
     def finish_step(
@@ -542,7 +537,7 @@ class Activation:
     def model_call(self, open_seq: int | None, attempt: int) -> None:
         """Intent, streamed effect and outcome of one model turn."""
         request = self.build_request()
-        model = self.x.model_for(self.run.spec.model)
+        model = self.x.model_for(self.run.spec.model)  # fails before the intent if unavailable
         seq = open_seq if open_seq is not None else self.next_seq
         input_ = {"model": request.model, "messages": len(request.messages)}
         if open_seq is None:
@@ -554,38 +549,7 @@ class Activation:
             )
             self.state.scalars.last_seq = seq
             self.crash_point("after_intent")
-        streamer = control.PartialStreamer(self, seq)
-        try:
-            response = model.complete(
-                request,
-                idempotency_key=f"{self.run.id}:{seq}",
-                on_text=streamer.on_text,
-                cancel=self.cancel,
-                on_usage=streamer.on_usage,
-            )
-            response = sanitize.check_response(response)
-        except RunCancelled:
-            self.finish_step(
-                seq,
-                StepKind.MODEL_CALL,
-                request.model,
-                input_,
-                StepOutcome(
-                    seq,
-                    StepStatus.FAILED,
-                    {"partial": streamer.text},
-                    "cancelled",
-                    usage=streamer.usage,
-                    cost_usd=streamer.cost_usd,
-                ),
-            )
-            raise
-        except (TransientError, PermanentError) as exc:
-            self.model_failed(
-                seq, request.model, input_, exc, streamer.text, streamer.usage, streamer.cost_usd
-            )
-            return
-        streamer.flush()
+        response = self.stream_model(seq, StepKind.MODEL_CALL, input_, request, model)
         output = {
             "content": response.content,
             "stop_reason": response.stop_reason,
@@ -603,25 +567,63 @@ class Activation:
         )
         budgets.check_after_model_call(self)
 
+    def stream_model(
+        self, seq: int, kind: StepKind, input_: JSON, request: ModelRequest, model: ModelPort
+    ) -> ModelResponse:
+        """The effect of a model step: stream the call, persisting text and spend as it goes.
+
+        A cancel or a failure records the step's outcome (with what the call streamed and
+        spent) and unwinds: cancellation raises, failures end the activation as
+        :meth:`model_failed` decides.
+        """
+        streamer = control.PartialStreamer(self, seq)
+        try:
+            response = model.complete(
+                request,
+                idempotency_key=f"{self.run.id}:{seq}",
+                on_text=streamer.on_text,
+                cancel=self.cancel,
+                on_usage=streamer.on_usage,
+            )
+            response = sanitize.check_response(response)
+        except RunCancelled:
+            outcome = StepOutcome(
+                seq,
+                StepStatus.FAILED,
+                {"partial": streamer.text},
+                "cancelled",
+                usage=streamer.usage,
+                cost_usd=streamer.cost_usd,
+            )
+            self.finish_step(seq, kind, request.model, input_, outcome)
+            raise
+        except (TransientError, PermanentError) as exc:
+            self.model_failed(seq, kind, input_, exc, streamer)
+        streamer.flush()
+        return response
+
     def model_failed(
         self,
         seq: int,
-        name: str,
+        kind: StepKind,
         input_: JSON,
-        exc: Exception,
-        partial: str,
-        usage: Usage | None = None,
-        cost_usd: float = 0.0,
-    ) -> None:
+        exc: TransientError | PermanentError,
+        streamer: control.PartialStreamer,
+    ) -> NoReturn:
         """Record a failed model call (and what it spent) and decide what the run does next."""
-        output: dict[str, JSON] = {"partial": partial, "error_code": getattr(exc, "code", "")}
-        self.finish_step(
+        output: dict[str, JSON] = {
+            "partial": streamer.text,
+            "error_code": getattr(exc, "code", ""),
+        }
+        outcome = StepOutcome(
             seq,
-            StepKind.MODEL_CALL,
-            name,
-            input_,
-            StepOutcome(seq, StepStatus.FAILED, output, str(exc), usage=usage, cost_usd=cost_usd),
+            StepStatus.FAILED,
+            output,
+            str(exc),
+            usage=streamer.usage,
+            cost_usd=streamer.cost_usd,
         )
+        self.finish_step(seq, kind, self.run.spec.model, input_, outcome)
         now = self.clock.now()
         if isinstance(exc, AuthenticationError):
             self.suspend(

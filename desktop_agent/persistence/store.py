@@ -13,6 +13,7 @@ import re
 import sqlite3
 import time
 from collections.abc import Callable, Iterable, Sequence
+from contextlib import AbstractContextManager
 from typing import Any, TypeVar
 
 from sqlalchemy.engine import Connection
@@ -117,20 +118,19 @@ class SqlStore:
         return sql
 
     def _write(self, fn: Callable[[Connection], T]) -> T:
-        try:
-            with self.db.write() as conn:
-                return fn(conn)
-        except OperationalError as exc:
-            raise StorageError(_storage_message(exc, self.db.busy_ms)) from exc
-        except DatabaseError as exc:
-            damaged = self._damaged(exc)
-            if damaged is None:
-                raise
-            raise damaged from exc
+        return self._run(self.db.write, fn)
 
     def _read(self, fn: Callable[[Connection], T]) -> T:
+        return self._run(self.db.read, fn)
+
+    def _run(
+        self,
+        transaction: Callable[[], AbstractContextManager[Connection]],
+        fn: Callable[[Connection], T],
+    ) -> T:
+        """Run ``fn`` in ``transaction``, turning database failures into clear errors."""
         try:
-            with self.db.read() as conn:
+            with transaction() as conn:
                 return fn(conn)
         except OperationalError as exc:
             raise StorageError(_storage_message(exc, self.db.busy_ms)) from exc

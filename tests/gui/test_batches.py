@@ -116,7 +116,7 @@ def test_start_a_batch_over_a_folder_and_watch_it_reach_five_of_five(
             views.item_model.index(i, ItemColumn.STATUS).data() == "Completed" for i in range(5)
         )
     )
-    assert view.item_title.text().startswith("5 / 5 done")
+    assert view.item_title.full_text().startswith("5 / 5 done")
     assert views.batch_model.index(0, BatchColumn.FAILED).data() == "—"
     assert not view.retry_action.isEnabled()
     runs = {r.id: r for r in client.runs() if r.parent_id == batch.id}
@@ -132,6 +132,35 @@ def test_start_a_batch_over_a_folder_and_watch_it_reach_five_of_five(
     double_click(view.item_table, views.item_model.index(2, ItemColumn.ITEM))
     assert window.side.currentWidget() is window.run_list
     assert window.selected is not None and window.selected.run.id == item.run_id
+
+
+def test_batch_dialog_takes_the_lines_of_a_file(
+    qtbot: QtBot, window: MainWindow, client: Client, tmp_path: Path
+) -> None:
+    companies = tmp_path / "companies.txt"
+    companies.write_text("Acme Corp\n\nBolt Ltd\n  \nCirrus SA\n")
+    views = window.scheduling
+    window.side.setCurrentWidget(views.batches)
+    dialog = views.open_start_batch()
+    QTest.keyClicks(dialog.goal, "Profile {item}: products, size, last funding round")
+    QTest.mouseClick(dialog.from_lines, Qt.MouseButton.LeftButton)
+    assert dialog.lines.isVisible() and not dialog.folder.isVisible()
+    assert not dialog.pattern.isVisible()
+    assert dialog.check.text() == "✘ choose a file of lines"
+    dialog.lines.setText(str(tmp_path / "missing.txt"))
+    qtbot.waitUntil(lambda: dialog.check.text().startswith("✘ cannot read"))
+    dialog.lines.setText(str(companies))
+    qtbot.waitUntil(lambda: dialog.check.text() == "✔ 3 lines: 3 runs")
+    QTest.mouseClick(dialog.start, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: views.item_model.rowCount() == 3)
+    [batch] = Scheduling(client).batches()
+    assert batch.source == f"lines of {companies}" and not batch.from_folder
+    assert [views.item_model.index(i, ItemColumn.ITEM).data() for i in range(3)] == [
+        "Acme Corp",
+        "Bolt Ltd",
+        "Cirrus SA",
+    ]
+    assert views.batch_model.index(0, BatchColumn.PROGRESS).data() == "0 / 3"  # no worker
 
 
 def test_retry_failed_items_reruns_only_them(

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from PySide6.QtCore import QModelIndex, Qt
+from PySide6.QtGui import QAction
 from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QAbstractItemView, QToolBar
 from pytestqt.qtbot import QtBot
@@ -28,9 +29,9 @@ from desktop_agent.persistence.schedules import ScheduleStore
 from tests.gui.conftest import OpenWindow
 
 
-def click(bar: QToolBar, action: object) -> None:
+def click(bar: QToolBar, action: QAction) -> None:
     """Click the toolbar button of ``action``."""
-    button = bar.widgetForAction(action)  # type: ignore[arg-type]
+    button = bar.widgetForAction(action)
     assert button is not None and button.isEnabled(), f"{action} is not enabled"
     QTest.mouseClick(button, Qt.MouseButton.LeftButton)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import time
 from dataclasses import replace
 from typing import Any
@@ -91,6 +92,21 @@ def test_schedule_list_model_merges_in_place(qtmodeltester: ModelTesterFixture) 
     model.refresh_times()
     model.set_rows([])
     assert model.rowCount() == 0
+    qtmodeltester.check(model)
+
+
+def test_merging_random_lists_keeps_the_model_consistent(
+    qtmodeltester: ModelTesterFixture,
+) -> None:
+    rng = random.Random(5)
+    model = ScheduleListModel()
+    qtmodeltester.check(model)
+    for _ in range(60):
+        keys = rng.sample(range(12), rng.randint(0, 8))
+        rows = [schedule(k, paused=rng.random() < 0.3) for k in keys]
+        model.set_rows(rows)
+        assert [r.schedule.id for r in model.rows()] == [f"sch-{k}" for k in keys]
+        assert list(model.rows()) == rows
     qtmodeltester.check(model)
 
 

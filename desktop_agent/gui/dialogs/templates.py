@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from PySide6.QtCore import Signal, Slot
+from PySide6.QtCore import Qt, Signal, Slot
 from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import (
     QButtonGroup,
@@ -146,6 +146,9 @@ class TemplateDialog(NewRunDialog):
         if isinstance(form, QFormLayout):
             form.setRowVisible(self.tokens, False)
         self.tools.setMinimumHeight(self.tools.sizeHintForRow(0) * 6 + 6)
+        lines = self.fontMetrics().height()
+        self.goal.setMinimumHeight(lines * 3)
+        self.goal.setMaximumHeight(lines * 5)
         self.section = QGroupBox(self)
         self.form = QFormLayout(self.section)
         layout = self.layout()
@@ -164,6 +167,10 @@ class TemplateDialog(NewRunDialog):
         """A label for ✔/✘ feedback under a field."""
         label = QLabel(self)
         label.setWordWrap(True)
+        label.setAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop)
+        # A wrapped label asks for the height of its text at a narrow width; at the width it
+        # gets here that left lines of blank space under a long message.
+        label.setMinimumWidth(520)
         return label
 
     def show_feedback(self, label: QLabel, ok: bool, text: str) -> None:
@@ -541,7 +548,7 @@ class WatchDialog(TemplateDialog):
             "e.g. Extract the totals from invoice {name} into totals.csv."
         )
         self.workspace.setPlaceholderText("empty: a new folder per file (the file is copied in)")
-        self.section.setTitle("Folder")
+        self.section.setTitle("New files in a folder")
         self.folder = QLineEdit(self)
         self.folder.setPlaceholderText("new files in this folder start runs")
         self.pattern = QLineEdit("*", self)

@@ -82,7 +82,7 @@ def next_text(ts: float | None, now: float | None = None, *, paused: bool = Fals
     local, today = time.localtime(ts), time.localtime(now)
     at = time.strftime("%H:%M", local)
     if left < 3600:
-        return f"in {fmt.format_duration(max(60.0, left - left % 60))} ({at})"
+        return f"in {fmt.format_duration(max(1, round(left / 60)) * 60.0)} ({at})"
     day = time.localtime(now + 86400)
     if (local.tm_year, local.tm_yday) == (today.tm_year, today.tm_yday):
         return f"today {at}"

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from PySide6.QtCore import QItemSelection, QModelIndex, Qt, Signal, Slot
-from PySide6.QtGui import QAction
+from PySide6.QtCore import QEvent, QItemSelection, QModelIndex, Qt, Signal, Slot
 from PySide6.QtWidgets import QLabel, QSplitter, QVBoxLayout, QWidget
 
 from desktop_agent.client.scheduling_views import BatchItems, BatchRow
-from desktop_agent.gui import resources
 from desktop_agent.gui.models.scheduling import (
     BatchColumn,
     BatchItemModel,
@@ -15,7 +13,15 @@ from desktop_agent.gui.models.scheduling import (
     ItemColumn,
     short_path,
 )
-from desktop_agent.gui.views.common import BatchProgressDelegate, TablePane, spacer, view_bar
+from desktop_agent.gui.views.common import (
+    BatchProgressDelegate,
+    TablePane,
+    icon_action,
+    retint,
+    spacer,
+    view_bar,
+)
+from desktop_agent.gui.widgets.header import ElidedLabel
 
 
 class BatchesView(QWidget):
@@ -45,8 +51,8 @@ class BatchesView(QWidget):
         self.model = batches
         self.items = items
         self.bar = view_bar(self, "Batch actions")
-        self.start_action = QAction(resources.icon("batch"), "Start batch…", self)
-        self.retry_action = QAction(resources.icon("retry"), "Retry failed items", self)
+        self.start_action = icon_action(self, "batch", "Start batch…")
+        self.retry_action = icon_action(self, "retry", "Retry failed items")
         self.retry_action.setToolTip("Start the failed and cancelled items of this batch again")
         self.bar.addAction(self.start_action)
         self.bar.addAction(self.retry_action)
@@ -62,26 +68,26 @@ class BatchesView(QWidget):
         )
         self.table = self.list_pane.table
         self.table.setItemDelegateForColumn(BatchColumn.PROGRESS, BatchProgressDelegate(self.table))
+        fm = self.fontMetrics()
         self.list_pane.size_columns(
             {
-                BatchColumn.PROGRESS: "1000 / 1000" + " " * 16,
-                BatchColumn.FAILED: "Failed",
-                BatchColumn.RUNNING: "Running",
-                BatchColumn.STARTED: "Wed 00:00",
+                BatchColumn.PROGRESS: fm.horizontalAdvance("1000 / 1000") + 110,
+                BatchColumn.FAILED: fm.horizontalAdvance("Failed") + 20,
+                BatchColumn.RUNNING: fm.horizontalAdvance("Running") + 20,
+                BatchColumn.STARTED: fm.horizontalAdvance("Wed 00:00") + 20,
             },
             BatchColumn.GOAL,
         )
-        self.item_title = QLabel(self)
-        self.item_title.setTextFormat(Qt.TextFormat.PlainText)
+        self.item_title = ElidedLabel(self)
         self.item_pane = TablePane(items, "Select a batch to see its items.", self)
         self.item_table = self.item_pane.table
         self.item_pane.size_columns(
             {
-                ItemColumn.INDEX: "999",
-                ItemColumn.ITEM: "quarterly-report-2025.pdf",
+                ItemColumn.INDEX: fm.horizontalAdvance("9999") + 16,
+                ItemColumn.ITEM: "quarterly-report.pdf",
                 ItemColumn.STATUS: "Completed",
-                ItemColumn.RUN: "8a894b1abf",
-                ItemColumn.ATTEMPTS: "Tries",
+                ItemColumn.RUN: fm.horizontalAdvance("8a894b1abf") + 20,
+                ItemColumn.ATTEMPTS: fm.horizontalAdvance("Tries") + 20,
             },
             ItemColumn.ERROR,
         )
@@ -95,7 +101,7 @@ class BatchesView(QWidget):
         self.split.addWidget(self.list_pane)
         self.split.addWidget(right)
         self.split.setChildrenCollapsible(False)
-        self.split.setSizes([560, 700])
+        self.split.setSizes([600, 660])
         layout = QVBoxLayout(self)
         layout.setContentsMargins(6, 2, 6, 0)
         layout.setSpacing(2)
@@ -110,6 +116,12 @@ class BatchesView(QWidget):
             signal.connect(self._update)
         batches.modelReset.connect(self._update)
         self._update()
+
+    def changeEvent(self, event: QEvent) -> None:
+        """Re-tint the toolbar's icons when the palette changes (light and dark)."""
+        if event.type() == QEvent.Type.PaletteChange:
+            retint(self)
+        super().changeEvent(event)
 
     def current(self) -> BatchRow | None:
         """The selected batch."""
@@ -149,19 +161,18 @@ class BatchesView(QWidget):
             + (f" · {active} running" if active else "")
         )
         if current is None:
-            self.item_title.setText("Items")
-            self.item_title.setToolTip("")
+            self.item_title.set_full_text("Items")
             return
         b = current.batch
         source = b.source
         for lead in ("files of ", "lines of "):
             if source.startswith(lead):
                 source = lead + short_path(source[len(lead) :], 48)
-        self.item_title.setText(
+        self.item_title.set_full_text(
             f"{current.progress.describe()}  ·  {b.total} items from the {source}, "
             f"{b.concurrency} at a time"
         )
-        self.item_title.setToolTip(f"Batch {b.id}\n{b.template.goal}")
+        self.item_title.setToolTip(f"Batch {b.id}: {b.template.goal}")
 
     @Slot(QItemSelection, QItemSelection)
     def _on_selection_changed(self, _selected: QItemSelection, _deselected: QItemSelection) -> None:

@@ -20,7 +20,16 @@ from PySide6.QtCore import (
     Qt,
     Slot,
 )
-from PySide6.QtGui import QColor, QFont, QFontMetrics, QHelpEvent, QPainter, QPalette
+from PySide6.QtGui import (
+    QAction,
+    QColor,
+    QFont,
+    QFontMetrics,
+    QHelpEvent,
+    QPainter,
+    QPainterPath,
+    QPalette,
+)
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QHeaderView,
@@ -39,7 +48,7 @@ from PySide6.QtWidgets import (
 from desktop_agent.client.scheduling_views import stuck_badge
 from desktop_agent.domain import RunStatus
 from desktop_agent.domain.scheduling import StuckRun
-from desktop_agent.gui import theme
+from desktop_agent.gui import resources, theme
 from desktop_agent.gui.models.runs import RunRole
 from desktop_agent.gui.models.scheduling import Role
 
@@ -82,18 +91,37 @@ class TablePane(QStackedWidget):
         model.modelReset.connect(self._update)
         self._update()
 
-    def size_columns(self, samples: Mapping[int, str], stretch: int) -> None:
-        """Fit columns to sample texts (plus room for an icon); ``stretch`` takes the rest."""
+    def size_columns(self, samples: Mapping[int, str | int], stretch: int) -> None:
+        """Size columns to sample texts (plus room for an icon) or to pixel widths.
+
+        Column ``stretch`` takes the rest of the width.
+        """
         header = self.table.horizontalHeader()
         fm = self.fontMetrics()
         for col, sample in samples.items():
-            header.resizeSection(col, fm.horizontalAdvance(sample) + 36)
+            width = sample if isinstance(sample, int) else fm.horizontalAdvance(sample) + 36
+            header.resizeSection(col, width)
             header.setSectionResizeMode(col, QHeaderView.ResizeMode.Interactive)
         header.setSectionResizeMode(stretch, QHeaderView.ResizeMode.Stretch)
 
     @Slot()
     def _update(self) -> None:
         self.setCurrentWidget(self.table if self.model.rowCount() else self.hint)
+
+
+def icon_action(parent: QWidget, icon: str, text: str) -> QAction:
+    """An action whose icon :func:`retint` draws again in a new palette's colors."""
+    action = QAction(resources.icon(icon), text, parent)
+    action.setProperty("icon_name", icon)
+    return action
+
+
+def retint(widget: QWidget) -> None:
+    """Tint the icons of ``widget``'s actions for the palette now in use."""
+    for action in widget.findChildren(QAction):
+        name = action.property("icon_name")
+        if name:
+            action.setIcon(resources.icon(str(name)))
 
 
 def view_bar(parent: QWidget, name: str) -> QToolBar:
@@ -164,9 +192,10 @@ class BatchProgressDelegate(QStyledItemDelegate):
         width = rect.right() - left
         if width > 12 and total > 0:
             bar = QRectF(left, rect.center().y() - 3, width, 7)
-            painter.setPen(Qt.PenStyle.NoPen)
-            painter.setBrush(pal.color(QPalette.ColorRole.Mid))
-            painter.drawRoundedRect(bar, 3.5, 3.5)
+            track = QPainterPath()
+            track.addRoundedRect(bar, 3.5, 3.5)
+            painter.setClipPath(track)
+            painter.fillRect(bar, pal.color(QPalette.ColorRole.Mid))
             x = bar.left()
             for n, status in (
                 (done, RunStatus.COMPLETED),
@@ -175,9 +204,10 @@ class BatchProgressDelegate(QStyledItemDelegate):
             ):
                 if n <= 0:
                     continue
-                w = bar.width() * n / total
-                painter.setBrush(theme.status_color(status, pal))
-                painter.drawRoundedRect(QRectF(x, bar.top(), w, bar.height()), 3.5, 3.5)
+                w = max(2.0, bar.width() * n / total)  # a few among many stay visible
+                painter.fillRect(
+                    QRectF(x, bar.top(), w, bar.height()), theme.status_color(status, pal)
+                )
                 x += w
         painter.restore()
 

@@ -6,19 +6,17 @@ Lists with create, pause, resume and remove actions. They only emit requests;
 
 from __future__ import annotations
 
-from PySide6.QtCore import QItemSelection, QModelIndex, Signal, Slot
-from PySide6.QtGui import QAction
+from PySide6.QtCore import QEvent, QItemSelection, QModelIndex, Signal, Slot
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
 from desktop_agent.client.scheduling_views import ScheduleRow, WatchRow
-from desktop_agent.gui import resources
 from desktop_agent.gui.models.scheduling import (
     ScheduleColumn,
     ScheduleListModel,
     WatchColumn,
     WatchListModel,
 )
-from desktop_agent.gui.views.common import TablePane, spacer, view_bar
+from desktop_agent.gui.views.common import TablePane, icon_action, retint, spacer, view_bar
 
 
 class _ListView(QWidget):
@@ -49,10 +47,10 @@ class _ListView(QWidget):
         self.pane = pane
         self.table = pane.table
         self.bar = view_bar(self, f"{noun} actions")
-        self.new_action = QAction(resources.icon(new_icon), new_text, self)
-        self.pause_action = QAction(resources.icon("pause"), "Pause", self)
-        self.resume_action = QAction(resources.icon("resume"), "Resume", self)
-        self.remove_action = QAction(resources.icon("remove"), "Remove…", self)
+        self.new_action = icon_action(self, new_icon, new_text)
+        self.pause_action = icon_action(self, "pause", "Pause")
+        self.resume_action = icon_action(self, "resume", "Resume")
+        self.remove_action = icon_action(self, "remove", "Remove…")
         for action in (self.new_action, self.pause_action, self.resume_action):
             self.bar.addAction(action)
         self.bar.addSeparator()
@@ -76,6 +74,12 @@ class _ListView(QWidget):
         layout.setSpacing(2)
         layout.addWidget(self.bar)
         layout.addWidget(pane, 1)
+
+    def changeEvent(self, event: QEvent) -> None:
+        """Re-tint the toolbar's icons when the palette changes (light and dark)."""
+        if event.type() == QEvent.Type.PaletteChange:
+            retint(self)
+        super().changeEvent(event)
 
     def current_id(self) -> str | None:
         """The id of the selected row."""

@@ -13,7 +13,8 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from PySide6.QtCore import QObject, Qt, QTimer, Signal, Slot
+from PySide6.QtCore import QEvent, QObject, Qt, QTimer, Signal, Slot
+from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QSizePolicy, QWidget
 
 from desktop_agent.client.schedules import Scheduling
@@ -124,13 +125,22 @@ class StatusNote(QWidget):
         layout.setSpacing(4)
         layout.addWidget(self.icon)
         layout.addWidget(self.label)
+        self._html = ""
         self.hide()
 
     def show_text(self, html: str, tooltip: str = "") -> None:
-        """Show ``html`` (empty: hide)."""
-        self.label.setText(html)
+        """Show ``html`` (empty: hide); ``{link}`` in it is the palette's link color."""
+        self._html = html
+        link = self.palette().color(QPalette.ColorRole.Link).name()
+        self.label.setText(html.replace("{link}", link))
         self.setToolTip(tooltip)
         self.setVisible(bool(html))
+
+    def changeEvent(self, event: QEvent) -> None:
+        """Links take the new palette's color."""
+        if event.type() == QEvent.Type.PaletteChange and self._html:
+            self.show_text(self._html, self.toolTip())
+        super().changeEvent(event)
 
     def text(self) -> str:
         """The text shown, without markup."""
@@ -240,7 +250,8 @@ class SchedulingViews(QObject):
             first = next(iter(self.stuck.values()))
             n = len(self.stuck)
             self.stuck_note.show_text(
-                f"<a href='{first.run_id}'>{n} run{'s' if n != 1 else ''} without progress</a>",
+                f"<a style='color:{{link}}' href='{first.run_id}'>"
+                f"{n} run{'s' if n != 1 else ''} without progress</a>",
                 "\n".join(f"{s.run_id}: {s.message}" for s in self.stuck.values()),
             )
         else:
