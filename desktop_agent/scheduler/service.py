@@ -125,6 +125,10 @@ class SchedulerService:
         self._offset = 0.0
         self._token: str | None = None
         self._busy = 0
+        # APScheduler calls _on_event while holding its job-store lock, and our syncing
+        # calls APScheduler while holding self._lock: the counter gets its own lock so that
+        # the two never wait for each other (a deadlock seen at shutdown).
+        self._busy_lock = threading.Lock()
         self._last_retention: float | None = None
 
     # ------------------------------------------------------------------ lifecycle
@@ -211,11 +215,11 @@ class SchedulerService:
         due = any(
             job.next_run_time is not None and job.next_run_time <= now for job in sched.get_jobs()
         )
-        with self._lock:
+        with self._busy_lock:
             return not due and self._busy == 0
 
     def _on_event(self, event: JobEvent) -> None:
-        with self._lock:
+        with self._busy_lock:
             self._busy += 1 if event.code == EVENT_JOB_SUBMITTED else -1
 
     def job(self, job_id: str) -> Job | None:
