@@ -159,7 +159,7 @@ def check_after_model_call(act: Activation) -> None:
 
 def resume_budget_wait(act: Activation, step: Step) -> None:
     """Continue once the budget was extended; else keep waiting."""
-    from desktop_agent.engine.control import close_wait
+    from desktop_agent.engine.waits import close_wait
 
     limit = exceeded(act, _worst_case(act) if not act.state.conversation.pending else 0.0)
     if limit is None:

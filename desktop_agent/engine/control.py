@@ -1,15 +1,14 @@
-"""Tool uses, waits, recovery of open steps, compaction and reports.
+"""Tool uses: approvals, the engine's own tools, execution, and recovery of tool steps.
 
-Split from :mod:`desktop_agent.engine.loop` to keep each module readable; every function
-takes the current :class:`~desktop_agent.engine.loop.Activation`.
+Split from :mod:`desktop_agent.engine.loop` (as are :mod:`waits`, :mod:`compaction` and
+:mod:`report`) to keep each module readable; every function takes the current
+:class:`~desktop_agent.engine.loop.Activation`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
-import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -29,14 +28,11 @@ from desktop_agent.domain import (
     Step,
     StepKind,
     StepStatus,
-    Usage,
     WaitReason,
 )
 from desktop_agent.domain.errors import RunCancelled
-from desktop_agent.engine import budget as budgets
 from desktop_agent.engine import sanitize
 from desktop_agent.engine.ports import (
-    ModelRequest,
     RunPatch,
     StepIntent,
     StepOutcome,
@@ -46,6 +42,7 @@ from desktop_agent.engine.ports import (
     ToolProvider,
     ToolResult,
 )
+from desktop_agent.engine.waits import resume_question, resume_sleep, resume_wait
 
 if TYPE_CHECKING:
     from desktop_agent.engine.loop import Activation
@@ -373,128 +370,6 @@ def apply_decision(act: Activation, cmd: Command) -> None:
     act.commit(approvals=[decided], applied=[(cmd.id, str(state))])
 
 
-def resume_wait(act: Activation, step: Step) -> None:
-    """Finish an open wait step if what it waits for has happened; else hibernate."""
-    handler = {
-        StepKind.APPROVAL: _resume_approval,
-        StepKind.SLEEP: _resume_sleep,
-        StepKind.QUESTION: _resume_question,
-        StepKind.BUDGET: budgets.resume_budget_wait,
-    }[step.kind]
-    handler(act, step)
-
-
-def close_wait(act: Activation, step: Step, output: JSON, *, worked_s: float = 0.0) -> None:
-    """Complete an open wait step and mark the run running again.
-
-    ``worked_s`` counts towards the run's time budget (the run's own timer waits do;
-    waits on the analyst do not).
-    """
-    act._outcome = StepOutcome(step.seq, StepStatus.COMPLETED, output)
-    act._fold_local(step.seq, step.kind, step.name, step.input, outcome=act._outcome)
-    act.open_step = None
-    act.commit(
-        patch=RunPatch(
-            status=RunStatus.RUNNING,
-            clear_wait=True,
-            status_message="",
-            add_active_seconds=max(0.0, worked_s),
-        )
-    )
-
-
-def _resume_approval(act: Activation, step: Step) -> None:
-    records = act.store.get_approvals(act.run.id, step.seq)
-    now = act.clock.now()
-    expired = []
-    for rec in records:
-        if rec.state == ApprovalState.PENDING and rec.deadline is not None and rec.deadline <= now:
-            action = "approve" if rec.default_action == "approve" else "reject"
-            expired.append(
-                dataclasses.replace(
-                    rec,
-                    state=ApprovalState.EXPIRED,
-                    decided_arguments=rec.arguments,
-                    decision_note=(
-                        f"no decision before the deadline; the default action ({action}) "
-                        "was applied"
-                    ),
-                    decided_at=now,
-                )
-            )
-    if expired:
-        act.commit(approvals=expired)
-        records = act.store.get_approvals(act.run.id, step.seq)
-    pending = [r for r in records if r.state == ApprovalState.PENDING]
-    if pending:
-        deadlines = [r.deadline for r in pending if r.deadline is not None]
-        act.suspend(
-            RunPatch(
-                status=RunStatus.WAITING,
-                wait_reason=WaitReason.APPROVAL,
-                wake_at=min(deadlines) if deadlines else None,
-                status_message="Waiting for approval: " + ", ".join(r.tool for r in pending),
-            )
-        )
-    by_id = {r.id: r for r in records}
-    decisions = []
-    for item in (step.input or {}).get("requests", []):
-        rec = by_id[item["approval_id"]]
-        label = str(rec.state)
-        if rec.state == ApprovalState.EXPIRED:
-            approved = rec.default_action == "approve"
-            label = "expired_approved" if approved else "expired_rejected"
-        decisions.append(
-            {
-                "tool_use_id": item["tool_use_id"],
-                "approval_id": rec.id,
-                "state": label,
-                "arguments": rec.decided_arguments,
-                "note": rec.decision_note,
-            }
-        )
-    close_wait(act, step, {"decisions": decisions})
-
-
-def _resume_sleep(act: Activation, step: Step) -> None:
-    until = float((step.input or {}).get("until", 0))
-    now = act.clock.now()
-    if now >= until:
-        slept = until - float((step.input or {}).get("from", until))
-        close_wait(act, step, {"content": f"Waited until {time.ctime(until)}."}, worked_s=slept)
-        return
-    act.suspend(
-        RunPatch(
-            status=RunStatus.WAITING,
-            wait_reason=WaitReason.TIMER,
-            wake_at=until,
-            status_message=f"Sleeping until {time.ctime(until)}",
-        )
-    )
-
-
-def _resume_question(act: Activation, step: Step) -> None:
-    for cmd in act.store.pending_commands(act.run.id):
-        if cmd.kind == CommandKind.ANSWER:
-            answer = str((cmd.payload or {}).get("text", ""))
-            act._outcome = StepOutcome(step.seq, StepStatus.COMPLETED, {"content": answer})
-            act._fold_local(step.seq, step.kind, step.name, step.input, outcome=act._outcome)
-            act.open_step = None
-            act.commit(
-                patch=RunPatch(status=RunStatus.RUNNING, clear_wait=True, status_message=""),
-                applied=[(cmd.id, f"answered step {step.seq}")],
-            )
-            return
-    question = str((step.input or {}).get("question", ""))
-    act.suspend(
-        RunPatch(
-            status=RunStatus.WAITING,
-            wait_reason=WaitReason.HUMAN_INPUT,
-            status_message=f"Question for you: {question}"[:300],
-        )
-    )
-
-
 def _decided_args(act: Activation, use: Mapping[str, Any]) -> tuple[JSON, bool]:
     decision = act.state.conversation.decisions.get(str(use["id"]))
     if decision is None:
@@ -563,7 +438,7 @@ def _control_tool(act: Activation, use: Mapping[str, Any], args: JSON) -> None:
         )
         act.state.scalars.last_seq = seq
         act.open_step = act.store.load_steps(act.run.id, from_seq=seq)[0]
-        _resume_sleep(act, act.open_step)
+        resume_sleep(act, act.open_step)
         return
     question = args.get("question")
     if not isinstance(question, str) or not question.strip():
@@ -583,7 +458,7 @@ def _control_tool(act: Activation, use: Mapping[str, Any], args: JSON) -> None:
     )
     act.state.scalars.last_seq = seq
     act.open_step = act.store.load_steps(act.run.id, from_seq=seq)[0]
-    _resume_question(act, act.open_step)
+    resume_question(act, act.open_step)
 
 
 def _immediate_result(act: Activation, use: Mapping[str, Any], text: str, is_error: bool) -> None:
@@ -788,191 +663,3 @@ def _close_in_doubt(
         applied=[(cmd.id, result)],
         patch=RunPatch(status=RunStatus.RUNNING, clear_attention=True, status_message=""),
     )
-
-
-# --------------------------------------------------------------------------- streaming
-
-
-class PartialStreamer:
-    """Collects streamed text and persists it a few times a second."""
-
-    def __init__(self, act: Activation, seq: int) -> None:
-        self.act = act
-        self.seq = seq
-        self.parts: list[str] = []
-        self.usage = Usage()
-        self.cost_usd = 0.0
-        self._last = time.monotonic()
-        self._dirty = False
-        self._usage_saved = False
-
-    @property
-    def text(self) -> str:
-        """Everything streamed so far."""
-        return "".join(self.parts)
-
-    def on_text(self, delta: str) -> None:
-        """Called by the model adapter for each text delta."""
-        self.parts.append(sanitize.clean_text(delta))
-        self._dirty = True
-        if time.monotonic() - self._last >= self.act.cfg.partial_flush_s:
-            self.flush()
-            self.act.crash_point("mid_stream")
-
-    def on_usage(self, usage: Usage, cost_usd: float) -> None:
-        """Called by the model adapter with the usage and dollars spent so far."""
-        self.usage = usage
-        self.cost_usd = cost_usd
-        self._dirty = True
-        if not self._usage_saved:
-            # The prompt is paid for as soon as the call starts: record it at once.
-            self._usage_saved = True
-            self.flush()
-
-    def flush(self) -> None:
-        """Persist the text streamed and the usage reported so far, if they changed."""
-        if self._dirty:
-            self.act.store.save_partial(
-                self.act.run.id, self.seq, self.text, self.usage, self.cost_usd
-            )
-            self._dirty = False
-            self._last = time.monotonic()
-
-
-# --------------------------------------------------------------------------- compaction
-
-SUMMARY_PROMPT = (
-    "Summarize the work so far for your own later use: what was found (with sources and "
-    "file names), what was decided, what is still to do. Be complete but concise; this "
-    "summary replaces the older turns of the conversation."
-)
-
-
-def needs_compaction(act: Activation) -> bool:
-    """Whether the last prompt came close enough to the context window to compact."""
-    sc = act.state.scalars
-    conv = act.state.conversation
-    if sc.last_prompt_tokens <= 0 or len(conv.messages) <= act.cfg.keep_recent_messages + 2:
-        return False
-    window = act.x.model_for(act.run.spec.model).context_window(act.run.spec.model)
-    return sc.last_prompt_tokens >= act.cfg.compaction_threshold * window
-
-
-def _cut_index(act: Activation) -> int:
-    """Index of the first kept message: an assistant turn after the last compaction."""
-    conv = act.state.conversation
-    start = max(1, len(conv.messages) - act.cfg.keep_recent_messages)
-    for i in range(start, len(conv.messages)):
-        if conv.messages[i]["role"] == "assistant":
-            return i
-    return len(conv.messages)
-
-
-def compaction(act: Activation, open_seq: int | None, attempt: int) -> None:
-    """Summarize older turns by a model call recorded as a ``compaction`` step."""
-    conv = act.state.conversation
-    cut = _cut_index(act)
-    older = conv.messages[:cut]
-    if older and older[-1]["role"] == "assistant":
-        older = older[:-1]
-    messages = [*older, {"role": "user", "content": [{"type": "text", "text": SUMMARY_PROMPT}]}]
-    spec = act.run.spec
-    request = ModelRequest(
-        model=spec.model,
-        system=spec.system_prompt,
-        messages=messages,
-        tools=tool_schemas(act),
-        max_tokens=min(spec.max_tokens, 4096),
-    )
-    seq = open_seq if open_seq is not None else act.next_seq
-    input_ = {"summarized_messages": len(older), "kept_messages": len(conv.messages) - cut}
-    if open_seq is None:
-        act.commit(
-            intents=[StepIntent(seq=seq, kind=StepKind.COMPACTION, name=spec.model, input=input_)]
-        )
-        act.state.scalars.last_seq = seq
-    model = act.x.model_for(spec.model)
-    response = act.stream_model(seq, StepKind.COMPACTION, input_, request, model)
-    summary = "\n".join(
-        str(b.get("text", "")) for b in response.content if b.get("type") == "text"
-    ).strip()
-    if act.state.scalars.plan:  # the plan is working memory: it outlives the turns it was in
-        summary += "\n\nYour plan (update it with update_plan):\n" + "\n".join(
-            f"- [{'x' if i.get('done') else ' '}] {i.get('text')}" for i in act.state.scalars.plan
-        )
-    window_start = conv.message_seqs[cut] if cut < len(conv.message_seqs) else seq
-    output = {
-        "summary": summary,
-        "keep_messages": len(conv.messages) - cut,
-        "window_start_seq": window_start,
-        "model": response.model,
-    }
-    act.finish_step(
-        seq,
-        StepKind.COMPACTION,
-        spec.model,
-        input_,
-        StepOutcome(
-            seq, StepStatus.COMPLETED, output, usage=response.usage, cost_usd=response.cost_usd
-        ),
-    )
-    act.state.scalars.last_prompt_tokens = 0
-
-
-# --------------------------------------------------------------------------- reports
-
-
-def partial_report_text(act: Activation, why: str) -> str:
-    """A Markdown report of what the run achieved before it was stopped."""
-    sc = act.state.scalars
-    conv = act.state.conversation
-    lines = [
-        f"# Partial report: {act.run.goal}",
-        "",
-        f"*{why}.* Run `{act.run.id}`, {sc.model_calls} model calls, {sc.tool_calls} tool calls, "
-        f"${sc.cost_usd:.4f} spent.",
-        "",
-    ]
-    if sc.plan:
-        lines += ["## Plan", ""]
-        lines += [f"- [{'x' if i.get('done') else ' '}] {i.get('text')}" for i in sc.plan]
-        lines.append("")
-    if conv.summary:
-        lines += ["## Summary of earlier work", "", conv.summary, ""]
-    texts = []
-    for msg in conv.messages:
-        if msg["role"] != "assistant":
-            continue
-        for block in msg["content"]:
-            if block.get("type") == "text" and str(block.get("text", "")).strip():
-                texts.append(str(block["text"]).strip())
-    if texts:
-        lines += ["## What the agent wrote", ""]
-        lines += [f"- {t}" for t in texts[-20:]]
-        lines.append("")
-    tools_used: dict[str, int] = {}
-    for msg in conv.messages:
-        for block in msg["content"] if msg["role"] == "assistant" else []:
-            if block.get("type") == "tool_use":
-                tools_used[str(block["name"])] = tools_used.get(str(block["name"]), 0) + 1
-    if tools_used:
-        lines += ["## Tools used", ""]
-        lines += [f"- {n}: {c}" for n, c in sorted(tools_used.items())]
-    return "\n".join(lines).rstrip() + "\n"
-
-
-def write_partial_report(act: Activation, why: str) -> str:
-    """Write the partial report into the workspace; return its file name."""
-    name = f"partial-report-{act.run.id}.md"
-    workspace = Path(act.run.workspace)
-    try:
-        workspace.mkdir(parents=True, exist_ok=True)
-        (workspace / name).write_text(partial_report_text(act, why), encoding="utf-8")
-    except OSError as exc:
-        return f"(not written: {exc})"
-    return name
-
-
-def dumps(data: JSON) -> str:
-    """Compact JSON, for messages."""
-    return json.dumps(data, ensure_ascii=False, separators=(",", ":"))

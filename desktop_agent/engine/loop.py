@@ -40,7 +40,7 @@ from desktop_agent.domain.errors import (
     TransientError,
 )
 from desktop_agent.engine import budget as budgets
-from desktop_agent.engine import control, sanitize
+from desktop_agent.engine import compaction, control, report, sanitize, waits
 from desktop_agent.engine.ports import (
     CancelToken,
     Clock,
@@ -483,7 +483,7 @@ class Activation:
         """Continue from a step that was open when the last activation ended."""
         check_open_step(self.state.conversation, step)
         if step.kind in CONTROL_WAIT_KINDS:
-            control.resume_wait(self, step)
+            waits.resume_wait(self, step)
         elif step.kind in (StepKind.MODEL_CALL, StepKind.COMPACTION):
             # What the interrupted attempt spent (saved while it streamed) stays counted.
             self._salvage[step.seq] = (
@@ -495,7 +495,7 @@ class Activation:
             if step.kind == StepKind.MODEL_CALL:
                 self.model_call(step.seq, attempt)
             else:
-                control.compaction(self, step.seq, attempt)
+                compaction.compaction(self, step.seq, attempt)
         elif step.kind == StepKind.TOOL_CALL:
             control.recover_tool_call(self, step)
         else:
@@ -516,8 +516,8 @@ class Activation:
             return
         if conv.finished:
             self.finish_completed()
-        if control.needs_compaction(self):
-            control.compaction(self, None, 1)
+        if compaction.needs_compaction(self):
+            compaction.compaction(self, None, 1)
             return
         budgets.check_before_model_call(self)
         self.model_call(None, 1)
@@ -576,7 +576,7 @@ class Activation:
         spent) and unwinds: cancellation raises, failures end the activation as
         :meth:`model_failed` decides.
         """
-        streamer = control.PartialStreamer(self, seq)
+        streamer = compaction.PartialStreamer(self, seq)
         try:
             response = model.complete(
                 request,
@@ -608,7 +608,7 @@ class Activation:
         kind: StepKind,
         input_: JSON,
         exc: TransientError | PermanentError,
-        streamer: control.PartialStreamer,
+        streamer: compaction.PartialStreamer,
     ) -> NoReturn:
         """Record a failed model call (and what it spent) and decide what the run does next."""
         output: dict[str, JSON] = {
@@ -693,12 +693,12 @@ class Activation:
 
     def finish_stopped(self, why: str) -> None:
         """End gracefully at the analyst's request, leaving a partial report."""
-        path = control.write_partial_report(self, why)
+        path = report.write_partial_report(self, why)
         self._end_with_report(RunStatus.COMPLETED, f"{why}; partial report: {path}", why, path)
 
     def finish_cancelled(self) -> None:
         """End after a cancel, leaving a partial report."""
-        path = control.write_partial_report(self, "Cancelled by the analyst")
+        path = report.write_partial_report(self, "Cancelled by the analyst")
         self._end_with_report(
             RunStatus.CANCELLED, f"Cancelled; partial report: {path}", "cancelled", path
         )
@@ -730,7 +730,7 @@ class Activation:
                     name="partial_report",
                     input={"reason": why},
                     status=StepStatus.COMPLETED,
-                    output={"path": path, "report": control.partial_report_text(self, why)},
+                    output={"path": path, "report": report.partial_report_text(self, why)},
                 )
             ],
             patch=RunPatch(

@@ -27,7 +27,7 @@ from desktop_agent import cli
 from desktop_agent.client.api import Client
 from desktop_agent.config import Settings
 from desktop_agent.domain import RunStatus, StepKind, StepStatus, WaitReason
-from desktop_agent.engine.control import SUMMARY_PROMPT
+from desktop_agent.engine.compaction import SUMMARY_PROMPT
 from desktop_agent.secrets import SERVICE, USERNAME
 from tests.helpers.fake_anthropic import Reply, Status, Stream, Text, ToolUse
 from tests.llm.conftest import KEY, StartFake

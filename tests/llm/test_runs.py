@@ -16,7 +16,7 @@ import pytest
 from desktop_agent import cli
 from desktop_agent.client.api import Client
 from desktop_agent.domain import RunStatus, StepKind, StepStatus, Usage, WaitReason
-from desktop_agent.engine.control import SUMMARY_PROMPT
+from desktop_agent.engine.compaction import SUMMARY_PROMPT
 from desktop_agent.engine.loop import EngineConfig, RunExecutor, restore_state
 from desktop_agent.engine.state import AgentState, apply_step
 from desktop_agent.llm import pricing

@@ -5,7 +5,7 @@ from __future__ import annotations
 from desktop_agent.client.api import Client
 from desktop_agent.client.views import RunsTracker
 from desktop_agent.domain import RunStatus, StepKind, Usage
-from desktop_agent.engine.control import SUMMARY_PROMPT
+from desktop_agent.engine.compaction import SUMMARY_PROMPT
 from desktop_agent.engine.loop import EngineConfig, restore_state
 from desktop_agent.engine.ports import ModelRequest
 from tests.conftest import MakeExecutor, drain
