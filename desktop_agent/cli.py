@@ -15,24 +15,34 @@ import logging
 import os
 import signal
 import sys
-import time
 from collections.abc import Callable, Sequence
-from typing import Any, TextIO
+from typing import Any
 
 from desktop_agent import cli_scheduling, config
+from desktop_agent.cli_output import (
+    EXIT_OK,
+    EXIT_USAGE,
+    Out,
+    clip,
+    exit_code,
+    follow,
+    model_label,
+    next_step_hint,
+    run_json,
+    status_label,
+    step_json,
+    step_line,
+)
 from desktop_agent.domain import (
     ApprovalState,
     Run,
     RunStatus,
-    Step,
     StepKind,
     StepStatus,
     WaitReason,
 )
 from desktop_agent.domain.errors import DesktopAgentError, InvalidInputError
 from desktop_agent.domain.units import format_duration, format_usd, parse_duration
-
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_WAITING = 0, 1, 2, 3
 
 
 class CliError(DesktopAgentError):
@@ -147,135 +157,6 @@ def build_parser() -> argparse.ArgumentParser:
 # --------------------------------------------------------------------------- output
 
 
-class Out:
-    """Human or JSON output."""
-
-    def __init__(self, as_json: bool, stream: TextIO | None = None) -> None:
-        self.as_json = as_json
-        self.stream = stream or sys.stdout
-
-    def emit(self, human: str, data: Any) -> None:
-        """Print ``human`` or ``data`` as JSON."""
-        if self.as_json:
-            print(json.dumps(data, default=str, ensure_ascii=False), file=self.stream)
-        else:
-            print(human, file=self.stream)
-
-
-def run_json(run: Run) -> dict[str, Any]:
-    """A run as plain data."""
-    return {
-        "id": run.id,
-        "goal": run.goal,
-        "status": str(run.status),
-        "wait_reason": str(run.wait_reason) if run.wait_reason else None,
-        "wake_at": run.wake_at,
-        "message": run.status_message,
-        "model": run.model,
-        "demo": run.is_demo,
-        "workspace": run.workspace,
-        "cost_usd": round(run.cost_usd, 6),
-        "usage": run.usage.to_json(),
-        "steps": run.last_seq,
-        "budget": run.budget.to_json(),
-        "created_at": run.created_at,
-        "finished_at": run.finished_at,
-        "attention_seq": run.attention_seq,
-        "definition_hash": run.definition_hash,
-    }
-
-
-def step_json(step: Step) -> dict[str, Any]:
-    """A step as plain data."""
-    return {
-        "seq": step.seq,
-        "kind": str(step.kind),
-        "name": step.name,
-        "status": str(step.status),
-        "attempt": step.attempt,
-        "effect": str(step.effect) if step.effect else None,
-        "idempotency_key": step.idempotency_key,
-        "input": step.input,
-        "output": step.output,
-        "error": step.error,
-        "partial_text": step.partial_text,
-        "salvaged": list(step.salvaged),
-        "usage": step.usage.to_json(),
-        "cost_usd": step.cost_usd,
-        "started_at": step.started_at,
-        "finished_at": step.finished_at,
-    }
-
-
-def model_label(model: str) -> str:
-    """The model's name as shown, with the demo clearly marked."""
-    return "demo (offline demo model)" if model == "demo" else model
-
-
-def status_label(run: Run) -> str:
-    """Status with the wait reason."""
-    if run.status == RunStatus.WAITING and run.wait_reason:
-        return f"waiting({run.wait_reason})"
-    return str(run.status)
-
-
-def step_line(step: Step) -> str:
-    """One line describing a step."""
-    mark = {"completed": "✓", "failed": "✗", "started": "…"}[str(step.status)]
-    what = _step_summary(step)
-    extra = []
-    if step.duration_s is not None:
-        extra.append(
-            f"{step.duration_s * 1000:.0f}ms"
-            if step.duration_s < 10
-            else format_duration(step.duration_s)
-        )
-    if step.cost_usd:
-        extra.append(format_usd(step.cost_usd))
-    if step.attempt > 1:
-        extra.append(f"attempt {step.attempt}")
-    tail = f"  ({', '.join(extra)})" if extra else ""
-    return f"[{step.seq:>4}] {mark} {step.kind:<11} {what}{tail}"
-
-
-def _step_summary(step: Step) -> str:
-    inp = step.input if isinstance(step.input, dict) else {}
-    out = step.output if isinstance(step.output, dict) else {}
-    if step.kind == StepKind.MODEL_CALL:
-        texts = [b.get("text", "") for b in out.get("content", []) if b.get("type") == "text"]
-        uses = [b.get("name", "") for b in out.get("content", []) if b.get("type") == "tool_use"]
-        text = " ".join(texts).strip() or step.partial_text or step.error or ""
-        tail = f" → {', '.join(uses)}" if uses else ""
-        return f"{model_label(step.name)}: {_clip(text, 70)}{tail}"
-    if step.kind == StepKind.TOOL_CALL:
-        args = inp.get("arguments", {})
-        arg = (
-            next((str(v) for k, v in args.items() if k in ("path", "url", "query", "to")), "")
-            if isinstance(args, dict)
-            else ""
-        )
-        res = str(out.get("content", step.error or ""))
-        err = " ERROR" if out.get("is_error") else ""
-        return f"{step.name} {arg}{err}: {_clip(res, 60)}"
-    if step.kind == StepKind.APPROVAL:
-        names = ", ".join(str(r.get("name")) for r in inp.get("requests", []))
-        decisions = ", ".join(str(d.get("state")) for d in out.get("decisions", []))
-        return f"approval for {names}" + (f": {decisions}" if decisions else ": pending")
-    if step.kind == StepKind.STEER:
-        return f"note: {_clip(str(inp.get('text', '')), 70)}"
-    if step.kind == StepKind.BUDGET:
-        return f"budget reached ({step.name})" + (f": {out.get('action')}" if out else "")
-    return f"{step.name} {_clip(json.dumps(out) if out else '', 60)}"
-
-
-def _clip(text: str, n: int) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= n else text[: n - 1] + "…"
-
-
-# --------------------------------------------------------------------------- commands
-
-
 def _client(args: argparse.Namespace) -> Any:
     from desktop_agent.client.api import Client
 
@@ -310,138 +191,6 @@ def cmd_run(args: argparse.Namespace, out: Out) -> int:
     client.ensure_worker(until_idle=True)
     final = follow(client, run.id, out, auto_approve=args.yes)
     return exit_code(final)
-
-
-def exit_code(run: Run) -> int:
-    """Exit code for a run that ended or waits."""
-    if run.status == RunStatus.COMPLETED:
-        return EXIT_OK
-    if run.status in (RunStatus.FAILED, RunStatus.CANCELLED):
-        return EXIT_FAILED
-    return EXIT_WAITING
-
-
-def follow(
-    client: Any, run_id: str, out: Out, *, auto_approve: bool = False, poll_s: float = 0.2
-) -> Run:
-    """Print steps as they finish until the run ends or waits for the analyst."""
-    printed = 0
-    spinner = "|/-\\"
-    tick = 0
-    interactive = sys.stdin.isatty() and sys.stderr.isatty() and not out.as_json
-    idle_since = time.monotonic()
-    decided: set[str] = set()
-    while True:
-        steps = client.steps(run_id, printed + 1)
-        for step in steps:
-            if step.status == StepStatus.STARTED:
-                break
-            printed = step.seq
-            idle_since = time.monotonic()
-            if out.as_json:
-                out.emit("", {"event": "step", **step_json(step)})
-            else:
-                if interactive:
-                    sys.stderr.write("\r\033[K")
-                print(step_line(step), flush=True)
-        run: Run = client.run(run_id)
-        if run.status == RunStatus.WAITING and run.wait_reason == WaitReason.APPROVAL:
-            pending = [a for a in client.approvals() if a.run_id == run.id and a.id not in decided]
-            if pending and (auto_approve or interactive):
-                for a in pending:
-                    decided.add(a.id)  # decided once; the worker applies it when it runs
-                    if auto_approve or _ask_approval(a):
-                        client.approve(a.id, note="approved in the terminal")
-                    else:
-                        reason = (
-                            input("Reason for the agent: ").strip() or "rejected in the terminal"
-                        )
-                        client.reject(a.id, reason)
-                # An idle worker may have exited while the run waited: the decision needs one.
-                client.ensure_worker(until_idle=True)
-                time.sleep(poll_s)
-                continue
-        settled = run.status.is_terminal or run.status in (
-            RunStatus.WAITING,
-            RunStatus.PAUSED,
-            RunStatus.NEEDS_ATTENTION,
-        )
-        open_steps = [s for s in steps if s.status == StepStatus.STARTED]
-        if (
-            settled
-            and not client.store.pending_commands(run.id)
-            and (
-                run.status.is_terminal
-                or not open_steps
-                or open_steps[0].kind != StepKind.MODEL_CALL
-            )
-        ) and (not client.steps(run_id, printed + 1) or run.status != RunStatus.RUNNING):
-            rest = [s for s in client.steps(run_id, printed + 1) if s.status != StepStatus.STARTED]
-            for step in rest:
-                out.emit(step_line(step), {"event": "step", **step_json(step)})
-            _final_message(run, out)
-            return run
-        if interactive:
-            tick += 1
-            live = open_steps[0].partial_text[-60:].replace("\n", " ") if open_steps else ""
-            sys.stderr.write(
-                f"\r\033[K{spinner[tick % 4]} {status_label(run)} · step {run.last_seq} · "
-                f"{format_usd(run.cost_usd)} {live}"
-            )
-            sys.stderr.flush()
-        if time.monotonic() - idle_since > 20 and not client.worker_status().alive:
-            client.ensure_worker(until_idle=True)
-            idle_since = time.monotonic()
-        time.sleep(poll_s)
-
-
-def _ask_approval(approval: Any) -> bool:
-    sys.stderr.write("\r\033[K")
-    print(f"\nApproval needed: {approval.tool} ({approval.rule})")
-    args = json.dumps(approval.arguments, indent=2, ensure_ascii=False)
-    print(args if len(args) < 2000 else args[:2000] + "\n…")
-    while True:
-        answer = input("Approve? [y/n] ").strip().lower()
-        if answer in ("y", "yes"):
-            return True
-        if answer in ("n", "no"):
-            return False
-
-
-def _final_message(run: Run, out: Out) -> None:
-    human = (
-        f"Run {run.id}: {status_label(run)} · {run.last_seq} steps · {format_usd(run.cost_usd)}"
-        + (f"\n{run.status_message}" if run.status_message else "")
-    )
-    hint = _next_step_hint(run)
-    if hint:
-        human += f"\n{hint}"
-    out.emit(human, {"event": "end", **run_json(run), "hint": hint})
-
-
-def _next_step_hint(run: Run) -> str:
-    if run.status == RunStatus.WAITING:
-        if run.wait_reason == WaitReason.APPROVAL:
-            return "Approve with `desktop-agent approvals` then `desktop-agent approve ID`."
-        if run.wait_reason == WaitReason.BUDGET:
-            return (
-                f"Extend with `desktop-agent budget {run.id} --add-cost USD`, "
-                f"or `desktop-agent stop {run.id}`."
-            )
-        if run.wait_reason == WaitReason.HUMAN_INPUT:
-            return f"Answer with `desktop-agent answer {run.id} TEXT`."
-        if run.wait_reason == WaitReason.CREDENTIALS:
-            return "Set a key with `desktop-agent key set`; the run resumes."
-        if run.wake_at:
-            return (
-                f"It wakes at {time.strftime('%H:%M:%S', time.localtime(run.wake_at))}; "
-                "keep a worker running (`desktop-agent worker` or the app)."
-            )
-    if run.status == RunStatus.NEEDS_ATTENTION:
-        return f"Decide with `desktop-agent resolve {run.id} probe|mark_done|retry|skip`."
-    if run.status == RunStatus.PAUSED:
-        return f"Resume with `desktop-agent resume {run.id}`."
-    return ""
 
 
 def cmd_worker(args: argparse.Namespace, out: Out) -> int:
@@ -507,7 +256,7 @@ def cmd_runs(args: argparse.Namespace, out: Out) -> int:
     for r in runs:
         print(
             f"{r.id:<10}  {status_label(r):<22} {r.last_seq:>5} {format_usd(r.cost_usd):>9}  "
-            f"{_clip('demo (offline)' if r.is_demo else r.model, 18):<18} {_clip(r.goal, 50)}"
+            f"{clip('demo (offline)' if r.is_demo else r.model, 18):<18} {clip(r.goal, 50)}"
         )
     return EXIT_OK
 
@@ -540,7 +289,7 @@ def cmd_show(args: argparse.Namespace, out: Out) -> int:
         f"  worked:    {format_duration(run.active_seconds)}"
         + (f" of {format_duration(b.max_time_s)}" if b.max_time_s else "")
     )
-    hint = _next_step_hint(run)
+    hint = next_step_hint(run)
     if hint:
         print(f"  next:      {hint}")
     print()
@@ -602,10 +351,10 @@ def cmd_approvals(args: argparse.Namespace, out: Out) -> int:
     if not pending:
         print("no pending approvals")
     for a in pending:
-        args_text = _clip(json.dumps(a.arguments, ensure_ascii=False), 80)
+        args_text = clip(json.dumps(a.arguments, ensure_ascii=False), 80)
         print(
             f"{a.id}  {a.tool}  {args_text}\n    why asked: {a.rule}"
-            + (f"\n    agent: {_clip(a.reason, 100)}" if a.reason else "")
+            + (f"\n    agent: {clip(a.reason, 100)}" if a.reason else "")
         )
     return EXIT_OK
 

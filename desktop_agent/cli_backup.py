@@ -20,7 +20,7 @@ from desktop_agent.domain.errors import InvalidInputError, InvalidStateError
 from desktop_agent.persistence import backup
 
 if TYPE_CHECKING:
-    from desktop_agent.cli import Out
+    from desktop_agent.cli_output import Out
 
 VERBS = ("backups", "backup", "restore")
 

@@ -18,7 +18,7 @@ from desktop_agent.domain.scheduling import Batch, BatchItem, FolderWatch, Sched
 from desktop_agent.domain.units import format_duration, parse_duration
 
 if TYPE_CHECKING:
-    from desktop_agent.cli import Out
+    from desktop_agent.cli_output import Out
     from desktop_agent.client.schedules import RunOptions, Scheduling
 
 AddParser = Callable[[str, str], argparse.ArgumentParser]
