@@ -9,15 +9,12 @@ call is one commit.
 
 from __future__ import annotations
 
-import re
 import sqlite3
-import time
 from collections.abc import Callable, Iterable, Sequence
-from contextlib import AbstractContextManager
-from typing import Any, TypeVar
+from typing import Any
 
 from sqlalchemy.engine import Connection
-from sqlalchemy.exc import DatabaseError, DBAPIError, IntegrityError, OperationalError
+from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 
 from desktop_agent.domain import (
     AgentSpec,
@@ -30,12 +27,9 @@ from desktop_agent.domain import (
     Step,
     StepStatus,
     Usage,
-    WorkerInfo,
 )
 from desktop_agent.domain.errors import NotFoundError, StorageError
 from desktop_agent.engine.ports import RunPatch, Snapshot, StepIntent, StepOutcome
-from desktop_agent.persistence import backup
-from desktop_agent.persistence.db import Database, locked_message
 from desktop_agent.persistence.mapping import (
     approval_from_row,
     approval_params,
@@ -44,15 +38,13 @@ from desktop_agent.persistence.mapping import (
     loads,
     run_from_row,
     step_from_row,
-    worker_from_row,
 )
-
-T = TypeVar("T")
+from desktop_agent.persistence.sqlbase import _storage_message
+from desktop_agent.persistence.workers import WorkerQueries
 
 _Exec = Callable[[str, dict[str, Any]], int]
 """Runs one statement (named ``:param`` style) in the current transaction; returns rowcount."""
 
-_NAMED = re.compile(r"(?<![:\w]):(\w+)")
 
 _INSERT_STEP = """
 INSERT INTO steps (run_id, seq, kind, name, status, effect, attempt, input, output, error,
@@ -92,67 +84,13 @@ _RUN_COLUMNS = (
 )
 
 
-def _now() -> float:
-    return time.time()
-
-
-class SqlStore:
+class SqlStore(WorkerQueries):
     """Runs, journals, approvals, commands and workers in one SQL database.
 
     Args:
         db: an opened, migrated database.
         clock: time source for bookkeeping columns (``updated_at``, ``created_at``).
     """
-
-    def __init__(self, db: Database, clock: Callable[[], float] = _now) -> None:
-        self.db = db
-        self.now = clock
-        self._pg = not db.is_sqlite
-
-    # ------------------------------------------------------------------ helpers
-
-    def _q(self, sql: str) -> str:
-        """Driver-level SQL in the driver's parameter style."""
-        if self._pg:
-            return _NAMED.sub(r"%(\1)s", sql)
-        return sql
-
-    def _write(self, fn: Callable[[Connection], T]) -> T:
-        return self._run(self.db.write, fn)
-
-    def _read(self, fn: Callable[[Connection], T]) -> T:
-        return self._run(self.db.read, fn)
-
-    def _run(
-        self,
-        transaction: Callable[[], AbstractContextManager[Connection]],
-        fn: Callable[[Connection], T],
-    ) -> T:
-        """Run ``fn`` in ``transaction``, turning database failures into clear errors."""
-        try:
-            with transaction() as conn:
-                return fn(conn)
-        except OperationalError as exc:
-            raise StorageError(_storage_message(exc, self.db.busy_ms)) from exc
-        except DatabaseError as exc:
-            damaged = self._damaged(exc)
-            if damaged is None:
-                raise
-            raise damaged from exc
-
-    def _damaged(self, exc: DatabaseError) -> StorageError | None:
-        """For a damaged file, a StorageError offering the backup; else None."""
-        text = str(exc.orig) if exc.orig is not None else str(exc)
-        path = self.db.settings.sqlite_path
-        if path is not None and backup.is_corruption(text):
-            return StorageError(backup.damaged_message(path, text), code="damaged")
-        return None
-
-    def _rows(self, conn: Connection, sql: str, **params: Any) -> list[Any]:
-        return list(conn.exec_driver_sql(self._q(sql), params).mappings())
-
-    def _exec(self, conn: Connection, sql: str, **params: Any) -> int:
-        return conn.exec_driver_sql(self._q(sql), params).rowcount
 
     # ------------------------------------------------------------------ journal port
 
@@ -644,198 +582,6 @@ class SqlStore:
         r = rows[0]
         return int(r["n"] or 0), float(r["u"] or 0.0), int(r["h"] or 0)
 
-    # ------------------------------------------------------------------ worker side
-
-    def runnable_runs(
-        self, now: float, dead_owners: Sequence[str] = (), limit: int = 100
-    ) -> list[str]:
-        """Ids of runs a worker may claim now, oldest first."""
-        dead = ", ".join(f":d{i}" for i in range(len(dead_owners))) or "NULL"
-        params: dict[str, Any] = {f"d{i}": o for i, o in enumerate(dead_owners)}
-        sql = f"""
-        SELECT r.id FROM runs r
-        WHERE (r.lease_owner IS NULL OR r.lease_expires_at < :now OR r.lease_owner IN ({dead}))
-          AND (
-            r.status IN ('queued', 'running')
-            OR (r.status = 'waiting' AND r.wake_at IS NOT NULL AND r.wake_at <= :now)
-            OR EXISTS (
-                SELECT 1 FROM commands c WHERE c.run_id = r.id AND c.applied_at IS NULL
-                -- a note waits for the run's wait or pause to end; it wakes nothing
-                AND NOT (c.kind = 'steer' AND r.status IN ('waiting', 'paused'))
-            )
-          )
-        ORDER BY r.created_at LIMIT {int(limit)}
-        """
-        rows = self._read(lambda c: self._rows(c, sql, now=now, **params))
-        return [r["id"] for r in rows]
-
-    def claim_run(
-        self, run_id: str, owner: str, now: float, lease_s: float, dead_owners: Sequence[str] = ()
-    ) -> bool:
-        """Take the run's lease if it is free, expired, or held by a dead worker."""
-        dead = ", ".join(f":d{i}" for i in range(len(dead_owners))) or "NULL"
-        params: dict[str, Any] = {f"d{i}": o for i, o in enumerate(dead_owners)}
-        sql = f"""
-        UPDATE runs SET lease_owner = :owner, lease_expires_at = :exp
-        WHERE id = :id AND (lease_owner IS NULL OR lease_expires_at < :now
-                            OR lease_owner IN ({dead}))
-        """
-        n = self._write(
-            lambda c: self._exec(
-                c, sql, owner=owner, exp=now + lease_s, id=run_id, now=now, **params
-            )
-        )
-        return n == 1
-
-    def release_run(self, run_id: str, owner: str) -> None:
-        """Give the lease back."""
-        self._write(
-            lambda c: self._exec(
-                c,
-                "UPDATE runs SET lease_owner = NULL, lease_expires_at = NULL "
-                "WHERE id = :id AND lease_owner = :owner",
-                id=run_id,
-                owner=owner,
-            )
-        )
-
-    def heartbeat(self, worker_id: str, now: float, lease_s: float) -> None:
-        """Renew the worker's heartbeat and the leases of the runs it holds."""
-
-        def txn(conn: Connection) -> None:
-            self._exec(
-                conn, "UPDATE workers SET heartbeat_at = :now WHERE id = :id", now=now, id=worker_id
-            )
-            self._exec(
-                conn,
-                "UPDATE runs SET lease_expires_at = :exp WHERE lease_owner = :id",
-                exp=now + lease_s,
-                id=worker_id,
-            )
-
-        self._write(txn)
-
-    def register_worker(self, info: WorkerInfo, proc_started_at: float) -> None:
-        """Record a starting worker."""
-        self._write(
-            lambda c: self._exec(
-                c,
-                "INSERT INTO workers (id, host, pid, proc_started_at, started_at, heartbeat_at) "
-                "VALUES (:id, :host, :pid, :ps, :st, :hb)",
-                id=info.id,
-                host=info.host,
-                pid=info.pid,
-                ps=proc_started_at,
-                st=info.started_at,
-                hb=info.heartbeat_at,
-            )
-        )
-
-    def stop_worker(self, worker_id: str, now: float) -> None:
-        """Record a worker's clean exit and free its leases."""
-
-        def txn(conn: Connection) -> None:
-            self._exec(
-                conn, "UPDATE workers SET stopped_at = :now WHERE id = :id", now=now, id=worker_id
-            )
-            self._exec(
-                conn,
-                "UPDATE runs SET lease_owner = NULL, lease_expires_at = NULL "
-                "WHERE lease_owner = :id",
-                id=worker_id,
-            )
-
-        self._write(txn)
-
-    def list_workers(self, include_stopped: bool = False) -> list[tuple[WorkerInfo, float]]:
-        """Workers with their process start time, newest first."""
-        sql = "SELECT * FROM workers"
-        if not include_stopped:
-            sql += " WHERE stopped_at IS NULL"
-        sql += " ORDER BY started_at DESC"
-        rows = self._read(lambda c: self._rows(c, sql))
-        return [(worker_from_row(r), float(r["proc_started_at"])) for r in rows]
-
-    def mark_worker_dead(self, worker_id: str, now: float) -> None:
-        """Record that a worker's process is gone (found by another worker)."""
-        self._write(
-            lambda c: self._exec(
-                c,
-                "UPDATE workers SET stopped_at = :now WHERE id = :id AND stopped_at IS NULL",
-                now=now,
-                id=worker_id,
-            )
-        )
-
-    def lease_owners(self) -> set[str]:
-        """Workers currently holding a lease on some run."""
-        rows = self._read(
-            lambda c: self._rows(
-                c, "SELECT DISTINCT lease_owner FROM runs WHERE lease_owner IS NOT NULL"
-            )
-        )
-        return {str(r["lease_owner"]) for r in rows}
-
-    def pending_cancels(self) -> set[str]:
-        """Runs with an unapplied cancel command."""
-        return {r for r, kinds in self.pending_command_kinds().items() if "cancel" in kinds}
-
-    def pending_command_kinds(self) -> dict[str, set[str]]:
-        """Kinds of the unapplied commands, by run."""
-        rows = self._read(
-            lambda c: self._rows(
-                c, "SELECT DISTINCT run_id, kind FROM commands WHERE applied_at IS NULL"
-            )
-        )
-        out: dict[str, set[str]] = {}
-        for r in rows:
-            out.setdefault(str(r["run_id"]), set()).add(str(r["kind"]))
-        return out
-
-    def waiting_wake_times(self) -> list[tuple[str, float]]:
-        """(run id, wake time) of every waiting run that has one."""
-        rows = self._read(
-            lambda c: self._rows(
-                c,
-                "SELECT id, wake_at FROM runs WHERE status = 'waiting' AND wake_at IS NOT NULL",
-            )
-        )
-        return [(r["id"], float(r["wake_at"])) for r in rows]
-
-    def park_for_storage(self, run_id: str, message: str, retry_at: float) -> bool:
-        """Pause a run that storage stopped, to be retried at ``retry_at`` by the worker.
-
-        A paused run never has a wake time otherwise: ``wake_at`` on a paused run marks
-        this kind of pause (see :meth:`storage_paused_due`). Returns whether it was parked.
-        """
-        n = self._write(
-            lambda c: self._exec(
-                c,
-                "UPDATE runs SET status = 'paused', wait_reason = NULL, wake_at = :at, "
-                "status_message = :m, updated_at = :now "
-                "WHERE id = :id AND status IN ('queued', 'running', 'waiting', 'paused')",
-                at=retry_at,
-                m=message,
-                now=self.now(),
-                id=run_id,
-            )
-        )
-        return n == 1
-
-    def storage_paused_due(self, now: float) -> list[str]:
-        """Runs paused by a storage problem whose retry time has come (no resume queued)."""
-        rows = self._read(
-            lambda c: self._rows(
-                c,
-                "SELECT r.id FROM runs r WHERE r.status = 'paused' AND r.wake_at IS NOT NULL "
-                "AND r.wake_at <= :now AND NOT EXISTS (SELECT 1 FROM commands c "
-                "WHERE c.run_id = r.id AND c.applied_at IS NULL AND c.kind = 'resume') "
-                "ORDER BY r.wake_at",
-                now=now,
-            )
-        )
-        return [str(r["id"]) for r in rows]
-
     def resume_waiting_for(self, reason: str) -> int:
         """Queue a resume command for every run waiting for ``reason``; returns how many."""
         runs = [
@@ -844,14 +590,3 @@ class SqlStore:
         for run in runs:
             self.add_command(run.id, CommandKind.RESUME, {"why": f"{reason} resolved"})
         return len(runs)
-
-
-def _storage_message(exc: DBAPIError, busy_ms: int | None = None) -> str:
-    text = str(exc.orig) if exc.orig is not None else str(exc)
-    if "locked" in text:
-        return locked_message(busy_ms)
-    if "disk" in text and "full" in text:
-        return "the disk is full: free some space; nothing committed was lost"
-    if "readonly" in text or "read-only" in text:
-        return "the database is read-only: check the permissions of the data folder"
-    return f"database error: {text}"

@@ -1,0 +1,96 @@
+"""The base of the SQL store: connections, transactions and clear storage errors."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from typing import Any, TypeVar
+
+from sqlalchemy.engine import Connection
+from sqlalchemy.exc import DatabaseError, DBAPIError, OperationalError
+
+from desktop_agent.domain.errors import StorageError
+from desktop_agent.persistence import backup
+from desktop_agent.persistence.db import Database, locked_message
+
+T = TypeVar("T")
+
+"""Runs one statement (named ``:param`` style) in the current transaction; returns rowcount."""
+
+_NAMED = re.compile(r"(?<![:\w]):(\w+)")
+
+
+def _now() -> float:
+    return time.time()
+
+
+class SqlBase:
+    """Connections and transactions of the SQL store, with database failures made clear.
+
+    Args:
+        db: an opened, migrated database.
+        clock: time source for bookkeeping columns (``updated_at``, ``created_at``).
+    """
+
+    def __init__(self, db: Database, clock: Callable[[], float] = _now) -> None:
+        self.db = db
+        self.now = clock
+        self._pg = not db.is_sqlite
+
+    # ------------------------------------------------------------------ helpers
+
+    def _q(self, sql: str) -> str:
+        """Driver-level SQL in the driver's parameter style."""
+        if self._pg:
+            return _NAMED.sub(r"%(\1)s", sql)
+        return sql
+
+    def _write(self, fn: Callable[[Connection], T]) -> T:
+        return self._run(self.db.write, fn)
+
+    def _read(self, fn: Callable[[Connection], T]) -> T:
+        return self._run(self.db.read, fn)
+
+    def _run(
+        self,
+        transaction: Callable[[], AbstractContextManager[Connection]],
+        fn: Callable[[Connection], T],
+    ) -> T:
+        """Run ``fn`` in ``transaction``, turning database failures into clear errors."""
+        try:
+            with transaction() as conn:
+                return fn(conn)
+        except OperationalError as exc:
+            raise StorageError(_storage_message(exc, self.db.busy_ms)) from exc
+        except DatabaseError as exc:
+            damaged = self._damaged(exc)
+            if damaged is None:
+                raise
+            raise damaged from exc
+
+    def _damaged(self, exc: DatabaseError) -> StorageError | None:
+        """For a damaged file, a StorageError offering the backup; else None."""
+        text = str(exc.orig) if exc.orig is not None else str(exc)
+        path = self.db.settings.sqlite_path
+        if path is not None and backup.is_corruption(text):
+            return StorageError(backup.damaged_message(path, text), code="damaged")
+        return None
+
+    def _rows(self, conn: Connection, sql: str, **params: Any) -> list[Any]:
+        return list(conn.exec_driver_sql(self._q(sql), params).mappings())
+
+    def _exec(self, conn: Connection, sql: str, **params: Any) -> int:
+        return conn.exec_driver_sql(self._q(sql), params).rowcount
+
+
+def _storage_message(exc: DBAPIError, busy_ms: int | None = None) -> str:
+    text = str(exc.orig) if exc.orig is not None else str(exc)
+    if "locked" in text:
+        return locked_message(busy_ms)
+    if "disk" in text and "full" in text:
+        return "the disk is full: free some space; nothing committed was lost"
+    if "readonly" in text or "read-only" in text:
+        return "the database is read-only: check the permissions of the data folder"
+    return f"database error: {text}"
