@@ -220,12 +220,8 @@ class JournalWriter:
         self.work: list[_Work] = []
         for n in range(1, n_steps + 1):
             outcome = _outcome(n, size)
-            # What Activation.commit sends: active time, and the outcome's cost and usage.
-            patch = RunPatch(
-                add_active_seconds=0.001,
-                add_cost_usd=outcome.cost_usd,
-                add_usage=outcome.usage,
-            )
+            # What Activation.commit sends with an outcome: the active time.
+            patch = RunPatch(add_active_seconds=0.001)
             snapshot = None
             if n % SNAPSHOT_EVERY == 0:
                 snapshot = Snapshot(seq=n, state={"last_seq": n, "model_calls": n // 2})

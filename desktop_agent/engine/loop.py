@@ -209,13 +209,9 @@ class Activation:
         self._mark = now
         base = patch or RunPatch()
         outcome, self._outcome = self._outcome, None
-        patch = RunPatch(
-            **{
-                **{f: getattr(base, f) for f in base.__dataclass_fields__},
-                "add_active_seconds": base.add_active_seconds + max(0.0, active),
-                "add_cost_usd": base.add_cost_usd + (outcome.cost_usd if outcome else 0.0),
-                "add_usage": (outcome.usage if outcome and outcome.usage else base.add_usage),
-            }
+        # The store adds the outcome's cost and tokens to the run's totals itself.
+        patch = dataclasses.replace(
+            base, add_active_seconds=base.add_active_seconds + max(0.0, active)
         )
         snapshot = None
         if outcome is not None:

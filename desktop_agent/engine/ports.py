@@ -296,8 +296,6 @@ class RunPatch:
     status_message: str | None = None
     attention_seq: int | None = None
     clear_attention: bool = False
-    add_cost_usd: float = 0.0
-    add_usage: Usage | None = None
     add_active_seconds: float = 0.0
     budget: JSON = None
     started_at: float | None = None

@@ -10,7 +10,6 @@ Two parts, so that snapshots stay small and storage linear in the number of step
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -134,7 +133,8 @@ def _ordered(blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Tool results first: the Messages API requires them before any text."""
     results = [b for b in blocks if b.get("type") == "tool_result"]
     others = [b for b in blocks if b.get("type") != "tool_result"]
-    return copy.deepcopy(results + others)
+    # Blocks are shared, not copied: nothing mutates a block once it is in the journal.
+    return results + others
 
 
 @dataclass
