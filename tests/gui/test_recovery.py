@@ -79,7 +79,7 @@ def test_recovery_summary_after_a_killed_worker(
     assert dialog is not None and dialog.isVisible()
     assert f"pid {child.pid}" in dialog.summary.text()
     model = dialog.model
-    rows = {model.items[i].run.id: i for i in range(model.rowCount())}
+    rows = {model.row_at(i).run.id: i for i in range(model.rowCount())}
     assert set(rows) == {run.id, stuck.id}
 
     def cell(run_id: str, column: RecoveryColumn) -> str:

@@ -6,10 +6,8 @@ from enum import IntEnum
 from typing import Any
 
 from PySide6.QtCore import (
-    QAbstractTableModel,
     QModelIndex,
     QObject,
-    QPersistentModelIndex,
     Qt,
     Signal,
     Slot,
@@ -29,10 +27,8 @@ from desktop_agent.client.checks import RecoveryItem, RecoveryReport
 from desktop_agent.client.views import RunRow
 from desktop_agent.domain import Run, RunStatus
 from desktop_agent.gui import resources, theme
+from desktop_agent.gui.models.base import FlatTableModel, Index
 from desktop_agent.gui.sizing import keep_minimum_size
-
-Index = QModelIndex | QPersistentModelIndex
-_ROOT = QModelIndex()
 
 
 class RecoveryColumn(IntEnum):
@@ -67,7 +63,7 @@ def outcome(item: RecoveryItem, now: Run | None) -> str:
     return "needs you" if now.status == RunStatus.NEEDS_ATTENTION else theme.status_text(now)
 
 
-class RecoveryModel(QAbstractTableModel):
+class RecoveryModel(FlatTableModel[RecoveryItem]):
     """Items of a recovery report, with each run's current status.
 
     Args:
@@ -75,36 +71,18 @@ class RecoveryModel(QAbstractTableModel):
         parent: owner.
     """
 
+    HEADERS = tuple(HEADERS[c] for c in RecoveryColumn)
+
     def __init__(self, report: RecoveryReport, parent: QObject | None = None) -> None:
         super().__init__(parent)
-        self.items = list(report.items)
-        self.current: dict[str, Run] = {i.run.id: i.run for i in self.items}
-
-    def rowCount(self, parent: Index = _ROOT) -> int:
-        """Number of runs in the report."""
-        return 0 if parent.isValid() else len(self.items)
-
-    def columnCount(self, parent: Index = _ROOT) -> int:
-        """Number of columns."""
-        return 0 if parent.isValid() else len(RecoveryColumn)
-
-    def headerData(
-        self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole
-    ) -> Any:
-        """Column titles."""
-        if (
-            orientation == Qt.Orientation.Horizontal
-            and role == Qt.ItemDataRole.DisplayRole
-            and 0 <= section < len(RecoveryColumn)
-        ):
-            return HEADERS[RecoveryColumn(section)]
-        return None
+        self._rows = list(report.items)
+        self.current: dict[str, Run] = {i.run.id: i.run for i in self._rows}
 
     def data(self, index: Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
         """What a cell shows."""
-        if not index.isValid() or not 0 <= index.row() < len(self.items):
+        item = self.row_for(index)
+        if item is None:
             return None
-        item = self.items[index.row()]
         now = self.current.get(item.run.id)
         col = RecoveryColumn(index.column())
         if role == Qt.ItemDataRole.DisplayRole:
@@ -136,10 +114,10 @@ class RecoveryModel(QAbstractTableModel):
             if row.run.id in self.current and self.current[row.run.id] != row.run:
                 self.current[row.run.id] = row.run
                 changed = True
-        if changed and self.items:
+        if changed and self._rows:
             self.dataChanged.emit(
                 self.index(0, RecoveryColumn.NOW),
-                self.index(len(self.items) - 1, RecoveryColumn.WHY),
+                self.index(len(self._rows) - 1, RecoveryColumn.WHY),
             )
 
 
@@ -209,4 +187,4 @@ class RecoveryDialog(QDialog):
 
     @Slot(QModelIndex)
     def _on_table_double_clicked(self, index: QModelIndex) -> None:
-        self.run_activated.emit(self.model.items[index.row()].run.id)
+        self.run_activated.emit(self.model.row_at(index.row()).run.id)

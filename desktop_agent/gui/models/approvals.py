@@ -10,18 +10,13 @@ from enum import IntEnum
 from typing import Any
 
 from PySide6.QtCore import (
-    QAbstractTableModel,
     QModelIndex,
-    QObject,
-    QPersistentModelIndex,
     Qt,
 )
 
 from desktop_agent.domain import Approval
 from desktop_agent.gui import fmt
-
-Index = QModelIndex | QPersistentModelIndex
-_ROOT = QModelIndex()
+from desktop_agent.gui.models.base import FlatTableModel, Index
 
 
 @dataclass(frozen=True)
@@ -83,42 +78,20 @@ def arguments_preview(arguments: Any, width: int = 80) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-class ApprovalListModel(QAbstractTableModel):
+class ApprovalListModel(FlatTableModel[ApprovalRow]):
     """Pending approvals, oldest first.
 
     Args:
         parent: owner.
     """
 
-    def __init__(self, parent: QObject | None = None) -> None:
-        super().__init__(parent)
-        self._rows: list[ApprovalRow] = []
-
-    def rowCount(self, parent: Index = _ROOT) -> int:
-        """Number of approvals."""
-        return 0 if parent.isValid() else len(self._rows)
-
-    def columnCount(self, parent: Index = _ROOT) -> int:
-        """Number of columns."""
-        return 0 if parent.isValid() else len(ApprovalColumn)
-
-    def headerData(
-        self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole
-    ) -> Any:
-        """Column titles."""
-        if (
-            orientation == Qt.Orientation.Horizontal
-            and role == Qt.ItemDataRole.DisplayRole
-            and 0 <= section < len(ApprovalColumn)
-        ):
-            return HEADERS[ApprovalColumn(section)]
-        return None
+    HEADERS = tuple(HEADERS[c] for c in ApprovalColumn)
 
     def data(self, index: Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
         """What a cell shows."""
-        if not index.isValid() or not 0 <= index.row() < len(self._rows):
+        row = self.row_for(index)
+        if row is None:
             return None
-        row = self._rows[index.row()]
         a = row.approval
         col = ApprovalColumn(index.column())
         if role == ApprovalRole.APPROVAL:

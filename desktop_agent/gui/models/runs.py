@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from enum import IntEnum
 from typing import Any
 
 from PySide6.QtCore import (
-    QAbstractTableModel,
     QModelIndex,
     QObject,
-    QPersistentModelIndex,
     QSortFilterProxyModel,
     Qt,
 )
@@ -20,9 +18,7 @@ from PySide6.QtGui import QFont
 from desktop_agent.client.views import RunRow, model_label
 from desktop_agent.domain import RunStatus
 from desktop_agent.gui import fmt, resources, theme
-
-Index = QModelIndex | QPersistentModelIndex
-_ROOT = QModelIndex()
+from desktop_agent.gui.models.base import FlatTableModel, Index
 
 
 class RunColumn(IntEnum):
@@ -97,46 +93,27 @@ def cost_text(row: RunRow) -> str:
     return f"{text} sim." if row.run.is_demo else text
 
 
-class RunListModel(QAbstractTableModel):
+class RunListModel(FlatTableModel[RunRow]):
     """Runs as table rows; updated in place from polling deltas.
 
     Args:
         parent: owner.
     """
 
+    HEADERS = tuple(HEADERS[c] for c in RunColumn)
+
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
-        self._rows: list[RunRow] = []
         self._index: dict[str, int] = {}
         self._now = time.time()
 
     # ------------------------------------------------------------------ Qt API
 
-    def rowCount(self, parent: Index = _ROOT) -> int:
-        """Rows under ``parent`` (a flat table)."""
-        return 0 if parent.isValid() else len(self._rows)
-
-    def columnCount(self, parent: Index = _ROOT) -> int:
-        """Columns under ``parent``."""
-        return 0 if parent.isValid() else len(RunColumn)
-
-    def headerData(
-        self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole
-    ) -> Any:
-        """Column titles."""
-        if (
-            orientation == Qt.Orientation.Horizontal
-            and role == Qt.ItemDataRole.DisplayRole
-            and 0 <= section < len(RunColumn)
-        ):
-            return HEADERS[RunColumn(section)]
-        return None
-
     def data(self, index: Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
         """What a cell shows for ``role``."""
-        if not index.isValid() or not 0 <= index.row() < len(self._rows):
+        row = self.row_for(index)
+        if row is None:
             return None
-        row = self._rows[index.row()]
         col = RunColumn(index.column())
         if role == Qt.ItemDataRole.DisplayRole:
             return self._display(row, col)
@@ -205,10 +182,6 @@ class RunListModel(QAbstractTableModel):
 
     # ------------------------------------------------------------------ updates
 
-    def row_at(self, row: int) -> RunRow:
-        """The run at source row ``row``."""
-        return self._rows[row]
-
     def row_of(self, run_id: str) -> int:
         """Source row of a run, or -1."""
         return self._index.get(run_id, -1)
@@ -217,10 +190,6 @@ class RunListModel(QAbstractTableModel):
         """The row of a run, if listed."""
         i = self._index.get(run_id)
         return self._rows[i] if i is not None else None
-
-    def rows(self) -> Sequence[RunRow]:
-        """Every row, in source order."""
-        return tuple(self._rows)
 
     def apply(self, rows: Iterable[RunRow], *, full: bool = False) -> None:
         """Merge changed rows; with ``full``, rows not given are removed.

@@ -8,16 +8,13 @@ reset), so that views keep their selection and scroll position while polls come 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from enum import IntEnum
 from pathlib import Path
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from PySide6.QtCore import (
-    QAbstractTableModel,
-    QModelIndex,
     QObject,
-    QPersistentModelIndex,
     Qt,
 )
 from PySide6.QtGui import QColor, QIcon
@@ -34,9 +31,8 @@ from desktop_agent.client.views import model_label
 from desktop_agent.domain import RunStatus
 from desktop_agent.domain.scheduling import ItemStatus, OverlapPolicy
 from desktop_agent.gui import fmt, resources, theme
+from desktop_agent.gui.models.base import ROOT, FlatTableModel, Index
 
-Index = QModelIndex | QPersistentModelIndex
-_ROOT = QModelIndex()
 R = TypeVar("R")
 
 
@@ -103,7 +99,7 @@ def goal_line(goal: str) -> str:
     return next((line.strip() for line in goal.splitlines() if line.strip()), goal)
 
 
-class RowTableModel(QAbstractTableModel, Generic[R]):
+class RowTableModel(FlatTableModel[R]):
     """A flat table of frozen rows, keyed, merged in place.
 
     Subclasses give the headers, the key of a row and what its cells show.
@@ -112,13 +108,11 @@ class RowTableModel(QAbstractTableModel, Generic[R]):
         parent: owner.
     """
 
-    HEADERS: ClassVar[tuple[str, ...]] = ()
     TIME_COLUMNS: ClassVar[tuple[int, ...]] = ()
     """Columns that show times relative to now (re-rendered by :meth:`refresh_times`)."""
 
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
-        self._rows: list[R] = []
         self.now = time.time()
 
     # ------------------------------------------------------------------ to override
@@ -137,31 +131,11 @@ class RowTableModel(QAbstractTableModel, Generic[R]):
 
     # ------------------------------------------------------------------ Qt API
 
-    def rowCount(self, parent: Index = _ROOT) -> int:
-        """Rows under ``parent`` (a flat table)."""
-        return 0 if parent.isValid() else len(self._rows)
-
-    def columnCount(self, parent: Index = _ROOT) -> int:
-        """Columns under ``parent``."""
-        return 0 if parent.isValid() else len(self.HEADERS)
-
-    def headerData(
-        self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole
-    ) -> Any:
-        """Column titles."""
-        if (
-            orientation == Qt.Orientation.Horizontal
-            and role == Qt.ItemDataRole.DisplayRole
-            and 0 <= section < len(self.HEADERS)
-        ):
-            return self.HEADERS[section]
-        return None
-
     def data(self, index: Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
         """What a cell shows for ``role``."""
-        if not index.isValid() or not 0 <= index.row() < len(self._rows):
+        row = self.row_for(index)
+        if row is None:
             return None
-        row = self._rows[index.row()]
         if role == Qt.ItemDataRole.DisplayRole:
             return self.display(row, index.column())
         if role == Role.ROW:
@@ -171,14 +145,6 @@ class RowTableModel(QAbstractTableModel, Generic[R]):
         return self.cell(row, index.column(), role)
 
     # ------------------------------------------------------------------ rows
-
-    def row_at(self, row: int) -> R:
-        """The row at ``row``."""
-        return self._rows[row]
-
-    def rows(self) -> Sequence[R]:
-        """Every row, in order."""
-        return tuple(self._rows)
 
     def row_of(self, key: str) -> int:
         """The position of the row with ``key``, or -1."""
@@ -202,7 +168,7 @@ class RowTableModel(QAbstractTableModel, Generic[R]):
         keys = {self.key(r) for r in wanted}
         for i in range(len(self._rows) - 1, -1, -1):
             if self.key(self._rows[i]) not in keys:
-                self.beginRemoveRows(_ROOT, i, i)
+                self.beginRemoveRows(ROOT, i, i)
                 del self._rows[i]
                 self.endRemoveRows()
         changed: list[int] = []
@@ -217,13 +183,13 @@ class RowTableModel(QAbstractTableModel, Generic[R]):
                 (j for j in range(i + 1, len(self._rows)) if self.key(self._rows[j]) == k), -1
             )
             if at >= 0:
-                self.beginMoveRows(_ROOT, at, at, _ROOT, i)
+                self.beginMoveRows(ROOT, at, at, ROOT, i)
                 del self._rows[at]
                 self._rows.insert(i, row)
                 self.endMoveRows()
                 changed.append(i)
             else:
-                self.beginInsertRows(_ROOT, i, i)
+                self.beginInsertRows(ROOT, i, i)
                 self._rows.insert(i, row)
                 self.endInsertRows()
         if changed:
