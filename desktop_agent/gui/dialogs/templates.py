@@ -203,6 +203,20 @@ class TemplateDialog(NewRunDialog):
 
     # ------------------------------------------------------------------ checks
 
+    def choice_row(self, first: str, second: str) -> tuple[QRadioButton, QRadioButton, QHBoxLayout]:
+        """Two exclusive radio buttons on one row, the first checked."""
+        a = QRadioButton(first, self)
+        b = QRadioButton(second, self)
+        a.setChecked(True)
+        group = QButtonGroup(self)
+        group.addButton(a)
+        group.addButton(b)
+        row = QHBoxLayout()
+        row.addWidget(a)
+        row.addWidget(b)
+        row.addStretch(1)
+        return a, b, row
+
     def section_problem(self) -> str | None:
         """What keeps the section from being accepted (None: nothing); shown live."""
         return None
@@ -277,16 +291,9 @@ class ScheduleDialog(TemplateDialog):
         self.section.setTitle("When")
         self.name = QLineEdit(self)
         self.name.setPlaceholderText("optional: the goal's first line")
-        self.by_interval = QRadioButton("At an interval", self)
-        self.by_cron = QRadioButton("On a cron expression", self)
-        self.by_interval.setChecked(True)
-        group = QButtonGroup(self)
-        group.addButton(self.by_interval)
-        group.addButton(self.by_cron)
-        kinds = QHBoxLayout()
-        kinds.addWidget(self.by_interval)
-        kinds.addWidget(self.by_cron)
-        kinds.addStretch(1)
+        self.by_interval, self.by_cron, kinds = self.choice_row(
+            "At an interval", "On a cron expression"
+        )
         self.every = QLineEdit("1d", self)
         self.every.setPlaceholderText("e.g. 30m, 6h, 1d")
         self.cron = QLineEdit(self)
@@ -406,16 +413,9 @@ class BatchDialog(TemplateDialog):
             "empty: a new folder per item (a file item is copied into it)"
         )
         self.section.setTitle("Items")
-        self.from_folder = QRadioButton("Files of a folder", self)
-        self.from_lines = QRadioButton("Lines of a text file", self)
-        self.from_folder.setChecked(True)
-        group = QButtonGroup(self)
-        group.addButton(self.from_folder)
-        group.addButton(self.from_lines)
-        kinds = QHBoxLayout()
-        kinds.addWidget(self.from_folder)
-        kinds.addWidget(self.from_lines)
-        kinds.addStretch(1)
+        self.from_folder, self.from_lines, kinds = self.choice_row(
+            "Files of a folder", "Lines of a text file"
+        )
         self.folder = QLineEdit(self)
         self.folder.setPlaceholderText("one run per file in this folder")
         self.pattern = QLineEdit("*", self)
