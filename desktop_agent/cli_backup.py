@@ -95,7 +95,7 @@ def _restore(db_path: Path, args: argparse.Namespace, out: Out) -> int:
 
 def _live_workers(db_path: Path) -> list[int]:
     """Pids of live workers on this machine that the database knows of (best effort)."""
-    from desktop_agent.worker.worker import process_alive
+    from desktop_agent.procs import process_alive
 
     if not db_path.exists():
         return []

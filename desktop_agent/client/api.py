@@ -14,8 +14,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import psutil
-
 from desktop_agent import config
 from desktop_agent.config import Settings
 from desktop_agent.domain import (
@@ -37,6 +35,7 @@ from desktop_agent.domain.errors import InvalidInputError, InvalidStateError, No
 from desktop_agent.llm.pricing import MODELS
 from desktop_agent.persistence.db import Database, DbSettings
 from desktop_agent.persistence.store import SqlStore
+from desktop_agent.procs import process_alive
 from desktop_agent.tools.registry import ToolRegistry, default_tools
 
 DEFAULT_SYSTEM_PROMPT = (
@@ -400,7 +399,7 @@ class Client:
         workers = self.store.list_workers()
         for info, proc_started in workers:
             age = now - info.heartbeat_at
-            local_dead = info.host == _hostname() and not _alive(info.pid, proc_started)
+            local_dead = info.host == _hostname() and not process_alive(info.pid, proc_started)
             if age <= WORKER_STALE_S and not local_dead:
                 return WorkerStatus(True, info, age)
         if workers:
@@ -437,16 +436,6 @@ def _hostname() -> str:
     import socket
 
     return socket.gethostname()
-
-
-def _alive(pid: int, started: float) -> bool:
-    try:
-        proc = psutil.Process(pid)
-        return proc.status() != psutil.STATUS_ZOMBIE and (
-            started == 0.0 or abs(proc.create_time() - started) < 2.0
-        )
-    except (psutil.NoSuchProcess, psutil.AccessDenied):
-        return False
 
 
 def _resume_hint(run: Run) -> str:

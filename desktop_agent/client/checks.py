@@ -13,12 +13,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import psutil
-
 from desktop_agent.client.api import WORKER_STALE_S, Client
 from desktop_agent.domain import JSON, Approval, ApprovalState, Run, RunStatus, StepKind, WorkerInfo
 from desktop_agent.domain.errors import DesktopAgentError
 from desktop_agent.engine.ports import CancelToken, SystemClock, ToolContext, ToolInputError
+from desktop_agent.procs import process_alive
 
 # --------------------------------------------------------------------------- approvals
 
@@ -126,16 +125,6 @@ class RecoveryReport:
         return not self.items
 
 
-def _process_alive(pid: int, started: float) -> bool:
-    try:
-        proc = psutil.Process(pid)
-        return proc.status() != psutil.STATUS_ZOMBIE and (
-            started == 0.0 or abs(proc.create_time() - started) < 2.0
-        )
-    except (psutil.NoSuchProcess, psutil.AccessDenied):
-        return False
-
-
 def recovery_report(client: Client, *, now: float | None = None) -> RecoveryReport:
     """Runs interrupted by a worker that died, and runs that need attention."""
     now = time.time() if now is None else now
@@ -144,7 +133,7 @@ def recovery_report(client: Client, *, now: float | None = None) -> RecoveryRepo
     dead: list[WorkerInfo] = []
     live: set[str] = set()
     for info, started in store.list_workers():
-        gone = (info.host == host and not _process_alive(info.pid, started)) or (
+        gone = (info.host == host and not process_alive(info.pid, started)) or (
             now - info.heartbeat_at > 2 * WORKER_STALE_S
         )
         if gone:

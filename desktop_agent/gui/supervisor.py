@@ -19,6 +19,7 @@ from PySide6.QtCore import QObject, QTimer, Signal, Slot
 
 from desktop_agent.client.api import Client, WorkerStatus
 from desktop_agent.gui.tasks import TaskRunner
+from desktop_agent.procs import process_alive
 
 log = logging.getLogger(__name__)
 
@@ -156,13 +157,7 @@ class WorkerSupervisor(QObject):
 
 def _same_process(worker: StartedWorker) -> bool:
     """Whether ``worker.pid`` is still the process we started (PIDs get reused)."""
-    try:
-        proc = psutil.Process(worker.pid)
-        if proc.status() == psutil.STATUS_ZOMBIE:
-            return False
-        return worker.create_time == 0.0 or abs(proc.create_time() - worker.create_time) < 1.0
-    except psutil.Error:
-        return False
+    return process_alive(worker.pid, worker.create_time, tolerance_s=1.0)
 
 
 def _check(client: Client, started: list[StartedWorker]) -> WorkerStatus:

@@ -173,3 +173,21 @@ def worker_from_row(r: Mapping[str, Any]) -> WorkerInfo:
         heartbeat_at=r["heartbeat_at"],
         stopped_at=r["stopped_at"],
     )
+
+
+def run_params(run: Run) -> dict[str, Any]:
+    """Column values of a new run (``SqlStore.create_run`` and scheduled firings)."""
+    return {
+        "id": run.id,
+        "goal": run.goal,
+        "title": run.title,
+        "status": str(run.status),
+        "spec": dumps(run.spec.to_json()),
+        "definition_hash": run.spec.definition_hash,
+        "workspace": run.workspace,
+        "budget": dumps(run.budget.to_json()),
+        "created_at": run.created_at,
+        "updated_at": run.created_at,
+        "parent_id": run.parent_id,
+        "schedule_id": run.schedule_id,
+    }

@@ -30,14 +30,13 @@ from desktop_agent.domain.scheduling import (
     StuckRun,
 )
 from desktop_agent.persistence.db import Database
-from desktop_agent.persistence.mapping import dumps
+from desktop_agent.persistence.mapping import dumps, run_params
 from desktop_agent.persistence.scheduling_rows import (
     SYNC_ITEMS,
     TERMINAL,
     RunMaker,
     batch_from_row,
     item_from_row,
-    run_params,
     schedule_from_row,
     watch_from_row,
 )

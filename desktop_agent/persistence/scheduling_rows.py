@@ -14,7 +14,7 @@ from desktop_agent.domain.scheduling import (
     RunTemplate,
     Schedule,
 )
-from desktop_agent.persistence.mapping import dumps, loads
+from desktop_agent.persistence.mapping import loads
 
 TERMINAL = "('completed', 'failed', 'cancelled')"
 """Run statuses a run never leaves, as SQL."""
@@ -47,24 +47,6 @@ class RunMaker(Protocol):
     ) -> Run:
         """A new run, not yet stored."""
         ...
-
-
-def run_params(run: Run) -> dict[str, Any]:
-    """Column values of a new run (the same columns ``SqlStore.create_run`` writes)."""
-    return {
-        "id": run.id,
-        "goal": run.goal,
-        "title": run.title,
-        "status": str(run.status),
-        "spec": dumps(run.spec.to_json()),
-        "definition_hash": run.spec.definition_hash,
-        "workspace": run.workspace,
-        "budget": dumps(run.budget.to_json()),
-        "created_at": run.created_at,
-        "updated_at": run.created_at,
-        "parent_id": run.parent_id,
-        "schedule_id": run.schedule_id,
-    }
 
 
 # --------------------------------------------------------------------------- mapping

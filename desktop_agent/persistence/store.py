@@ -37,6 +37,7 @@ from desktop_agent.persistence.mapping import (
     dumps,
     loads,
     run_from_row,
+    run_params,
     step_from_row,
 )
 from desktop_agent.persistence.sqlbase import _storage_message
@@ -445,20 +446,7 @@ class SqlStore(WorkerQueries):
 
     def create_run(self, run: Run) -> None:
         """Insert a new run (normally ``queued``)."""
-        params = {
-            "id": run.id,
-            "goal": run.goal,
-            "title": run.title,
-            "status": str(run.status),
-            "spec": dumps(run.spec.to_json()),
-            "definition_hash": run.spec.definition_hash,
-            "workspace": run.workspace,
-            "budget": dumps(run.budget.to_json()),
-            "created_at": run.created_at,
-            "updated_at": run.created_at,
-            "parent_id": run.parent_id,
-            "schedule_id": run.schedule_id,
-        }
+        params = run_params(run)
         cols = ", ".join(params)
         vals = ", ".join(f":{k}" for k in params)
         try:

@@ -27,6 +27,7 @@ from desktop_agent.engine.loop import RunExecutor
 from desktop_agent.engine.ports import CancelToken, Clock, RunPatch, SystemClock
 from desktop_agent.persistence import backup
 from desktop_agent.persistence.store import SqlStore
+from desktop_agent.procs import process_alive
 from desktop_agent.worker.notify import Notifier
 
 log = logging.getLogger(__name__)
@@ -52,17 +53,6 @@ class WorkerConfig:
     until_idle: bool = False
     storage_retry_s: float = 10.0
     backup_every_s: float = backup.EVERY_S
-
-
-def process_alive(pid: int, started_at: float) -> bool:
-    """Whether process ``pid`` is alive and is the one started at ``started_at``."""
-    try:
-        proc = psutil.Process(pid)
-        if proc.status() == psutil.STATUS_ZOMBIE:
-            return False
-        return abs(proc.create_time() - started_at) < 2.0 or started_at == 0.0
-    except (psutil.NoSuchProcess, psutil.AccessDenied):
-        return False
 
 
 class Worker:
