@@ -121,18 +121,16 @@ def open_budget_wait(act: Activation, limit: str, worst_case_usd: float) -> None
     """Record a ``budget`` step and hibernate until the analyst decides."""
     seq = act.next_seq
     report = spend_report(act, limit, worst_case_usd)
-    act.commit(
-        intents=[StepIntent(seq=seq, kind=StepKind.BUDGET, name=limit, input=report)],
+    step = act.open_wait(
+        StepIntent(seq=seq, kind=StepKind.BUDGET, name=limit, input=report),
         patch=RunPatch(
             status=RunStatus.WAITING,
             wait_reason=WaitReason.BUDGET,
             status_message=describe(report),
         ),
     )
-    act.state.scalars.last_seq = seq
-    act.open_step = act.store.load_steps(act.run.id, from_seq=seq)[0]
-    act.boundary(act.open_step)
-    resume_budget_wait(act, act.open_step)
+    act.boundary(step)
+    resume_budget_wait(act, step)
 
 
 def _worst_case(act: Activation) -> float:

@@ -121,7 +121,6 @@ def compaction(act: Activation, open_seq: int | None, attempt: int) -> None:
         act.commit(
             intents=[StepIntent(seq=seq, kind=StepKind.COMPACTION, name=spec.model, input=input_)]
         )
-        act.state.scalars.last_seq = seq
     model = act.x.model_for(spec.model)
     response = act.stream_model(seq, StepKind.COMPACTION, input_, request, model)
     summary = "\n".join(

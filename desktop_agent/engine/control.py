@@ -319,10 +319,8 @@ def open_approvals(act: Activation, requests: list[tuple[dict[str, Any], str]]) 
             }
         )
     names = ", ".join(str(u["name"]) for u, _ in requests)
-    act.commit(
-        intents=[
-            StepIntent(seq=seq, kind=StepKind.APPROVAL, name="approval", input={"requests": items})
-        ],
+    step = act.open_wait(
+        StepIntent(seq=seq, kind=StepKind.APPROVAL, name="approval", input={"requests": items}),
         approvals=records,
         patch=RunPatch(
             status=RunStatus.WAITING,
@@ -331,11 +329,9 @@ def open_approvals(act: Activation, requests: list[tuple[dict[str, Any], str]]) 
             status_message=f"Waiting for approval: {names}",
         ),
     )
-    act.state.scalars.last_seq = seq
-    act.open_step = act.store.load_steps(act.run.id, from_seq=seq)[0]
     # Decisions may already be waiting as commands: look before hibernating.
-    act.boundary(act.open_step)
-    resume_wait(act, act.open_step)
+    act.boundary(step)
+    resume_wait(act, step)
 
 
 def apply_decision(act: Activation, cmd: Command) -> None:
@@ -426,39 +422,28 @@ def _control_tool(act: Activation, use: Mapping[str, Any], args: JSON) -> None:
             # inf, nan or centuries away: no clock or calendar can hold it
             _immediate_result(act, use, "invalid arguments: a wait must end within 10 years", True)
             return
-        act.commit(
-            intents=[
-                StepIntent(
-                    seq=seq,
-                    kind=StepKind.SLEEP,
-                    name=name,
-                    input={**base, "until": wake, "from": now},
-                )
-            ]
+        step = act.open_wait(
+            StepIntent(
+                seq=seq, kind=StepKind.SLEEP, name=name, input={**base, "until": wake, "from": now}
+            )
         )
-        act.state.scalars.last_seq = seq
-        act.open_step = act.store.load_steps(act.run.id, from_seq=seq)[0]
-        resume_sleep(act, act.open_step)
+        resume_sleep(act, step)
         return
     question = args.get("question")
     if not isinstance(question, str) or not question.strip():
         _immediate_result(act, use, "invalid arguments: question must be a non-empty string", True)
         return
-    act.commit(
-        intents=[
-            StepIntent(
-                seq=seq, kind=StepKind.QUESTION, name=name, input={**base, "question": question}
-            )
-        ],
+    step = act.open_wait(
+        StepIntent(
+            seq=seq, kind=StepKind.QUESTION, name=name, input={**base, "question": question}
+        ),
         patch=RunPatch(
             status=RunStatus.WAITING,
             wait_reason=WaitReason.HUMAN_INPUT,
             status_message=f"Question for you: {question}"[:300],
         ),
     )
-    act.state.scalars.last_seq = seq
-    act.open_step = act.store.load_steps(act.run.id, from_seq=seq)[0]
-    resume_question(act, act.open_step)
+    resume_question(act, step)
 
 
 def _immediate_result(act: Activation, use: Mapping[str, Any], text: str, is_error: bool) -> None:
@@ -527,7 +512,6 @@ def execute_tool_use(
                 )
             ]
         )
-        act.state.scalars.last_seq = seq
         act.crash_point("after_intent")
     result = run_tool(tool, args, ctx)
     act.finish_step(

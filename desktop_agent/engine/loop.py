@@ -284,6 +284,18 @@ class Activation:
             step = dataclasses.replace(step, status=intent.status, output=intent.output)
         apply_step(self.state, step)
 
+    def open_wait(
+        self,
+        intent: StepIntent,
+        *,
+        patch: RunPatch | None = None,
+        approvals: Sequence[Approval] = (),
+    ) -> Step:
+        """Record a wait step (approval, sleep, question, budget) and hold it as the open step."""
+        self.commit(intents=[intent], patch=patch, approvals=approvals)
+        self.open_step = self.store.load_steps(self.run.id, from_seq=intent.seq)[0]
+        return self.open_step
+
     def finish_step(
         self, seq: int, kind: StepKind, name: str, input_: JSON, outcome: StepOutcome
     ) -> None:
@@ -543,7 +555,6 @@ class Activation:
                     StepIntent(seq=seq, kind=StepKind.MODEL_CALL, name=request.model, input=input_)
                 ]
             )
-            self.state.scalars.last_seq = seq
             self.crash_point("after_intent")
         response = self.stream_model(seq, StepKind.MODEL_CALL, input_, request, model)
         output = {
