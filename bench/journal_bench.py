@@ -48,7 +48,7 @@ from desktop_agent.domain import (
     Usage,
 )
 from desktop_agent.engine.ports import RunPatch, Snapshot, StepIntent, StepOutcome
-from desktop_agent.persistence.db import Database, DbSettings
+from desktop_agent.persistence.db import WAL_AUTOCHECKPOINT_PAGES, Database, DbSettings
 from desktop_agent.persistence.store import SqlStore
 
 DEFAULT_DIR = Path(__file__).resolve().parent / "out"
@@ -119,6 +119,9 @@ class RawWriter:
         self.conn = sqlite3.connect(path, isolation_level=None)
         self.conn.execute("PRAGMA journal_mode=WAL")
         self.conn.execute(f"PRAGMA synchronous={level}")
+        # The same WAL size as the journal's database: the floor is a commit on the same
+        # kind of file, not one that pays for a growing WAL for longer.
+        self.conn.execute(f"PRAGMA wal_autocheckpoint={WAL_AUTOCHECKPOINT_PAGES}")
         self.conn.execute(RAW_SCHEMA)
         self.before = used_bytes(path)
         self.rows = [_raw_row(n, size) for n in range(1, n_steps + 1)]

@@ -35,7 +35,7 @@ def elapsed_s(act: Activation) -> float:
     if run.budget.count_waiting_time and run.started_at is not None:
         return now - run.started_at
     current = now - act._mark if run.status == RunStatus.RUNNING else 0.0
-    return run.active_seconds + max(0.0, current)
+    return act.active_seconds + max(0.0, current)
 
 
 def spent_steps(act: Activation) -> int:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Mapping
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from desktop_agent.domain import (
@@ -199,7 +198,7 @@ def _tool_context(act: Activation, seq: int, attempt: int = 1) -> ToolContext:
         run_id=act.run.id,
         seq=seq,
         idempotency_key=f"{act.run.id}:{seq}",
-        workspace=Path(act.run.workspace),
+        workspace=act.workspace,
         clock=act.clock,
         cancel=act.cancel,
         settings=act.cfg.settings,

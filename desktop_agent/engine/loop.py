@@ -13,6 +13,7 @@ import dataclasses
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, NoReturn
 
 from desktop_agent.domain import (
@@ -65,6 +66,8 @@ from desktop_agent.engine.state import (
 )
 
 log = logging.getLogger(__name__)
+
+_NO_USAGE = Usage()
 
 
 @dataclass(frozen=True)
@@ -173,6 +176,9 @@ class Activation:
         self.state = AgentState.initial(run.goal)
         self._outcome: StepOutcome | None = None
         self._mark = self.clock.now()
+        self.active_seconds = run.active_seconds
+        self.workspace = Path(run.workspace)
+        """Time worked so far (the run's total plus what this activation added)."""
         self._since_snapshot = 0
         self.open_step: Step | None = None
         self._read_commands = True  # the first boundary always reads the commands
@@ -207,12 +213,14 @@ class Activation:
         now = self.clock.now()
         active = now - self._mark if self.run.status == RunStatus.RUNNING else 0.0
         self._mark = now
-        base = patch or RunPatch()
+        active = max(0.0, active)
         outcome, self._outcome = self._outcome, None
         # The store adds the outcome's cost and tokens to the run's totals itself.
-        patch = dataclasses.replace(
-            base, add_active_seconds=base.add_active_seconds + max(0.0, active)
-        )
+        if patch is None:
+            patch = RunPatch(add_active_seconds=active)
+        else:
+            patch = dataclasses.replace(patch, add_active_seconds=patch.add_active_seconds + active)
+        self.active_seconds += patch.add_active_seconds
         snapshot = None
         if outcome is not None:
             self._since_snapshot += 1
@@ -258,30 +266,36 @@ class Activation:
     ) -> None:
         """Fold a step we just wrote (or are about to) into the in-memory state."""
         now = self.clock.now()
-        step = Step(
-            run_id=self.run.id,
-            seq=seq,
-            kind=kind,
-            name=name,
-            status=StepStatus.STARTED,
-            input=input_,
-            started_at=now,
-            finished_at=now,
-        )
         if outcome is not None:
-            spent, spent_usd = self._salvage.get(seq, (Usage(), 0.0))
-            step = dataclasses.replace(
-                step,
+            spent, spent_usd = self._salvage.get(seq, (_NO_USAGE, 0.0))
+            step = Step(
+                run_id=self.run.id,
+                seq=seq,
+                kind=kind,
+                name=name,
                 status=outcome.status,
+                input=input_,
                 output=outcome.output,
                 error=outcome.error,
-                usage=outcome.usage or Usage(),
+                usage=outcome.usage or _NO_USAGE,
                 cost_usd=outcome.cost_usd,
                 salvaged_usage=spent,
                 salvaged_cost_usd=spent_usd,
+                started_at=now,
+                finished_at=now,
             )
-        elif intent is not None:
-            step = dataclasses.replace(step, status=intent.status, output=intent.output)
+        else:
+            step = Step(
+                run_id=self.run.id,
+                seq=seq,
+                kind=kind,
+                name=name,
+                status=intent.status if intent is not None else StepStatus.STARTED,
+                input=input_,
+                output=intent.output if intent is not None else None,
+                started_at=now,
+                finished_at=now,
+            )
         apply_step(self.state, step)
 
     def open_wait(

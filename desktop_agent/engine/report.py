@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -53,7 +52,7 @@ def partial_report_text(act: Activation, why: str) -> str:
 def write_partial_report(act: Activation, why: str) -> str:
     """Write the partial report into the workspace; return its file name."""
     name = f"partial-report-{act.run.id}.md"
-    workspace = Path(act.run.workspace)
+    workspace = act.workspace
     try:
         workspace.mkdir(parents=True, exist_ok=True)
         (workspace / name).write_text(partial_report_text(act, why), encoding="utf-8")

@@ -82,6 +82,10 @@ def too_deep(value: Any, limit: int = MAX_ARG_DEPTH) -> bool:
     return True
 
 
+def _block(i: int) -> str:
+    return f"the model's answer is malformed: content block {i}"
+
+
 def check_response(response: ModelResponse) -> ModelResponse:
     """The answer with its text cleaned, or :class:`MalformedResponseError`."""
     content = response.content
@@ -90,18 +94,17 @@ def check_response(response: ModelResponse) -> ModelResponse:
     blocks: list[dict[str, JSON]] = []
     ids: set[str] = set()
     for i, block in enumerate(content, start=1):
-        where = f"the model's answer is malformed: content block {i}"
         if not isinstance(block, dict) or not isinstance(block.get("type"), str):
-            raise MalformedResponseError(f"{where} has no type")
+            raise MalformedResponseError(f"{_block(i)} has no type")
         kind = block["type"]
         if kind == "text" and not isinstance(block.get("text"), str):
-            raise MalformedResponseError(f"{where} (text) has no text")
+            raise MalformedResponseError(f"{_block(i)} (text) has no text")
         if kind == "tool_use":
             for name in ("id", "name"):
                 if not isinstance(block.get(name), str) or not block[name]:
-                    raise MalformedResponseError(f"{where} (tool_use) has no {name}")
+                    raise MalformedResponseError(f"{_block(i)} (tool_use) has no {name}")
             if block["id"] in ids:
-                raise MalformedResponseError(f"{where} repeats tool_use id {block['id']!r}")
+                raise MalformedResponseError(f"{_block(i)} repeats tool_use id {block['id']!r}")
             ids.add(block["id"])
         cleaned = clean(block)
         assert isinstance(cleaned, dict)

@@ -162,3 +162,21 @@ def test_the_runs_own_timer_waits_count_towards_time(
     client.extend_budget(run.id, time_s=600)
     drain(client.store, executor, clock=clock)
     assert client.run(run.id).status == RunStatus.COMPLETED
+
+
+def test_time_worked_within_one_activation_adds_up(
+    client: Client, make_executor: MakeExecutor
+) -> None:
+    # Five calls of 15 s each, with no wait in between: the 60 s limit is reached during the
+    # fifth call, in the same activation, not only once the run happens to suspend.
+    looks = [Reply(f"look {i}", [("list_files", {})]) for i in range(8)]
+    clock = FakeClock()
+    model = _slow_model(clock, [*looks, Reply("done")], 15)
+    run = client.start_run("Busy", model="claude-haiku-4-5", max_time_s=60)
+    executor = make_executor(model, clock=clock)
+    drain(client.store, executor, clock=clock)
+    held = client.run(run.id)
+    assert held.wait_reason == WaitReason.BUDGET, held.status_message
+    assert budget_step(client, run.id)["limit"] == "time"
+    assert len(model.requests) == 4  # 60 s worked after four calls: the fifth is not made
+    assert held.active_seconds == pytest.approx(60, abs=1)
