@@ -69,6 +69,7 @@ SYSTEMS: dict[str, str] = {
     "dbos-default": "DBOS sqlite default",
 }
 BASELINE = "journal"
+COMPETITORS = ("langgraph", "langgraph-small-wal", "dbos", "dbos-small-wal", "dbos-default")
 SNAPSHOT_EVERY = 25
 
 
@@ -496,22 +497,26 @@ def report(results: Mapping[tuple[str, int], Result], steps: Sequence[int], size
                 f"{label:<24} {n:>6} {count:>6} {ms:>9.3f} {per:>11.0f} {mb:>9.2f}  "
                 f"{r['sync']}{mode}"
             )
-    lines.append("")
-    lines.append(f"Ratios to {SYSTEMS[BASELINE]} (other ÷ ours; above 1 means ours is better):")
-    for n in steps:
-        base = results.get((BASELINE, n))
-        if not base or "seconds" not in base:
-            continue
-        base_ms = base["seconds"] / base["steps"]
-        base_b = base["bytes"] / base["steps"]
-        for key, label in SYSTEMS.items():
-            r = results.get((key, n))
-            if key == BASELINE or not r or "seconds" not in r:
+    for baseline, others in (
+        (BASELINE, [k for k in SYSTEMS if k != BASELINE]),
+        ("engine", [k for k in SYSTEMS if k in COMPETITORS]),
+    ):
+        lines.append("")
+        lines.append(f"Ratios to {SYSTEMS[baseline]} (other ÷ ours; above 1 means ours is better):")
+        for n in steps:
+            base = results.get((baseline, n))
+            if not base or "seconds" not in base:
                 continue
-            count = int(r.get("steps", n))
-            t = (r["seconds"] / count) / base_ms
-            b = (r["bytes"] / count) / base_b if base_b else float("nan")
-            lines.append(f"  N={n:<6} {label:<24} time ×{t:6.2f}   bytes ×{b:7.2f}")
+            base_ms = base["seconds"] / base["steps"]
+            base_b = base["bytes"] / base["steps"]
+            for key in others:
+                r = results.get((key, n))
+                if not r or "seconds" not in r:
+                    continue
+                count = int(r.get("steps", n))
+                t = (r["seconds"] / count) / base_ms
+                b = (r["bytes"] / count) / base_b if base_b else float("nan")
+                lines.append(f"  N={n:<6} {SYSTEMS[key]:<24} time ×{t:6.2f}   bytes ×{b:7.2f}")
     if len(steps) > 1:
         lines.append("")
         lines.append(

@@ -192,7 +192,7 @@ class RunsDelta:
         approvals: every pending approval, oldest first.
     """
 
-    token: tuple[int, float, int]
+    token: tuple[int, float, int, int]
     rows: tuple[RunRow, ...]
     full: bool
     approvals: tuple[Approval, ...]
@@ -217,7 +217,7 @@ class RunsTracker:
         self.client = client
         self.limit = limit
         self._lock = threading.Lock()
-        self._token: tuple[int, float, int] | None = None
+        self._token: tuple[int, float, int, int] | None = None
         self._since = 0.0
         self._count = 0
         self._plans: dict[str, tuple[int, tuple[PlanItem, ...]]] = {}
@@ -253,7 +253,8 @@ class RunsTracker:
 
     def _runs_since(self, since: float) -> list[Run]:
         sql = sa.text(
-            "SELECT * FROM runs WHERE updated_at >= :since ORDER BY created_at DESC LIMIT :n"
+            "SELECT * FROM runs WHERE updated_at >= :since OR status = 'running' "
+            "ORDER BY created_at DESC LIMIT :n"
         )
         with self.client.store.db.read() as conn:
             rows = list(conn.execute(sql, {"since": since, "n": self.limit}).mappings())

@@ -30,6 +30,7 @@ from desktop_agent.domain import (
 )
 from desktop_agent.domain.errors import NotFoundError, StorageError
 from desktop_agent.engine.ports import RunPatch, Snapshot, StepIntent, StepOutcome
+from desktop_agent.persistence.db import Database
 from desktop_agent.persistence.mapping import (
     approval_from_row,
     approval_params,
@@ -40,7 +41,7 @@ from desktop_agent.persistence.mapping import (
     run_params,
     step_from_row,
 )
-from desktop_agent.persistence.sqlbase import _storage_message
+from desktop_agent.persistence.sqlbase import _now, _storage_message
 from desktop_agent.persistence.workers import WorkerQueries
 
 _Exec = Callable[[str, dict[str, Any]], int]
@@ -61,12 +62,25 @@ UPDATE steps SET status = :status, output = :output, error = :error, finished_at
 WHERE run_id = :run_id AND seq = :seq
 """
 
-_RUN_TOTALS = """
-UPDATE runs SET updated_at = :now, last_seq = CASE WHEN last_seq > :seq THEN last_seq ELSE :seq END,
+_RUN_PROGRESS = """
+UPDATE runs SET last_seq = CASE WHEN last_seq > :seq THEN last_seq ELSE :seq END,
        cost_usd = cost_usd + :cost, input_tokens = input_tokens + :it,
        output_tokens = output_tokens + :ot, cache_write_tokens = cache_write_tokens + :cw,
        cache_read_tokens = cache_read_tokens + :cr, active_seconds = active_seconds + :active
 WHERE id = :run_id
+"""
+
+_RUN_TOTALS = _RUN_PROGRESS.replace("UPDATE runs SET ", "UPDATE runs SET updated_at = :now, ")
+
+TOUCH_EVERY_S = 1.0
+"""While a run only adds steps, its ``updated_at`` moves at most this often (SQLite).
+
+``updated_at`` is indexed (the GUI's change token and incremental reads use it), so moving
+it costs one more page in every commit: a quarter of a journal step's pages. The steps
+themselves, ``last_seq`` and the totals are written at every commit; the GUI notices new
+steps through :meth:`SqlStore.change_token` (the newest step's rowid) and re-reads running
+runs whatever their ``updated_at``. Any other change to a run (status, wait, budget,
+commands, approvals) or a commit that adds no step moves it at once.
 """
 
 _DELETE_SNAPSHOT = "DELETE FROM snapshots WHERE run_id = :id"
@@ -92,6 +106,11 @@ class SqlStore(WorkerQueries):
         db: an opened, migrated database.
         clock: time source for bookkeeping columns (``updated_at``, ``created_at``).
     """
+
+    def __init__(self, db: Database, clock: Callable[[], float] = _now) -> None:
+        super().__init__(db, clock)
+        self._touched: dict[str, float] = {}
+        """When each run's ``updated_at`` was last moved by :meth:`commit` (SQLite)."""
 
     # ------------------------------------------------------------------ journal port
 
@@ -142,9 +161,17 @@ class SqlStore(WorkerQueries):
         approvals: Sequence[Approval] = (),
     ) -> None:
         """Write all of it in one transaction (one fsync)."""
+        now = self.now()
+        touch = (
+            self._pg
+            or not intents
+            or (patch is not None and not patch.only_time)
+            or bool(applied_commands)
+            or bool(approvals)
+            or not 0.0 <= now - self._touched.get(run_id, -TOUCH_EVERY_S) < TOUCH_EVERY_S
+        )
 
         def txn(run: _Exec) -> None:
-            now = self.now()
             seq = 0
             cost, it, ot, cw, cr = 0.0, 0, 0, 0, 0
             if outcome is not None:
@@ -190,7 +217,7 @@ class SqlStore(WorkerQueries):
                 )
                 seq = max(seq, intent.seq)
             run(
-                _RUN_TOTALS,
+                _RUN_TOTALS if touch else _RUN_PROGRESS,
                 {
                     "now": now,
                     "seq": seq,
@@ -217,6 +244,10 @@ class SqlStore(WorkerQueries):
                 self._upsert_approval(run, a)
 
         self._write_journal(txn)
+        if patch is not None and patch.status is not None and patch.status.is_terminal:
+            self._touched.pop(run_id, None)
+        elif touch and not self._pg:
+            self._touched[run_id] = now
 
     def _write_journal(self, fn: Callable[[_Exec], None]) -> None:
         """One write transaction of the journal's hot path.
@@ -557,18 +588,24 @@ class SqlStore(WorkerQueries):
             )
         return approval_from_row(rows[0])
 
-    def change_token(self) -> tuple[int, float, int]:
-        """A cheap value that changes whenever anything the GUI shows changes."""
+    def change_token(self) -> tuple[int, float, int, int]:
+        """A cheap value that changes whenever anything the GUI shows changes.
+
+        On SQLite the newest step's rowid is part of it: a commit that only adds steps moves
+        ``updated_at`` at most once a second (see :data:`TOUCH_EVERY_S`).
+        """
+        newest_step = "0" if self._pg else "(SELECT max(rowid) FROM steps)"
         rows = self._read(
             lambda c: self._rows(
                 c,
                 "SELECT (SELECT count(*) FROM runs) AS n, "
                 "(SELECT max(updated_at) FROM runs) AS u, "
-                "(SELECT max(heartbeat_at) FROM workers) AS h",
+                "(SELECT max(heartbeat_at) FROM workers) AS h, "
+                f"{newest_step} AS s",
             )
         )
         r = rows[0]
-        return int(r["n"] or 0), float(r["u"] or 0.0), int(r["h"] or 0)
+        return int(r["n"] or 0), float(r["u"] or 0.0), int(r["h"] or 0), int(r["s"] or 0)
 
     def resume_waiting_for(self, reason: str) -> int:
         """Queue a resume command for every run waiting for ``reason``; returns how many."""

@@ -1,4 +1,4 @@
-"""The SQLite store: configured on purpose, private, migrated, and honest about bad files."""
+"""The SQLite store: configured on purpose, private, migrated, honest about bad files."""
 
 from __future__ import annotations
 
@@ -7,8 +7,13 @@ from pathlib import Path
 
 import pytest
 
+from desktop_agent.client.api import Client
+from desktop_agent.client.views import RunsTracker
+from desktop_agent.domain import AgentSpec, Budget, Run, RunStatus, StepKind, StepStatus
 from desktop_agent.domain.errors import SchemaTooNewError, StorageError
+from desktop_agent.engine.ports import RunPatch, StepIntent, StepOutcome
 from desktop_agent.persistence.db import Database, DbSettings
+from desktop_agent.persistence.store import SqlStore
 
 
 def _pragma(db: Database, name: str) -> object:
@@ -26,6 +31,8 @@ def test_new_database_is_migrated_private_and_durable(tmp_path: Path) -> None:
         assert _pragma(db, "synchronous") == 2  # FULL
         assert _pragma(db, "foreign_keys") == 1
         assert _pragma(db, "busy_timeout") == 30000
+        assert _pragma(db, "wal_autocheckpoint") == 200
+        assert _pragma(db, "journal_size_limit") == 8 * 1024 * 1024
         with db.read() as conn:
             tables = {
                 r[0]
@@ -94,3 +101,73 @@ def test_impossible_location_gets_a_clear_error(tmp_path: Path) -> None:
     blocker.write_text("not a folder")
     with pytest.raises(StorageError, match="cannot create the database"):
         Database(DbSettings.for_path(blocker / "sub" / "a.db"))
+
+
+def test_a_run_adding_steps_moves_updated_at_once_a_second_and_the_token_every_step(
+    tmp_path: Path,
+) -> None:
+    now = [1000.0]
+    db = Database(DbSettings.for_path(tmp_path / "t.db"))
+    store = SqlStore(db, clock=lambda: now[0])
+    try:
+        spec = AgentSpec(model="claude-haiku-4-5", system_prompt="s", tools=())
+        run = Run(
+            id="r1",
+            goal="g",
+            status=RunStatus.RUNNING,
+            spec=spec,
+            workspace=str(tmp_path),
+            budget=Budget(),
+            created_at=now[0],
+            updated_at=now[0],
+            definition_hash=spec.definition_hash,
+        )
+        store.create_run(run)
+
+        def intent(seq: int) -> StepIntent:
+            return StepIntent(seq=seq, kind=StepKind.TOOL_CALL, name="t", input={"n": seq})
+
+        tokens = [store.change_token()]
+        seen = []
+        store.commit("r1", intents=[intent(1)])
+        for seq in range(1, 13):
+            now[0] += 0.25
+            outcome = StepOutcome(seq, StepStatus.COMPLETED, {"ok": seq}, cost_usd=0.01)
+            store.commit("r1", outcome=outcome, intents=[intent(seq + 1)])
+            got = store.get_run("r1")
+            assert got.last_seq == seq + 1  # progress itself is exact at every commit
+            assert got.cost_usd == pytest.approx(0.01 * seq)
+            seen.append(got.updated_at)
+            tokens.append(store.change_token())
+        assert len(set(tokens)) == len(tokens)  # every commit shows in the change token
+        # 13 commits over 3 s: updated_at moved at the first and then once a second.
+        assert sorted(set(seen)) == [1000.0, 1001.0, 1002.0, 1003.0]
+        # Anything else about the run moves it at once.
+        now[0] += 0.25
+        outcome = StepOutcome(13, StepStatus.COMPLETED, {"ok": 13})
+        store.commit("r1", outcome=outcome, patch=RunPatch(status=RunStatus.COMPLETED))
+        assert store.get_run("r1").updated_at == now[0]
+    finally:
+        db.dispose()
+
+
+def test_the_run_list_shows_steps_added_between_moves_of_updated_at(client: Client) -> None:
+    now = [5000.0]
+    store = client.store
+    store.now = lambda: now[0]
+    run = client.start_run("Fast loop", model="claude-haiku-4-5")
+    intent = StepIntent(seq=1, kind=StepKind.TOOL_CALL, name="t", input={})
+    store.commit(run.id, intents=[intent], patch=RunPatch(status=RunStatus.RUNNING))
+    tracker = RunsTracker(client)
+    first = tracker.poll()
+    assert first is not None and first.rows[0].run.last_seq == 1
+    for seq in (1, 2):
+        now[0] += 0.1  # within the second: updated_at stays where it was
+        nxt = StepIntent(seq=seq + 1, kind=StepKind.TOOL_CALL, name="t", input={})
+        store.commit(run.id, outcome=StepOutcome(seq, StepStatus.COMPLETED, {}), intents=[nxt])
+        delta = tracker.poll()
+        assert delta is not None, "the change token missed a new step"
+        (row,) = delta.rows
+        assert row.run.last_seq == seq + 1
+        assert row.run.updated_at == 5000.0
+    assert tracker.poll() is None  # and nothing else changed
