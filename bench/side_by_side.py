@@ -527,6 +527,9 @@ def report(results: Mapping[tuple[str, int], Result], steps: Sequence[int], size
             lo, hi = results.get((key, steps[0])), results.get((key, steps[-1]))
             if not lo or not hi or "bytes" not in lo or "bytes" not in hi:
                 continue
+            if lo["bytes"] <= 0:
+                lines.append(f"  {label:<24}  n/a: N={steps[0]} did not fill a page")
+                continue
             g = (hi["bytes"] / hi.get("steps", steps[-1])) / (lo["bytes"] / lo.get("steps", 1))
             verdict = "linear" if g < 1.3 else "grows faster than N"
             lines.append(f"  {label:<24} ×{g:5.2f}  {verdict}")
