@@ -177,8 +177,8 @@ class Activation:
         self._outcome: StepOutcome | None = None
         self._mark = self.clock.now()
         self.active_seconds = run.active_seconds
-        self.workspace = Path(run.workspace)
         """Time worked so far (the run's total plus what this activation added)."""
+        self.workspace = Path(run.workspace)
         self._since_snapshot = 0
         self.open_step: Step | None = None
         self._read_commands = True  # the first boundary always reads the commands

@@ -42,8 +42,8 @@ WAL_AUTOCHECKPOINT_PAGES = 200
 A journal commit appends a few pages to the WAL and fsyncs it. While the WAL file is still
 growing, every fsync also allocates new blocks and records the new size, which on ext4
 costs about as much again as the write itself; once the WAL wraps around, commits overwrite
-blocks that already exist. With 200 pages (800 KB) the WAL stops growing after ~50 journal
-steps instead of ~250, and later checkpoints are small. Measured here (bench/README.md):
+blocks that already exist. With 200 pages (800 KB) the WAL stops growing after ~60 journal
+steps instead of ~300, and later checkpoints are small. Measured here (bench/README.md):
 a step of a fresh run costs ~25 % less; the steady state is unchanged.
 """
 
