@@ -302,23 +302,6 @@ class RunPatch:
     finished_at: float | None = None
     spec: JSON = None
 
-    @property
-    def only_time(self) -> bool:
-        """Whether the patch changes nothing but the time worked."""
-        return (
-            self.status is None
-            and self.wait_reason is None
-            and not self.clear_wait
-            and self.wake_at is None
-            and self.status_message is None
-            and self.attention_seq is None
-            and not self.clear_attention
-            and self.budget is None
-            and self.started_at is None
-            and self.finished_at is None
-            and self.spec is None
-        )
-
 
 @dataclass(frozen=True, slots=True)
 class Snapshot:

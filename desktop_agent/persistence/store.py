@@ -79,8 +79,9 @@ TOUCH_EVERY_S = 1.0
 it costs one more page in every commit: a quarter of a journal step's pages. The steps
 themselves, ``last_seq`` and the totals are written at every commit; the GUI notices new
 steps through :meth:`SqlStore.change_token` (the newest step's rowid) and re-reads running
-runs whatever their ``updated_at``. Any other change to a run (status, wait, budget,
-commands, approvals) or a commit that adds no step moves it at once.
+runs whatever their ``updated_at``. A commit that changes anything else about the run (what
+:meth:`SqlStore._apply_patch` writes: status, wait, budget, ...; applied commands;
+approvals), or adds no step, moves it at once.
 """
 
 _DELETE_SNAPSHOT = "DELETE FROM snapshots WHERE run_id = :id"
@@ -165,13 +166,16 @@ class SqlStore(WorkerQueries):
         touch = (
             self._pg
             or not intents
-            or (patch is not None and not patch.only_time)
             or bool(applied_commands)
             or bool(approvals)
             or not 0.0 <= now - self._touched.get(run_id, -TOUCH_EVERY_S) < TOUCH_EVERY_S
         )
 
         def txn(run: _Exec) -> None:
+            nonlocal touch
+            # A patch that changes the run's row (status, wait, budget, ...) moves updated_at.
+            if patch is not None and self._apply_patch(run, run_id, patch):
+                touch = True
             seq = 0
             cost, it, ot, cw, cr = 0.0, 0, 0, 0, 0
             if outcome is not None:
@@ -230,8 +234,6 @@ class SqlStore(WorkerQueries):
                     "cr": cr,
                 },
             )
-            if patch is not None:
-                self._apply_patch(run, run_id, patch)
             if snapshot is not None:
                 run(_DELETE_SNAPSHOT, {"id": run_id})
                 run(
@@ -291,7 +293,8 @@ class SqlStore(WorkerQueries):
         finally:
             raw.close()  # back to the pool
 
-    def _apply_patch(self, run: _Exec, run_id: str, p: RunPatch) -> None:
+    def _apply_patch(self, run: _Exec, run_id: str, p: RunPatch) -> bool:
+        """Write the patch's changes to the run's row (its time worked aside); whether any."""
         sets: list[str] = []
         params: dict[str, Any] = {"id": run_id}
 
@@ -331,6 +334,7 @@ class SqlStore(WorkerQueries):
             put("definition_hash", AgentSpec.from_json(p.spec).definition_hash)
         if sets:
             run(f"UPDATE runs SET {', '.join(sets)} WHERE id = :id", params)
+        return bool(sets)
 
     def _upsert_approval(self, run: _Exec, a: Approval) -> None:
         params = approval_params(a)
