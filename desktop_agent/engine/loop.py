@@ -266,36 +266,32 @@ class Activation:
     ) -> None:
         """Fold a step we just wrote (or are about to) into the in-memory state."""
         now = self.clock.now()
+        error: str | None = None
+        usage, cost, spent, spent_usd = _NO_USAGE, 0.0, _NO_USAGE, 0.0
         if outcome is not None:
+            status, output, error = outcome.status, outcome.output, outcome.error
+            usage, cost = outcome.usage or _NO_USAGE, outcome.cost_usd
             spent, spent_usd = self._salvage.get(seq, (_NO_USAGE, 0.0))
-            step = Step(
-                run_id=self.run.id,
-                seq=seq,
-                kind=kind,
-                name=name,
-                status=outcome.status,
-                input=input_,
-                output=outcome.output,
-                error=outcome.error,
-                usage=outcome.usage or _NO_USAGE,
-                cost_usd=outcome.cost_usd,
-                salvaged_usage=spent,
-                salvaged_cost_usd=spent_usd,
-                started_at=now,
-                finished_at=now,
-            )
+        elif intent is not None:
+            status, output = intent.status, intent.output
         else:
-            step = Step(
-                run_id=self.run.id,
-                seq=seq,
-                kind=kind,
-                name=name,
-                status=intent.status if intent is not None else StepStatus.STARTED,
-                input=input_,
-                output=intent.output if intent is not None else None,
-                started_at=now,
-                finished_at=now,
-            )
+            status, output = StepStatus.STARTED, None
+        step = Step(
+            run_id=self.run.id,
+            seq=seq,
+            kind=kind,
+            name=name,
+            status=status,
+            input=input_,
+            output=output,
+            error=error,
+            usage=usage,
+            cost_usd=cost,
+            salvaged_usage=spent,
+            salvaged_cost_usd=spent_usd,
+            started_at=now,
+            finished_at=now,
+        )
         apply_step(self.state, step)
 
     def open_wait(
