@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from desktop_agent import config
 from desktop_agent.config import Settings
@@ -74,6 +74,39 @@ def new_run_id() -> str:
     return uuid.uuid4().hex[:10]
 
 
+class RunSpecOptions(TypedDict, total=False):
+    """Options of a run's definition and budget; every one may be left out.
+
+    Attributes:
+        model: model id (default: the settings' default model).
+        max_cost_usd: cost budget in dollars.
+        max_steps: budget of model and tool calls.
+        max_time_s: budget of time worked, in seconds.
+        max_tokens_budget: budget of tokens.
+        tools: enabled tools (default: the default tool set).
+        system_prompt: the agent's instructions (default: the built-in research prompt).
+        approval_overrides: per-tool approval policy (``always``, ``ask`` or ``never``).
+        max_tokens: most tokens per model answer (default 4096).
+        thinking_budget: extended-thinking tokens per call (default 0: off).
+        use_defaults: fill budgets left out from the settings (default True).
+        count_waiting_time: time waiting on the analyst counts towards the time budget
+            (default False).
+    """
+
+    model: str | None
+    max_cost_usd: float | None
+    max_steps: int | None
+    max_time_s: float | None
+    max_tokens_budget: int | None
+    tools: Sequence[str] | None
+    system_prompt: str | None
+    approval_overrides: dict[str, str] | None
+    max_tokens: int
+    thinking_budget: int
+    use_defaults: bool
+    count_waiting_time: bool
+
+
 class Client:
     """Client API over one database.
 
@@ -99,42 +132,17 @@ class Client:
         self,
         goal: str,
         *,
-        model: str | None = None,
         workspace: str | Path | None = None,
-        max_cost_usd: float | None = None,
-        max_steps: int | None = None,
-        max_time_s: float | None = None,
-        max_tokens_budget: int | None = None,
-        tools: Sequence[str] | None = None,
-        system_prompt: str | None = None,
-        approval_overrides: dict[str, str] | None = None,
-        max_tokens: int = 4096,
-        thinking_budget: int = 0,
-        use_defaults: bool = True,
-        count_waiting_time: bool = False,
+        **options: Unpack[RunSpecOptions],
     ) -> Run:
-        """Queue a new run; a worker picks it up.
+        """Queue a new run in ``workspace`` (None: a fresh folder); a worker picks it up.
 
-        ``count_waiting_time`` makes time spent waiting on the analyst count towards the
-        time budget (by default it does not).
+        ``options`` are :meth:`prepare_run`'s (see :class:`RunSpecOptions`).
         """
         goal = goal.strip()
         if not goal:
             raise InvalidInputError("the goal is empty: say what the agent should do")
-        spec, budget = self.prepare_run(
-            model=model,
-            max_cost_usd=max_cost_usd,
-            max_steps=max_steps,
-            max_time_s=max_time_s,
-            max_tokens_budget=max_tokens_budget,
-            tools=tools,
-            system_prompt=system_prompt,
-            approval_overrides=approval_overrides,
-            max_tokens=max_tokens,
-            thinking_budget=thinking_budget,
-            use_defaults=use_defaults,
-            count_waiting_time=count_waiting_time,
-        )
+        spec, budget = self.prepare_run(**options)
         run_id = new_run_id()
         ws = self._workspace(workspace, run_id)
         now = time.time()
@@ -153,24 +161,18 @@ class Client:
         self.store.create_run(run)
         return self.store.get_run(run_id)
 
-    def prepare_run(
-        self,
-        *,
-        model: str | None = None,
-        max_cost_usd: float | None = None,
-        max_steps: int | None = None,
-        max_time_s: float | None = None,
-        max_tokens_budget: int | None = None,
-        tools: Sequence[str] | None = None,
-        system_prompt: str | None = None,
-        approval_overrides: dict[str, str] | None = None,
-        max_tokens: int = 4096,
-        thinking_budget: int = 0,
-        use_defaults: bool = True,
-        count_waiting_time: bool = False,
-    ) -> tuple[AgentSpec, Budget]:
+    def prepare_run(self, **options: Unpack[RunSpecOptions]) -> tuple[AgentSpec, Budget]:
         """Validate run options into a definition and a budget (for a run or a template)."""
-        model = (model or self.settings.default_model).strip()
+        unexpected = options.keys() - RunSpecOptions.__optional_keys__
+        if unexpected:  # untyped callers: as a misspelt keyword argument would
+            raise TypeError(f"unexpected run option(s): {', '.join(sorted(unexpected))}")
+        model = (options.get("model") or self.settings.default_model).strip()
+        tools = options.get("tools")
+        approval_overrides = options.get("approval_overrides")
+        max_cost_usd = options.get("max_cost_usd")
+        max_steps = options.get("max_steps")
+        max_time_s = options.get("max_time_s")
+        use_defaults = options.get("use_defaults", True)
         validate_model(model)
         names = (
             list(tools)
@@ -196,8 +198,8 @@ class Client:
             max_time_s=max_time_s
             if max_time_s is not None
             else (s.default_max_time_s if use_defaults else None),
-            max_tokens=max_tokens_budget,
-            count_waiting_time=count_waiting_time,
+            max_tokens=options.get("max_tokens_budget"),
+            count_waiting_time=options.get("count_waiting_time", False),
         )
         for label, value in (
             ("cost", budget.max_cost_usd),
@@ -208,10 +210,10 @@ class Client:
                 raise InvalidInputError(f"the {label} budget must be positive")
         spec = AgentSpec(
             model=model,
-            system_prompt=system_prompt or DEFAULT_SYSTEM_PROMPT,
+            system_prompt=options.get("system_prompt") or DEFAULT_SYSTEM_PROMPT,
             tools=tuple((n, self.tools.version_of(n)) for n in names),
-            max_tokens=max_tokens,
-            thinking_budget=thinking_budget,
+            max_tokens=options.get("max_tokens", 4096),
+            thinking_budget=options.get("thinking_budget", 0),
             approval_overrides=tuple(sorted((approval_overrides or {}).items())),
         )
         return spec, budget

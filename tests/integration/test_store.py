@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import stat
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -171,3 +172,11 @@ def test_the_run_list_shows_steps_added_between_moves_of_updated_at(client: Clie
         assert row.run.last_seq == seq + 1
         assert row.run.updated_at == 5000.0
     assert tracker.poll() is None  # and nothing else changed
+
+
+def test_run_options_are_checked_by_name_even_from_untyped_callers(client: Client) -> None:
+    options: dict[str, Any] = {"modle": "demo"}  # a typo, as an untyped caller may send
+    with pytest.raises(TypeError, match=r"unexpected run option\(s\): modle"):
+        client.start_run("Goal", **options)
+    run = client.start_run("Goal", model="demo", max_steps=5, use_defaults=False)
+    assert (run.spec.model, run.budget.max_steps, run.budget.max_cost_usd) == ("demo", 5, None)
