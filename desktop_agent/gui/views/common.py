@@ -39,7 +39,6 @@ from PySide6.QtWidgets import (
     QStyle,
     QStyledItemDelegate,
     QStyleOptionViewItem,
-    QTableView,
     QToolBar,
     QToolTip,
     QWidget,
@@ -51,6 +50,7 @@ from desktop_agent.domain.scheduling import StuckRun
 from desktop_agent.gui import resources, theme
 from desktop_agent.gui.models.runs import RunRole
 from desktop_agent.gui.models.scheduling import Role
+from desktop_agent.gui.tables import list_table
 
 Index = QModelIndex | QPersistentModelIndex
 
@@ -67,18 +67,7 @@ class TablePane(QStackedWidget):
     def __init__(self, model: QAbstractItemModel, hint: str, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.model = model
-        self.table = QTableView(self)
-        self.table.setModel(model)
-        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
-        self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
-        self.table.setAlternatingRowColors(True)
-        self.table.setShowGrid(False)
-        self.table.setWordWrap(False)
-        self.table.verticalHeader().hide()
-        self.table.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 12)
-        header = self.table.horizontalHeader()
-        header.setHighlightSections(False)
-        header.setStretchLastSection(False)
+        self.table = list_table(model, self)
         self.hint = QLabel(hint, self)
         self.hint.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.hint.setWordWrap(True)

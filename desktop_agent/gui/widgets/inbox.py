@@ -4,12 +4,10 @@ from __future__ import annotations
 
 from PySide6.QtCore import QItemSelection, QModelIndex, Qt, Signal, Slot
 from PySide6.QtWidgets import (
-    QAbstractItemView,
     QHBoxLayout,
     QHeaderView,
     QLabel,
     QPushButton,
-    QTableView,
     QVBoxLayout,
     QWidget,
 )
@@ -17,6 +15,7 @@ from PySide6.QtWidgets import (
 from desktop_agent.domain import Approval
 from desktop_agent.gui import resources
 from desktop_agent.gui.models.approvals import ApprovalColumn, ApprovalListModel
+from desktop_agent.gui.tables import list_table
 
 
 class ApprovalInbox(QWidget):
@@ -41,18 +40,9 @@ class ApprovalInbox(QWidget):
     def __init__(self, model: ApprovalListModel, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.model = model
-        self.table = QTableView(self)
-        self.table.setModel(model)
-        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
-        self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
-        self.table.setAlternatingRowColors(True)
-        self.table.setShowGrid(False)
-        self.table.setWordWrap(False)
-        self.table.verticalHeader().hide()
+        self.table = list_table(model, self)
         fm = self.fontMetrics()
-        self.table.verticalHeader().setDefaultSectionSize(fm.height() + 12)
         header = self.table.horizontalHeader()
-        header.setHighlightSections(False)
         widths = {
             ApprovalColumn.RUN: 240,
             ApprovalColumn.TOOL: fm.horizontalAdvance("search_files") + 24,

@@ -13,7 +13,6 @@ from PySide6.QtCore import (
 )
 from PySide6.QtGui import QPainter, QPalette
 from PySide6.QtWidgets import (
-    QAbstractItemView,
     QComboBox,
     QHBoxLayout,
     QHeaderView,
@@ -22,7 +21,6 @@ from PySide6.QtWidgets import (
     QStyle,
     QStyledItemDelegate,
     QStyleOptionViewItem,
-    QTableView,
     QVBoxLayout,
     QWidget,
 )
@@ -36,6 +34,7 @@ from desktop_agent.gui.models.runs import (
     RunRole,
     StatusFilter,
 )
+from desktop_agent.gui.tables import list_table
 
 Index = QModelIndex | QPersistentModelIndex
 
@@ -102,20 +101,11 @@ class RunListPanel(QWidget):
                 self.filter.addItem(label)
         self.filter.currentIndexChanged.connect(self._on_filter_current_index_changed)
         self.count = QLabel(self)
-        self.table = QTableView(self)
-        self.table.setModel(self.proxy)
+        self.table = list_table(self.proxy, self)
         self.table.setSortingEnabled(True)
         self.table.sortByColumn(RunColumn.STARTED, Qt.SortOrder.DescendingOrder)
-        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
-        self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
-        self.table.setAlternatingRowColors(True)
-        self.table.setShowGrid(False)
-        self.table.setWordWrap(False)
-        self.table.verticalHeader().hide()
         self.table.setItemDelegateForColumn(RunColumn.PROGRESS, ProgressDelegate(self.table))
         header = self.table.horizontalHeader()
-        header.setStretchLastSection(False)
-        header.setHighlightSections(False)
         fm = self.fontMetrics()
         widths = {
             RunColumn.STATUS: fm.horizontalAdvance("Waiting for approval (2)") + 44,
@@ -129,7 +119,6 @@ class RunListPanel(QWidget):
             header.resizeSection(col, width)
             header.setSectionResizeMode(col, QHeaderView.ResizeMode.Interactive)
         header.setSectionResizeMode(RunColumn.GOAL, QHeaderView.ResizeMode.Stretch)
-        self.table.verticalHeader().setDefaultSectionSize(fm.height() + 12)
         self.table.selectionModel().selectionChanged.connect(self._on_selection_changed)
         self.proxy.rowsInserted.connect(self._update_count)
         self.proxy.rowsRemoved.connect(self._update_count)
