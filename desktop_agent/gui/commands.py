@@ -164,34 +164,33 @@ class RunCommands(QObject):
 
     def cancel(self, run: Run) -> None:
         """Ask, then cancel (interrupting a model call in flight)."""
-        box = MessageDialog(
+        self._confirm(
             "Cancel the run?",
             f"Cancel “{run.title or run.goal}”?\n\nA model call in flight is interrupted and a "
             "partial report is written to the workspace. A cancelled run cannot be resumed.",
             "cancel",
-            confirm="Cancel run",
-            cancel="Keep running",
-            parent=self.window,
+            "Cancel run",
+            lambda: self._send(lambda: self.client.cancel(run.id), "Cancel requested"),
         )
-        box.confirmed.connect(
-            lambda: self._send(lambda: self.client.cancel(run.id), "Cancel requested")
-        )
-        self.dialog = box
-        box.open()
 
     def stop(self, run: Run) -> None:
         """Ask, then stop gracefully with a partial report."""
-        box = MessageDialog(
+        self._confirm(
             "Stop the run?",
             "Stop at the next step boundary and write a partial report of what was found?",
             "stop",
-            confirm="Stop with report",
-            cancel="Keep running",
-            parent=self.window,
+            "Stop with report",
+            lambda: self._send(lambda: self.client.stop(run.id), "Stop requested"),
         )
-        box.confirmed.connect(
-            lambda: self._send(lambda: self.client.stop(run.id), "Stop requested")
+
+    def _confirm(
+        self, title: str, text: str, icon: str, confirm: str, then: Callable[[], None]
+    ) -> None:
+        """Ask ``text``, with "Keep running" as the way out; ``then`` on confirmation."""
+        box = MessageDialog(
+            title, text, icon, confirm=confirm, cancel="Keep running", parent=self.window
         )
+        box.confirmed.connect(then)
         self.dialog = box
         box.open()
 
