@@ -2,15 +2,21 @@
 
 A URL's host is resolved once; every address it resolves to must be public (not private,
 loopback, link-local, multicast, reserved or unspecified, IPv4-mapped forms included)
-unless the user allowed private addresses. The connection then goes to the address that
+unless the user allowed private addresses. The connection then goes to an address that
 was checked, with the original ``Host`` header and TLS server name, so a DNS answer that
 changes between the check and the connection (DNS rebinding) cannot redirect it.
+
+A name may resolve to several addresses (a dual-stack host: IPv6 and IPv4), not all of
+them reachable from here. :func:`send` tries the checked addresses in the order DNS gave,
+each with a short connect timeout, and moves on only when a connection could not be made
+(so nothing was sent).
 """
 
 from __future__ import annotations
 
 import ipaddress
 import socket
+import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -22,18 +28,30 @@ from desktop_agent.tools.base import ToolSettings
 
 USER_AGENT = "desktop-agent/0.1 (research agent)"
 DEFAULT_TIMEOUT_S = 20.0
+CONNECT_PER_ADDRESS_S = 4.0
+"""Longest wait for one address to accept a connection before the next one is tried."""
 
 
 class AddressRefusedError(Exception):
     """The URL is not one a tool may reach (scheme, host or address refused)."""
 
 
+class UnreachableError(Exception):
+    """No checked address of the target accepted a connection; the message names each try."""
+
+
 @dataclass(frozen=True)
 class Target:
-    """A checked URL and the address to connect to."""
+    """A checked URL and the addresses it may be reached at, in the order DNS gave them."""
 
     url: httpx.URL
-    address: str
+    addresses: tuple[str, ...]
+    allow_private: bool = False
+
+    @property
+    def address(self) -> str:
+        """The first checked address."""
+        return self.addresses[0]
 
 
 def is_public(address: str) -> bool:
@@ -63,29 +81,43 @@ def parse_url(raw: str) -> httpx.URL:
     return url
 
 
+def lookup(host: str, port: int) -> list[str]:
+    """The addresses ``host`` resolves to, without repeats, in the order DNS gave them.
+
+    Raises:
+        OSError: the name does not resolve (``socket.gaierror``).
+        UnicodeError: the name cannot be encoded for DNS.
+    """
+    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    return list(dict.fromkeys(str(info[4][0]) for info in infos))
+
+
 def resolve_allowed(host: str, port: int, *, allow_private: bool) -> list[str]:
-    """Resolve ``host`` and check every address it resolves to.
+    """Resolve ``host`` (once, through :func:`lookup`) and check every address.
 
     Raises:
         AddressRefusedError: the name does not resolve, or an address is not public and
             private addresses are not allowed.
     """
     try:
-        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    except (socket.gaierror, UnicodeError, OSError) as exc:
+        addresses = lookup(host, port)
+    except (UnicodeError, OSError) as exc:
         raise AddressRefusedError(f"cannot resolve {host}: {exc}") from None
-    addresses = list(dict.fromkeys(str(info[4][0]) for info in infos))
     if not addresses:
         raise AddressRefusedError(f"{host} has no address")
     if not allow_private:
         for address in addresses:
-            if not is_public(address):
-                raise AddressRefusedError(
-                    f"{host} resolves to {address}, a private, loopback or link-local "
-                    "address; such addresses are refused unless the user allows them "
-                    "(setting allow_private_fetch)"
-                )
+            _check_address(host, address)
     return addresses
+
+
+def _check_address(host: str, address: str) -> None:
+    if not is_public(address):
+        raise AddressRefusedError(
+            f"{host} resolves to {address}, a private, loopback or link-local "
+            "address; such addresses are refused unless the user allows them "
+            "(setting allow_private_fetch)"
+        )
 
 
 def check_target(raw: str | httpx.URL, ctx: ToolContext) -> Target:
@@ -100,12 +132,19 @@ def check_target(raw: str | httpx.URL, ctx: ToolContext) -> Target:
     port = url.port or (443 if url.scheme == "https" else 80)
     allow = ToolSettings(ctx).flag("allow_private_fetch")
     addresses = resolve_allowed(url.host, port, allow_private=allow)
-    return Target(url, addresses[0])
+    return Target(url, tuple(addresses), allow)
 
 
-def pinned(target: Target) -> tuple[httpx.URL, dict[str, str], dict[str, str]]:
-    """URL, headers and request extensions that connect to the checked address."""
-    url = target.url.copy_with(host=target.address)
+def pinned(
+    target: Target, address: str | None = None
+) -> tuple[httpx.URL, dict[str, str], dict[str, str]]:
+    """URL, headers and request extensions that connect to a checked address.
+
+    Args:
+        target: the checked URL.
+        address: one of ``target.addresses``; the first one if not given.
+    """
+    url = target.url.copy_with(host=address or target.address)
     host_header = target.url.netloc.decode("ascii")
     return url, {"Host": host_header}, {"sni_hostname": target.url.host}
 
@@ -139,13 +178,94 @@ def request(
     *,
     headers: Mapping[str, str] | None = None,
     content: bytes | None = None,
+    address: str | None = None,
+    connect_timeout: float | None = None,
 ) -> httpx.Request:
-    """Build a request to the checked address of ``target``."""
-    url, host, extensions = pinned(target)
+    """Build a request to a checked address of ``target`` (the first if none is given).
+
+    Args:
+        client: the client that will send it (its timeouts are the default).
+        method: the HTTP method.
+        target: the checked URL.
+        headers: extra request headers.
+        content: the request body.
+        address: one of ``target.addresses``.
+        connect_timeout: replaces the client's connect timeout for this request.
+    """
+    url, host, extensions = pinned(target, address)
+    limits = client.timeout
+    if connect_timeout is not None:
+        limits = httpx.Timeout(
+            limits.read, connect=connect_timeout, write=limits.write, pool=limits.pool
+        )
     return client.build_request(
         method,
         url,
         headers={**(headers or {}), **host},
         content=content,
         extensions=extensions,
+        timeout=limits,
     )
+
+
+def send(
+    client: httpx.Client,
+    method: str,
+    target: Target,
+    *,
+    headers: Mapping[str, str] | None = None,
+    content: bytes | None = None,
+    deadline: float | None = None,
+) -> httpx.Response:
+    """Send a request to the first checked address of ``target`` that accepts a connection.
+
+    The addresses are tried in the order DNS gave them, each checked again right before
+    use and given at most :data:`CONNECT_PER_ADDRESS_S` (or the client's shorter connect
+    timeout) to connect. Only a failed connection moves on to the next address: nothing
+    was sent then, so even a POST is sent at most once. The response is streamed; the
+    caller closes it.
+
+    Args:
+        client: from :func:`http_client`.
+        method: the HTTP method.
+        target: from :func:`check_target`.
+        headers: extra request headers.
+        content: the request body.
+        deadline: a ``time.monotonic()`` time after which no further address is tried
+            (and no connect wait reaches past it).
+
+    Raises:
+        AddressRefusedError: an address is not public and private addresses are not
+            allowed (only for a target not made by :func:`check_target`).
+        UnreachableError: no address accepted a connection; says what was tried.
+        httpx.HTTPError: the connection was made but the exchange failed or timed out.
+    """
+    host = target.url.host
+    tried: list[str] = []
+    for address in target.addresses:
+        if not target.allow_private:
+            _check_address(host, address)
+        connect = min(client.timeout.connect or CONNECT_PER_ADDRESS_S, CONNECT_PER_ADDRESS_S)
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                tried.append(f"{address} (not tried: out of time)")
+                continue
+            connect = min(connect, left)
+        req = request(
+            client,
+            method,
+            target,
+            headers=headers,
+            content=content,
+            address=address,
+            connect_timeout=connect,
+        )
+        try:
+            return client.send(req, stream=True)
+        except httpx.ConnectTimeout:
+            tried.append(f"{address} (no answer within {connect:.3g} s)")
+        except httpx.ConnectError as exc:
+            tried.append(f"{address} ({exc or type(exc).__name__})")
+    port = target.url.port or (443 if target.url.scheme == "https" else 80)
+    raise UnreachableError(f"could not connect to {host} port {port}; tried {', '.join(tried)}")

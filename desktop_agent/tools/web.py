@@ -1,10 +1,11 @@
 """web_fetch: read a web page as text, through a durable per-run cache.
 
 Pages are fetched with HTTP GET (httpx) with timeouts, a size cap and a bounded number of
-redirects, each redirect target checked again like the first URL (see
-:mod:`desktop_agent.tools.net`). HTML becomes readable Markdown through trafilatura,
-which keeps the main content and drops navigation, footers and ads, so the model reads
-(and pays for) the article rather than the page chrome. PDFs become text with pypdf.
+redirects, each redirect target checked again like the first URL, and each address a name
+resolves to tried in turn until one answers (see :mod:`desktop_agent.tools.net`). HTML
+becomes readable Markdown through trafilatura, which keeps the main content and drops
+navigation, footers and ads, so the model reads (and pays for) the article rather than the
+page chrome. PDFs become text with pypdf.
 
 Each run keeps what it fetched under ``<workspace>/.cache/web/<run id>/``: asking for the
 same URL again in the same run costs nothing, and a step repeated after a crash reads the
@@ -136,9 +137,16 @@ def fetch(url: str, ctx: ToolContext) -> Page:
         for _hop in range(MAX_REDIRECTS + 1):
             ctx.cancel.raise_if_cancelled()
             target = net.check_target(current, ctx)
-            req = net.request(client, "GET", target, headers={"Accept": "text/html,*/*;q=0.8"})
             try:
-                resp = client.send(req, stream=True)
+                resp = net.send(
+                    client,
+                    "GET",
+                    target,
+                    headers={"Accept": "text/html,*/*;q=0.8"},
+                    deadline=deadline,
+                )
+            except net.UnreachableError as exc:
+                raise FetchFailedError(f"could not fetch {current}: {exc}") from None
             except httpx.TimeoutException:
                 raise FetchFailedError(f"timed out fetching {current}") from None
             except httpx.HTTPError as exc:

@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import json
-import time
+import socket
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from desktop_agent.engine.control import run_tool
 from desktop_agent.tools import net
 from desktop_agent.tools.web import WebFetch
 from tests.tools.conftest import MakeCtx
-from tests.tools.servers import HttpServer, Reply, make_pdf
+from tests.tools.servers import HttpServer, Reply, Request, make_pdf
 
 ARTICLE = b"""<!doctype html><html><head><title>Cloud market report</title></head><body>
 <nav><a href="/">Home</a> | <a href="/about">About us</a> | Subscribe now</nav>
@@ -96,16 +99,115 @@ def test_allowed_private_fetch_reaches_the_local_server(
     assert http_server.requests[0].headers["host"] == f"localhost:{http_server.port}"
 
 
+@pytest.fixture
+def listener() -> Iterator[socket.socket]:
+    """A bare socket listening on 127.0.0.1 only, whose backlog shows any connection made."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(8)
+    sock.setblocking(False)
+    yield sock
+    sock.close()
+
+
+def _never_connected(sock: socket.socket) -> bool:
+    # A connection the kernel accepted sits in the backlog before connect() returns.
+    try:
+        conn, _ = sock.accept()
+    except BlockingIOError:
+        return True
+    conn.close()
+    return False
+
+
+def _resolve_to(
+    monkeypatch: pytest.MonkeyPatch, addresses: list[str]
+) -> tuple[list[str], list[str]]:
+    """Make every name resolve to ``addresses``.
+
+    Returns the names looked up and the addresses requests were built for, in order.
+    """
+    looked_up: list[str] = []
+    built: list[str] = []
+    real_request = net.request
+
+    def lookup(host: str, port: int) -> list[str]:
+        looked_up.append(host)
+        return list(addresses)
+
+    def request(*args: object, **kwargs: object) -> httpx.Request:
+        built.append(str(kwargs.get("address")))
+        return real_request(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(net, "lookup", lookup)
+    monkeypatch.setattr(net, "request", request)
+    return looked_up, built
+
+
+def test_a_refused_ipv6_address_falls_back_to_the_next_one(
+    http_server: HttpServer, make_ctx: MakeCtx, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # As on a stock host whose /etc/hosts maps localhost to ::1 first: the server listens
+    # on 127.0.0.1 only, so its port on ::1 refuses the connection (a real refusal).
+    http_server.routes["/plain"] = Reply(200, b"dual stack", {"Content-Type": "text/plain"})
+    looked_up, built = _resolve_to(monkeypatch, ["::1", "127.0.0.1"])
+    res = run_tool(
+        WebFetch(),
+        {"url": http_server.url("/plain", "localhost")},
+        make_ctx(allow_private_fetch=True),
+    )
+    assert not res.is_error and "dual stack" in res.content, res.content
+    assert built == ["::1", "127.0.0.1"]  # both tried, in the order DNS gave
+    assert looked_up == ["localhost"]  # resolved once: each try is pinned to a checked address
+    assert len(http_server.requests) == 1
+    assert http_server.requests[0].headers["host"] == f"localhost:{http_server.port}"
+
+
+def test_when_no_address_answers_the_error_names_each_one_tried(
+    make_ctx: MakeCtx, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with socket.socket() as probe:  # a port nothing listens on, on either address
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    _, built = _resolve_to(monkeypatch, ["::1", "127.0.0.1"])
+    res = run_tool(
+        WebFetch(), {"url": f"http://localhost:{port}/"}, make_ctx(allow_private_fetch=True)
+    )
+    assert res.is_error and "could not fetch" in res.content
+    assert "::1" in res.content and "127.0.0.1" in res.content
+    assert built == ["::1", "127.0.0.1"]
+
+
+def test_a_disallowed_address_is_never_connected_to_even_after_an_unreachable_one(
+    listener: socket.socket, make_ctx: MakeCtx, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # ::1 stands for a public address that does not answer; 127.0.0.1, behind it in the
+    # answer, is loopback and refused (private fetches are not allowed here).
+    real_is_public = net.is_public
+    monkeypatch.setattr(net, "is_public", lambda a: a == "::1" or real_is_public(a))
+    port = listener.getsockname()[1]
+    _, built = _resolve_to(monkeypatch, ["::1", "127.0.0.1"])
+    url = f"http://name.test:{port}/"
+    res = run_tool(WebFetch(), {"url": url}, make_ctx())
+    assert res.is_error and "refused" in res.content and "127.0.0.1" in res.content
+    assert built == [] and _never_connected(listener)
+    # The check holds inside the loop too, for a target nobody checked up front.
+    target = net.Target(httpx.URL(url), ("::1", "127.0.0.1"), allow_private=False)
+    with httpx.Client() as client, pytest.raises(net.AddressRefusedError, match=r"127\.0\.0\.1"):
+        net.send(client, "GET", target)
+    assert built == ["::1"] and _never_connected(listener)
+
+
 def test_each_redirect_target_is_checked_again(
     http_server: HttpServer, make_ctx: MakeCtx, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Treat the literal 127.0.0.1 as public for this test; names still get the real check.
-    real = net.resolve_allowed
-
-    def only_literal(host: str, port: int, *, allow_private: bool) -> list[str]:
-        return real(host, port, allow_private=allow_private or host == "127.0.0.1")
-
-    monkeypatch.setattr(net, "resolve_allowed", only_literal)
+    # Treat 127.0.0.1 as public for this test, and let localhost resolve to ::1 only, which
+    # stays loopback: the first URL passes, the redirect target gets the real check.
+    real_is_public, real_lookup = net.is_public, net.lookup
+    monkeypatch.setattr(net, "is_public", lambda a: a == "127.0.0.1" or real_is_public(a))
+    monkeypatch.setattr(
+        net, "lookup", lambda h, p: ["::1"] if h == "localhost" else real_lookup(h, p)
+    )
     inner = http_server.url("/secret", host="localhost")
     http_server.routes["/hop"] = Reply(302, b"", {"Location": inner})
     http_server.routes["/secret"] = Reply(200, b"secret", {"Content-Type": "text/plain"})
@@ -132,15 +234,24 @@ def test_redirects_are_followed_but_bounded(http_server: HttpServer, make_ctx: M
 
 def test_size_cap_and_timeouts(http_server: HttpServer, make_ctx: MakeCtx) -> None:
     http_server.routes["/big"] = Reply(200, b"a" * 300_000, {"Content-Type": "text/plain"})
-    http_server.routes["/slow"] = Reply(200, b"late", {"Content-Type": "text/plain"}, delay=2.0)
+    release = threading.Event()
+
+    def held(_req: Request) -> Reply:
+        release.wait(30)  # the server answers only once the test lets it
+        return Reply(200, b"late", {"Content-Type": "text/plain"})
+
+    http_server.routes["/slow"] = held
     ctx = make_ctx(allow_private_fetch=True, web_fetch_max_bytes=50_000, http_timeout_s=0.3)
     big = run_tool(WebFetch(), {"url": http_server.url("/big")}, ctx)
     assert "larger than the download limit" in big.content
     assert big.content.count("a") < 50_000 + 200
-    started = time.monotonic()
-    slow = run_tool(WebFetch(), {"url": http_server.url("/slow")}, ctx)
-    assert slow.is_error and "timed out" in slow.content
-    assert time.monotonic() - started < 1.5
+    try:
+        slow = run_tool(WebFetch(), {"url": http_server.url("/slow")}, ctx)
+        # The fetch came back while the server still held its answer: it gave up.
+        assert slow.is_error and "timed out" in slow.content and "late" not in slow.content
+        assert len(http_server.hits("/slow")) == 1
+    finally:
+        release.set()
 
 
 def test_pages_are_cached_per_run_on_disk(
