@@ -97,12 +97,18 @@ class Stream:
 
 @dataclass
 class Status:
-    """An HTTP error answer with the API's error body."""
+    """An HTTP error answer with the API's error body.
+
+    Attributes:
+        gate: if set, the answer waits until the test releases it (the caller stays
+            mid-request until then).
+    """
 
     status: int
     type: str
     message: str = "error"
     headers: dict[str, str] = field(default_factory=dict)
+    gate: threading.Event | None = None
 
 
 Reply = Stream | Status
@@ -249,6 +255,10 @@ class FakeAnthropic:
             return
         reply = self._reply_for(body, index)
         if isinstance(reply, Status):
+            if reply.gate is not None:
+                with self._lock:
+                    self._gates.append(reply.gate)
+                reply.gate.wait(timeout=30)
             self._status(h, reply)
             return
         if not body.get("stream"):

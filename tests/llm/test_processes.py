@@ -14,9 +14,8 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -118,15 +117,6 @@ def _kill_spawned_workers(db: Path) -> None:
                 proc.wait(timeout=10)
         except (psutil.NoSuchProcess, psutil.AccessDenied):
             pass
-
-
-def _wait(predicate: Callable[[], bool], timeout: float = 20.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def _summarizing(body: dict[str, Any]) -> bool:
@@ -323,11 +313,11 @@ def test_the_key_appears_nowhere_it_must_not(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     key = "sk-ant-api03-LEAKCHECK-" + uuid.uuid4().hex
-    gate = threading.Event()
+    gate, first_gate = threading.Event(), threading.Event()
     fake = start_fake(
         [
             # A proxy that echoes the key in its error: the message must not carry it on.
-            Status(401, "authentication_error", f"invalid x-api-key {key}"),
+            Status(401, "authentication_error", f"invalid x-api-key {key}", gate=first_gate),
             Stream(
                 [
                     Text("Writing the report now."),
@@ -347,7 +337,11 @@ def test_the_key_appears_nowhere_it_must_not(
     )
 
     first = procs.worker(client.db_path, env)
+    fake.wait_requests(1, timeout=30)  # held mid-call until first_gate: its argv is readable
+    assert first.poll() is None
     argv_seen = [psutil.Process(first.pid).cmdline()]
+    argv_seen.append(Path(f"/proc/{first.pid}/cmdline").read_bytes().decode().split("\0"))
+    first_gate.set()
     assert first.wait(timeout=30) == 0
     waiting = client.run(run.id)
     assert waiting.wait_reason == WaitReason.CREDENTIALS
@@ -365,7 +359,7 @@ def test_the_key_appears_nowhere_it_must_not(
     assert all(r.key == key for r in fake.requests)  # the key was really used
 
     for argv in argv_seen:
-        assert argv and not any(key in arg for arg in argv), argv
+        assert "worker" in argv and not any(key in arg for arg in argv), argv
     shown = procs.cli(["--db", str(client.db_path), "show", run.id, "--json"], env)
     assert shown.returncode == 0, shown.stderr
     assert json.loads(shown.stdout)["status"] == "completed"
