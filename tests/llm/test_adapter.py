@@ -32,6 +32,7 @@ from tests.helpers.fake_anthropic import (
     ToolUse,
     ratelimit_headers,
 )
+from tests.helpers.polling import wait_until
 from tests.llm.conftest import KEY, MakeModel, StartFake
 
 pytestmark = pytest.mark.filterwarnings("ignore:The model .* is deprecated:DeprecationWarning")
@@ -56,6 +57,20 @@ def _request(
         max_tokens=kw.pop("max_tokens", 1024),
         **kw,
     )
+
+
+class WatchedCancel(CancelToken):
+    """A cancel token that records every wait asked of it: the adapter sleeps only on it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.waits: list[float] = []
+        self.waiting = threading.Event()
+
+    def wait(self, timeout: float) -> bool:
+        self.waits.append(timeout)
+        self.waiting.set()
+        return super().wait(timeout)
 
 
 def _call(
@@ -272,10 +287,10 @@ def test_429_with_long_retry_after_raises_at_once_and_holds_other_runs(
     )
     pacer = RateLimitPacer()
     model = make_model(fake, pacer=pacer)
-    started = time.monotonic()
+    cancel = WatchedCancel()
     with pytest.raises(RateLimitedError) as info:
-        _call(model)
-    assert time.monotonic() - started < 2.0  # never slept through the 120 s
+        _call(model, cancel=cancel)
+    assert cancel.waits == []  # never slept through the 120 s: raised without waiting
     assert info.value.retry_after == 120
     assert "429 rate_limit_error: Number of requests exceeded" in str(info.value)
     assert len(fake.requests) == 1  # no SDK retry either
@@ -474,17 +489,16 @@ def test_cancel_between_events_closes_the_stream(
 
     def on_text(delta: str) -> None:
         texts.append(delta)
-        if len(texts) == 3:
-            threading.Timer(0.05, cancel.cancel).start()
+        if len(texts) == 3:  # set from another thread, as the worker does
+            canceller = threading.Thread(target=cancel.cancel)
+            canceller.start()
+            canceller.join()
 
-    started = time.monotonic()
     with pytest.raises(RunCancelled):
         make_model(fake).complete(_request(), idempotency_key="r:1", on_text=on_text, cancel=cancel)
-    assert time.monotonic() - started < 2.0  # not the 4 s the whole answer takes
-    assert 3 <= len(texts) < 50
-    deadline = time.monotonic() + 5
-    while fake.disconnects == 0 and time.monotonic() < deadline:
-        time.sleep(0.02)
+    assert 3 <= len(texts) < 10  # stopped at the next event, not at the end of the answer
+    # The server was still streaming when the client closed: it hit a broken connection.
+    wait_until(lambda: fake.disconnects > 0, what="the fake API to see the disconnect")
     assert fake.disconnects == 1  # the connection was closed: the API stops generating
 
 
@@ -548,12 +562,19 @@ def test_pacing_wait_is_cancellable(start_fake: StartFake, make_model: MakeModel
     )
     model = make_model(fake)
     _call(model)
-    cancel = CancelToken()
-    threading.Timer(0.2, cancel.cancel).start()
-    started = time.monotonic()
+    cancel = WatchedCancel()
+
+    def cancel_once_waiting() -> None:
+        if cancel.waiting.wait(30):
+            cancel.cancel()
+
+    canceller = threading.Thread(target=cancel_once_waiting)
+    canceller.start()
     with pytest.raises(RunCancelled):
         _call(model, cancel=cancel)
-    assert time.monotonic() - started < 2.0
+    canceller.join()
+    # The pacing wait (~5 s, to the refill) was a wait on the token, cut short by cancel.
+    assert len(cancel.waits) == 1 and cancel.waits[0] == pytest.approx(5.0, abs=2.0)
     assert len(fake.requests) == 1
 
 
