@@ -92,6 +92,12 @@ class Worker:
         self._dead: list[str] = []
         self._last_dead_check = 0.0
         self.activations = 0
+        self.polls = 0
+        """Rounds of the poll loop finished so far (successful or not); read-only.
+
+        Waiting for this to move on by a few shows that the worker looked again since,
+        e.g. that it still takes no step for a paused run.
+        """
         self._cooldown: dict[str, float] = {}
         self._storage_problem = ""
         self._storage_backoff: dict[str, float] = {}
@@ -119,6 +125,7 @@ class Worker:
                     # Locked by another process, disk full...: say so and keep trying.
                     self._storage_failed(exc)
                     busy = True
+                self.polls += 1
                 if self.config.until_idle and not busy:
                     break
                 self._wakeup.wait(self.config.poll_s)

@@ -16,7 +16,8 @@ from desktop_agent.engine.loop import RunExecutor
 from desktop_agent.engine.ports import CancelToken
 from desktop_agent.worker.worker import Worker, WorkerConfig
 from tests.conftest import MakeExecutor
-from tests.helpers.fakes import Reply, ScriptedModel
+from tests.helpers.fakes import FakeClock, Reply, ScriptedModel
+from tests.helpers.polling import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -73,10 +74,14 @@ def test_until_idle_returns_when_only_waiting_runs_remain(
 ) -> None:
     run = client.start_run("Sleep", model="claude-haiku-4-5")
     model = ScriptedModel([Reply("wait a day", [("wait", {"seconds": 86400})])])
-    started = time.monotonic()
     w = Worker(client.store, make_executor(model), WorkerConfig(poll_s=0.01, until_idle=True))
-    w.run()
-    assert time.monotonic() - started < 10
+    runner = threading.Thread(target=w.run, daemon=True)
+    runner.start()
+    runner.join(timeout=30)  # returns at once when right; only a broken worker waits a day
+    stuck = runner.is_alive()
+    if stuck:
+        w.stop()
+    assert not stuck, "the worker kept going while its only run waits a day"
     waiting = client.run(run.id)
     assert waiting.status == RunStatus.WAITING and waiting.wake_at is not None
     assert waiting.wake_at > time.time() + 86000
@@ -100,11 +105,12 @@ def test_runs_of_a_killed_worker_are_recovered_without_waiting_out_the_lease(
         stderr=subprocess.DEVNULL,
     )
     try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and not (
-            client.run(run.id).lease_owner and client.run(run.id).status == RunStatus.RUNNING
-        ):
-            time.sleep(0.05)
+        wait_until(
+            lambda: (
+                client.run(run.id).lease_owner and client.run(run.id).status == RunStatus.RUNNING
+            ),
+            what="the child worker to hold the run",
+        )
         owner = client.run(run.id).lease_owner
         assert owner is not None and owner.split(":")[1] == str(child.pid)
     finally:
@@ -113,8 +119,11 @@ def test_runs_of_a_killed_worker_are_recovered_without_waiting_out_the_lease(
     held = client.run(run.id)
     assert held.status == RunStatus.RUNNING
     assert held.lease_expires_at is not None and held.lease_expires_at > time.time() + 5
-    started = time.monotonic()
-    Worker(client.store, make_executor(), WorkerConfig(poll_s=0.01, until_idle=True)).run()
-    assert time.monotonic() - started < 15  # well inside the 30 s lease
+    # The recovering worker's clock stands still before the lease's end: the lease never
+    # expires for it, so it can only take the run over by seeing its owner dead.
+    clock = FakeClock(time.time())
+    config = WorkerConfig(poll_s=0.01, until_idle=True)
+    Worker(client.store, make_executor(clock=clock), config, clock=clock).run()
+    assert clock.now() < held.lease_expires_at
     assert client.run(run.id).status == RunStatus.COMPLETED
     assert "Conclusions" in (ws / "report.md").read_text()
