@@ -12,7 +12,9 @@ from types import TracebackType
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication, QMessageBox, QSystemTrayIcon
 
+from desktop_agent import config
 from desktop_agent.client.api import Client
+from desktop_agent.crashlog import AppSession
 from desktop_agent.domain.errors import DesktopAgentError, KnownError
 from desktop_agent.gui import resources
 
@@ -76,20 +78,28 @@ def main(db_path: Path, *, spawn_workers: bool = True) -> int:
     """Open the database at ``db_path`` and run the app until it quits; returns the exit code."""
     from desktop_agent.gui.mainwindow import MainWindow
 
-    app = create_app()
-    _install_excepthook(app)
+    # First of all, so that a fatal error anywhere after this leaves its traceback.
+    session = AppSession(config.log_dir(db_path))
+    previous = session.start()
     try:
-        client = Client(db_path)
-    except DesktopAgentError as exc:
-        QMessageBox.critical(None, "desktop-agent", f"Cannot open the data folder: {exc}")
-        return 2
-    # With a tray icon the app lives on after the window closes; "Quit everything" ends it.
-    app.setQuitOnLastWindowClosed(not QSystemTrayIcon.isSystemTrayAvailable())
-    window = MainWindow(client, spawn_workers=spawn_workers)
-    window.show()
-    settle_memory()
-    try:
-        return app.exec()
+        app = create_app()
+        _install_excepthook(app)
+        try:
+            client = Client(db_path)
+        except DesktopAgentError as exc:
+            QMessageBox.critical(None, "desktop-agent", f"Cannot open the data folder: {exc}")
+            return 2
+        # With a tray icon the app lives on after the window closes; "Quit everything" ends it.
+        app.setQuitOnLastWindowClosed(not QSystemTrayIcon.isSystemTrayAvailable())
+        window = MainWindow(client, spawn_workers=spawn_workers)
+        window.show()
+        if previous is not None:
+            window.show_previous_crash(previous)
+        settle_memory()
+        try:
+            return app.exec()
+        finally:
+            window.shutdown()
+            client.close()
     finally:
-        window.shutdown()
-        client.close()
+        session.close()

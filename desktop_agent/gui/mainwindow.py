@@ -32,12 +32,14 @@ from desktop_agent.client.views import (
     tool_catalog,
 )
 from desktop_agent.config import Settings
+from desktop_agent.crashlog import PreviousCrash
 from desktop_agent.domain import Approval, Run
 from desktop_agent.gui import notify, resources, theme
 from desktop_agent.gui.actions import APPROVAL_CONTROLS, RUN_CONTROLS, Actions
 from desktop_agent.gui.commands import RunCommands
 from desktop_agent.gui.controls import Control, allowed_controls
 from desktop_agent.gui.dialogs.approval import ApprovalDialog
+from desktop_agent.gui.dialogs.crash import CrashReportDialog
 from desktop_agent.gui.dialogs.new_run import NewRunDialog, NewRunRequest
 from desktop_agent.gui.dialogs.prompts import MessageDialog
 from desktop_agent.gui.dialogs.recovery import RecoveryDialog
@@ -98,6 +100,7 @@ class MainWindow(QMainWindow):
         self.new_run_dialog: NewRunDialog | None = None
         self.settings_dialog: SettingsDialog | None = None
         self.recovery_dialog: RecoveryDialog | None = None
+        self.crash_dialog: CrashReportDialog | None = None
         self.recovery: RecoveryReport | None = None
         self.last_error = ""
         self.worker_status: WorkerStatus | None = None
@@ -200,6 +203,7 @@ class MainWindow(QMainWindow):
         self.supervisor.status_changed.connect(self._on_supervisor_status_changed)
         self.supervisor.worker_started.connect(self._on_supervisor_worker_started)
         self.supervisor.restart_failing.connect(self.show_error)
+        self.supervisor.worker_lost.connect(self._on_supervisor_worker_lost)
         self.commands.done.connect(self._on_commands_done)
         self.commands.failed.connect(self._on_commands_failed)
         self.commands.run_started.connect(self._on_commands_run_started)
@@ -220,12 +224,54 @@ class MainWindow(QMainWindow):
     def _on_recovery_read(self, report: RecoveryReport) -> None:
         self.recovery = report
         if not report.empty:
-            dialog = RecoveryDialog(report, self)
-            dialog.run_activated.connect(self.select_run)
-            self.recovery_dialog = dialog
-            dialog.update_runs(list(self.runs_model.rows()))
-            dialog.show()
+            self._show_recovery(report)
         self.supervisor.start()
+
+    def _show_recovery(self, report: RecoveryReport) -> None:
+        """Open the recovery summary (replacing one still open: the newer report wins)."""
+        if self.recovery_dialog is not None:
+            self.recovery_dialog.close()
+            self.recovery_dialog.deleteLater()
+        dialog = RecoveryDialog(report, self)
+        dialog.run_activated.connect(self.select_run)
+        self.recovery_dialog = dialog
+        dialog.update_runs(list(self.runs_model.rows()))
+        dialog.show()
+
+    def show_previous_crash(self, crash: PreviousCrash) -> CrashReportDialog:
+        """Say that the previous session ended abnormally, and offer its crash log."""
+        log.warning("%s", crash.describe())
+        dialog = CrashReportDialog(crash, self)
+        dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        self.crash_dialog = dialog
+        dialog.destroyed.connect(self._on_crash_dialog_destroyed)
+        dialog.show()
+        return dialog
+
+    @Slot()
+    def _on_crash_dialog_destroyed(self) -> None:
+        self.crash_dialog = None
+
+    @Slot(object)
+    def _on_supervisor_worker_lost(self, report: RecoveryReport) -> None:
+        """The worker died while the window was open: say what that did to the runs."""
+        self.recovery = report
+        pids = ", ".join(str(w.pid) for w in report.dead_workers)
+        interrupted = sum(1 for item in report.items if item.interrupted)
+        if not report.dead_workers:  # it shut down in order (e.g. ``worker --until-idle``)
+            self.statusBar().showMessage("The worker stopped.", 10_000)
+            return
+        if interrupted:
+            text = (
+                f"The worker (pid {pids}) stopped unexpectedly while it held {interrupted} "
+                "run(s); they resume from their journals."
+            )
+            self._show_recovery(report)
+        else:
+            text = f"The worker (pid {pids}) stopped unexpectedly; no run was interrupted."
+        log.warning("%s", text)
+        self.statusBar().showMessage(text, 30_000)
+        self.tray.notify(notify.Notice(notify.NoticeKind.FAILED, "", "Worker stopped", text))
 
     def _on_recovery_failed(self, exc: Exception) -> None:
         log.warning("recovery check failed: %s", exc)
@@ -628,6 +674,6 @@ class MainWindow(QMainWindow):
         self.statusBar().clearMessage()
         self.tasks.shutdown()
         self.tray.hide()
-        for dialog in (self.recovery_dialog, self.approval_dialog):
+        for dialog in (self.recovery_dialog, self.approval_dialog, self.crash_dialog):
             if dialog is not None:
                 dialog.close()

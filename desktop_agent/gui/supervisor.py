@@ -18,6 +18,7 @@ import psutil
 from PySide6.QtCore import QObject, QTimer, Signal, Slot
 
 from desktop_agent.client.api import Client, WorkerStatus
+from desktop_agent.client.checks import RecoveryReport, recovery_report
 from desktop_agent.gui.tasks import TaskRunner
 from desktop_agent.procs import process_alive
 
@@ -47,11 +48,14 @@ class WorkerSupervisor(QObject):
         status_changed: the worker status was read (a :class:`WorkerStatus`).
         worker_started: a worker process was started (its pid).
         restart_failing: workers keep stopping right after start (a message).
+        worker_lost: the worker that was alive at the previous check is gone; carries the
+            :class:`RecoveryReport` read before any new worker could take its runs.
     """
 
     status_changed = Signal(object)
     worker_started = Signal(int)
     restart_failing = Signal(str)
+    worker_lost = Signal(object)
 
     def __init__(
         self,
@@ -97,18 +101,24 @@ class WorkerSupervisor(QObject):
             return
         self._checking = True
         started = list(self.started)
+        was_alive = self.status is not None and self.status.alive
         self.tasks.submit(
-            lambda: _check(self.client, started), self._on_checked, self._on_check_failed
+            lambda: _check(self.client, started, was_alive),
+            self._on_checked,
+            self._on_check_failed,
         )
 
     def _on_check_failed(self, exc: Exception) -> None:
         self._checking = False
         log.warning("worker check failed: %s", exc)
 
-    def _on_checked(self, status: WorkerStatus) -> None:
+    def _on_checked(self, checked: tuple[WorkerStatus, RecoveryReport | None]) -> None:
         self._checking = False
+        status, lost = checked
         self.status = status
         self.status_changed.emit(status)
+        if lost is not None:
+            self.worker_lost.emit(lost)
         if status.alive or not self.spawn:
             if status.alive:
                 self._quick_deaths = 0
@@ -160,8 +170,17 @@ def _same_process(worker: StartedWorker) -> bool:
     return process_alive(worker.pid, worker.create_time, tolerance_s=1.0)
 
 
-def _check(client: Client, started: list[StartedWorker]) -> WorkerStatus:
+def _check(
+    client: Client, started: list[StartedWorker], was_alive: bool
+) -> tuple[WorkerStatus, RecoveryReport | None]:
+    """The worker status, and what a worker that just died left behind.
+
+    The report is read here, before ``_on_checked`` can start a new worker: once one runs,
+    it takes the dead worker's leases and the interrupted runs no longer show as such.
+    """
     for worker in started:  # reap our exited children so they do not linger as zombies
         with contextlib.suppress(ChildProcessError, OSError):
             os.waitpid(worker.pid, os.WNOHANG)
-    return client.worker_status()
+    status = client.worker_status()
+    lost = recovery_report(client) if was_alive and not status.alive else None
+    return status, lost
