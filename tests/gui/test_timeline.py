@@ -131,10 +131,10 @@ def test_a_big_run_opens_fast_and_the_inspector_finds_the_thought(
     run = client.start_run("Very long journal", model="demo", workspace=demo_ws)
     _write_steps(client, run.id, 2000)
     qtbot.waitUntil(lambda: window.runs_model.get(run.id) is not None)
-    started = time.perf_counter()
+    # How fast it opens is measured by bench/gui_bench.py (a 10,000-step run, with a
+    # target); here: it opens whole, and the inspector works on it.
     assert window.select_run(run.id)
-    qtbot.waitUntil(lambda: window.steps_model.rowCount() == 2000)
-    assert time.perf_counter() - started < 2.0  # generous: CI machines vary (bench: <300 ms)
+    qtbot.waitUntil(lambda: window.steps_model.rowCount() == 2000, timeout=30_000)
     timeline = window.detail.timeline
     timeline.setCurrentIndex(window.steps_model.index(1000))  # seq 1001: a model call
     timeline.setCurrentIndex(window.steps_model.index(1001))  # seq 1002: its tool call

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
-import time
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,8 +19,10 @@ from desktop_agent.worker.notify import Notification, Notifier, build_notifier
 from desktop_agent.worker.worker import Worker, WorkerConfig
 from tests.conftest import MakeExecutor
 from tests.helpers.fakes import FakeClock, Reply, ScriptedModel
+from tests.helpers.polling import wait_until
 from tests.tools.servers import HttpServer
 from tests.tools.servers import Reply as HttpReply
+from tests.tools.servers import Request as HttpRequest
 
 
 @pytest.fixture
@@ -98,16 +100,32 @@ def test_a_failed_run_is_told_and_listeners_hear_everything(
 def test_a_slow_or_broken_webhook_never_blocks_and_is_only_logged(
     client: Client, hook: HttpServer, caplog: pytest.LogCaptureFixture
 ) -> None:
-    hook.routes["/hooks/T0KEN-abc"] = HttpReply(500, b"boom", delay=1.0)
+    release = threading.Event()
+
+    def held(_req: HttpRequest) -> HttpReply:
+        release.wait(30)  # the hook answers only once the test lets it
+        return HttpReply(500, b"boom")
+
+    hook.routes["/hooks/T0KEN-abc"] = held
     run = client.start_run("Slow hook", model="demo")
     client.store.commit(run.id, patch=RunPatch(status=RunStatus.COMPLETED))
-    notifier = Notifier(client.store, webhook_url=hook.url("/hooks/T0KEN-abc"), timeout_s=0.2)
-    started = time.monotonic()
+    url = hook.url("/hooks/T0KEN-abc")
+    notifier = Notifier(client.store, webhook_url=url, timeout_s=30)
+    slow = Notifier(client.store, webhook_url=url, timeout_s=0.2)
     with caplog.at_level(logging.WARNING, logger="desktop_agent.worker.notify"):
-        notifier.on_activation_end(run.id)
-        assert time.monotonic() - started < 0.1  # posted from a background thread
-        notifier.close(timeout_s=5)
-    assert notifier.webhook is not None and notifier.webhook.failed == 1
+        try:
+            notifier.on_activation_end(run.id)
+            # Posted from a background thread: the call is back, the post is at the hook,
+            # and the hook has not answered it yet.
+            wait_until(lambda: hook.hits("/hooks/T0KEN-abc"), what="the webhook post")
+            assert notifier.webhook is not None and notifier.webhook.failed == 0
+            slow.on_activation_end(run.id)
+            slow.close(timeout_s=30)  # its post gives up after 0.2 s
+        finally:
+            release.set()
+        notifier.close(timeout_s=30)
+    assert notifier.webhook.failed == 1  # the 500
+    assert slow.webhook is not None and slow.webhook.failed == 1  # the timeout
     logged = " ".join(r.getMessage() for r in caplog.records)
     assert "webhook at 127.0.0.1 failed" in logged and "T0KEN" not in logged
     unreachable = Notifier(client.store, webhook_url="http://127.0.0.1:9/x", timeout_s=0.2)
