@@ -130,6 +130,17 @@ class SchedulerService:
         # the two never wait for each other (a deadlock seen at shutdown).
         self._busy_lock = threading.Lock()
         self._last_retention: float | None = None
+        self._rounds_lock = threading.Lock()
+        self.rounds: dict[str, int] = {"sync": 0, "housekeeping": 0, "scan": 0}
+        """How many sync, housekeeping and folder-scan jobs have finished (failed ones too).
+
+        Read-only: waiting for a count to move on shows that the service has looked at the
+        database again since (a clock moved, a folder changed), where sleeping would not.
+        """
+
+    def _finished(self, kind: str) -> None:
+        with self._rounds_lock:
+            self.rounds[kind] += 1
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -411,6 +422,7 @@ class SchedulerService:
         with _logged(f"folder watch {watch_id}"):
             if self.port.scan_watch(watch_id, self.clock.now()):
                 self.nudge()
+        self._finished("scan")
 
     def _housekeeping(self) -> None:
         now = self.clock.now()
@@ -429,6 +441,7 @@ class SchedulerService:
                 if archived:
                     log.info("archived %d run(s) finished before the retention period", archived)
             self._last_retention = now
+        self._finished("housekeeping")
 
     def _pump(self) -> None:
         with _logged("starting batch items and queued firings"):
@@ -445,6 +458,7 @@ class SchedulerService:
                 self.resync()
         # Retried batch items and new batches start within a sync, not a housekeeping round.
         self._pump()
+        self._finished("sync")
 
 
 @contextlib.contextmanager

@@ -16,7 +16,7 @@ import signal
 import subprocess
 import sys
 import threading
-import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,21 +35,14 @@ from desktop_agent.worker.compose import build_executor
 from desktop_agent.worker.scheduling import attach_scheduler
 from desktop_agent.worker.worker import Worker, WorkerConfig
 from tests.helpers.fakes import FakeClock
+from tests.helpers.polling import wait_until
+
+__all__ = ["wait_until"]  # the scheduler tests import it from here
 
 REPO = Path(__file__).resolve().parents[2]
 
 FAST = SchedulerConfig(sync_s=0.1, housekeeping_s=0.2, stuck_after_s=None)
 """Sync and housekeeping several times a second (production: every 2 s and 30 s)."""
-
-
-def wait_until(predicate: Callable[[], bool], timeout: float = 20.0, what: str = "") -> None:
-    """Poll ``predicate`` in real time until it holds; fail after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what or predicate}")
 
 
 def goal_number(request_messages: object) -> int:
@@ -95,23 +88,30 @@ class Rig:
         """The run's status now."""
         return self.client.run(run_id).status
 
-    def wait_status(self, run_id: str, status: RunStatus, timeout: float = 20.0) -> None:
+    def wait_status(self, run_id: str, status: RunStatus, timeout: float = 30.0) -> None:
         """Wait until the run has ``status``."""
         wait_until(lambda: self.status(run_id) == status, timeout, f"run {run_id} {status}")
 
     def settle(self, worker: bool = True) -> None:
         """Let due jobs run and the worker go idle (for assertions that nothing happened).
 
-        Waits through a full sync and housekeeping round first, so that a clock moved just
-        before has been seen.
+        Waits through a full sync and housekeeping round first (two more of each finish: the
+        first may have begun before the call), so that a clock moved just before has been seen.
         """
-        config = self.service.config
-        time.sleep(1.5 * max(config.sync_s, config.housekeeping_s))
-        assert self.service.wait_idle(10)
+        rounds = self.service.rounds
+        before = dict(rounds)
+        wait_until(
+            lambda: (
+                rounds["sync"] >= before["sync"] + 2
+                and rounds["housekeeping"] >= before["housekeeping"] + 2
+            ),
+            what="a full sync and housekeeping round of the scheduler",
+        )
+        assert self.service.wait_idle(30)
         if not worker:
             return
-        wait_until(lambda: not self.worker._in_flight, 10, "the worker to go idle")
-        assert self.service.wait_idle(10)
+        wait_until(lambda: not self.worker._in_flight, what="the worker to go idle")
+        assert self.service.wait_idle(30)
 
 
 RigFactory = Callable[..., Rig]
@@ -189,6 +189,46 @@ def make_rig(client: Client, clock: FakeClock) -> Iterator[RigFactory]:
 
 # --------------------------------------------------------------------------- child workers
 
+COUNTING_WORKER = """
+import os
+import sys
+
+from desktop_agent import cli
+from desktop_agent.scheduler.service import SchedulerService
+from desktop_agent.worker.worker import Worker
+
+ROUNDS = os.environ["TEST_ROUNDS_FILE"]
+
+
+def note(kind):
+    fd = os.open(ROUNDS, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        os.write(fd, kind.encode() + b"\\n")
+    finally:
+        os.close(fd)
+
+
+finished, tick = SchedulerService._finished, Worker.tick
+
+
+def counted_finished(self, kind):
+    finished(self, kind)
+    note(kind)
+
+
+def counted_tick(self):
+    busy = tick(self)
+    note("poll")
+    return busy
+
+
+SchedulerService._finished, Worker.tick = counted_finished, counted_tick
+sys.exit(cli.main(sys.argv[1:]))
+"""
+"""``desktop-agent ... worker`` that also appends each finished round (scheduler sync,
+housekeeping, folder scan; worker poll) to a file, one line each, so that a test can wait
+until the child has looked again instead of sleeping."""
+
 
 @dataclass
 class Children:
@@ -213,9 +253,10 @@ class Children:
         full.pop("DESKTOP_AGENT_CRASH_AT", None)
         self.logs.mkdir(parents=True, exist_ok=True)
         log_path = self.logs / f"worker-{len(self.started) + 1}.log"
+        full["TEST_ROUNDS_FILE"] = str(self._rounds_path(len(self.started) + 1))
         with log_path.open("wb") as log:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "desktop_agent", "--db", str(self.db), "worker"],
+                [sys.executable, "-c", COUNTING_WORKER, "--db", str(self.db), "worker"],
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=log,
@@ -232,6 +273,25 @@ class Children:
         """The newest child's log, for failure messages."""
         path = self.logs / f"worker-{len(self.started)}.log"
         return path.read_text(errors="replace")[-3000:] if path.exists() else ""
+
+    def _rounds_path(self, number: int) -> Path:
+        return self.logs / f"rounds-{number}.txt"
+
+    def rounds(self) -> Counter[str]:
+        """Rounds the newest child finished: ``sync``, ``housekeeping``, ``scan``, ``poll``."""
+        path = self._rounds_path(len(self.started))
+        return Counter(path.read_text().split() if path.exists() else [])
+
+    def wait_rounds(self, since: Counter[str] | None = None, **more: int) -> None:
+        """Wait until the newest child finished ``more`` rounds of each kind.
+
+        Counted after ``since`` (from its start if not given): it has looked again since.
+        """
+        base = since or Counter()
+        wait_until(
+            lambda: all(self.rounds()[kind] >= base[kind] + n for kind, n in more.items()),
+            what=f"the child worker's rounds {more} (has {dict(self.rounds())}):\n{self.log()}",
+        )
 
 
 def kill(proc: subprocess.Popen[bytes]) -> None:

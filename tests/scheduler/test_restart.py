@@ -41,8 +41,7 @@ def wait_for_worker(client: Client, proc: subprocess.Popen[bytes], kids: Childre
         lambda: (
             proc.poll() is None and any(i.pid == proc.pid for i, _ in client.store.list_workers())
         ),
-        20,
-        f"worker {proc.pid} to start:\n{kids.log()}",
+        what=f"worker {proc.pid} to start:\n{kids.log()}",
     )
 
 
@@ -105,7 +104,9 @@ def test_wake_ups_that_fell_due_while_the_worker_was_down_fire_once_at_restart(
 
     with children.worker() as proc:  # nothing is due yet
         wait_for_worker(client, proc, children)
-        time.sleep(1.0)
+        # Its scheduler built every job from the database and ran its first housekeeping
+        # and a sync, and the worker polled three times: anything due would have started.
+        children.wait_rounds(housekeeping=1, sync=1, poll=3)
         kill(proc)
     assert all(client.run(r).status == RunStatus.WAITING for r in runs.values())
     assert scheduled() == []
@@ -117,10 +118,9 @@ def test_wake_ups_that_fell_due_while_the_worker_was_down_fire_once_at_restart(
                 all(client.run(r).status == RunStatus.COMPLETED for r in due)
                 and [r.status for r in scheduled()] == [RunStatus.COMPLETED]
             ),
-            40,
-            f"the due wake-ups:\n{children.log()}",
+            what=f"the due wake-ups:\n{children.log()}",
         )
-        time.sleep(0.5)
+        children.wait_rounds(children.rounds(), sync=1, poll=3)  # nothing more to fire
         kill(proc)
     t3 = client.run(runs["t3"])
     assert t3.status == RunStatus.WAITING and t3.wake_at == pytest.approx(t0 + 3 * HOUR)
@@ -138,7 +138,7 @@ def test_wake_ups_that_fell_due_while_the_worker_was_down_fire_once_at_restart(
 
     with children.worker(offset_s=2.5 * HOUR) as proc:  # and once more: nothing fires again
         wait_for_worker(client, proc, children)
-        time.sleep(1.5)
+        children.wait_rounds(housekeeping=1, sync=2, poll=3)
         kill(proc)
     after = {k: journal(client, v) for k, v in runs.items()}
     assert len(scheduled()) == 1
@@ -223,7 +223,7 @@ def test_a_file_dropped_while_the_worker_was_down_starts_exactly_one_run(
 
     with children.worker() as proc:
         wait_for_worker(client, proc, children)
-        time.sleep(1.0)
+        children.wait_rounds(scan=2, poll=3)  # the first scan only notes what is there
         kill(proc)
     assert started() == []
 
@@ -235,14 +235,13 @@ def test_a_file_dropped_while_the_worker_was_down_starts_exactly_one_run(
     with children.worker() as proc:
         wait_until(
             lambda: [r.status for r in started()] == [RunStatus.COMPLETED],
-            30,
-            f"the run for the dropped file:\n{children.log()}",
+            what=f"the run for the dropped file:\n{children.log()}",
         )
-        time.sleep(1.0)  # several more scans
+        children.wait_rounds(children.rounds(), scan=3)  # several more scans
         kill(proc)
     with children.worker() as proc:
         wait_for_worker(client, proc, children)
-        time.sleep(1.0)
+        children.wait_rounds(scan=3, poll=3)
         kill(proc)
     (run,) = started()
     assert run.goal == "Summarise while-down.md"

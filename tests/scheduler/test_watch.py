@@ -38,8 +38,10 @@ def test_each_new_file_starts_one_run(client: Client, make_rig: RigFactory, tmp_
     drop(inbox / "skip.txt", "not a pdf")
     (inbox / "b.pdf").write_text("still being written")  # too fresh: the next scan
     wait_until(lambda: len(rig.runs(schedule_id=watch.id)) == 2, what="runs for a.pdf, b.pdf")
-    time.sleep(1.2)  # a few more scans find nothing new
-    runs = rig.runs(schedule_id=watch.id)
+    rounds = rig.service.rounds
+    scans = rounds["scan"]
+    wait_until(lambda: rounds["scan"] >= scans + 3, what="three more scans")
+    runs = rig.runs(schedule_id=watch.id)  # which found nothing new
     assert sorted(r.goal for r in runs) == ["Summarise a.pdf", "Summarise b.pdf"]
     for run in runs:
         rig.wait_status(run.id, RunStatus.COMPLETED)
@@ -52,8 +54,14 @@ def test_each_new_file_starts_one_run(client: Client, make_rig: RigFactory, tmp_
     wait_until(lambda: len(rig.runs(schedule_id=watch.id)) == 3, what="the changed file")
     rig.sched.pause_watch(watch.id)
     wait_until(lambda: f"watch:{watch.id}" not in rig.service.job_ids(), what="paused")
+    syncs = rounds["sync"]
+    wait_until(lambda: rounds["sync"] >= syncs + 2, what="two syncs (a scan under way ends)")
+    scans, syncs = rounds["scan"], rounds["sync"]
     drop(inbox / "c.pdf", "gamma")
-    time.sleep(1.0)
+    # Three more syncs re-read the watch's definition: still paused, no scan, no new run.
+    wait_until(lambda: rounds["sync"] >= syncs + 3, what="three more syncs")
+    assert rounds["scan"] == scans
+    assert f"watch:{watch.id}" not in rig.service.job_ids()
     assert len(rig.runs(schedule_id=watch.id)) == 3
     rig.sched.resume_watch(watch.id)
     wait_until(lambda: len(rig.runs(schedule_id=watch.id)) == 4, what="c.pdf after resume")
