@@ -24,7 +24,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +38,7 @@ from desktop_agent.persistence.db import BUSY_TIMEOUT_ENV, MAX_PAGES_ENV, Databa
 from desktop_agent.persistence.store import SqlStore
 from desktop_agent.worker.compose import build_executor
 from desktop_agent.worker.worker import Worker, WorkerConfig
+from tests.helpers.polling import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 SOURCES = {f"s{i}.md": f"# Source {i}\nSource {i} finds {i * 3}% growth. More.\n" for i in range(3)}
@@ -90,15 +91,6 @@ def lab(tmp_path: Path) -> Iterator[Lab]:
     lab.close()
 
 
-def wait_for(what: Callable[[], bool], timeout: float = 30.0, why: str = "") -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if what():
-            return
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting: {why}")
-
-
 Record = tuple[int, str, str, str, Any]
 
 
@@ -148,7 +140,7 @@ def test_full_database_pauses_the_run_and_it_resumes_when_space_returns(
     lab.start_worker()
     monkeypatch.delenv(MAX_PAGES_ENV)
 
-    wait_for(lambda: lab.client.run(run.id).status == RunStatus.PAUSED, why="a pause")
+    wait_until(lambda: lab.client.run(run.id).status == RunStatus.PAUSED, what="a pause")
     paused = lab.client.run(run.id)
     assert paused.status_message.startswith("Paused: the disk is full"), paused.status_message
     assert "nothing committed was lost" in paused.status_message.lower()
@@ -156,16 +148,18 @@ def test_full_database_pauses_the_run_and_it_resumes_when_space_returns(
     before = committed(lab.client, run.id)
     assert before, "the run made no progress before the disk filled up"
     # While the disk stays full, retries keep failing and pausing again; nothing is lost.
-    time.sleep(1.0)
-    assert lab.client.run(run.id).status != RunStatus.COMPLETED
+    retrying = "retrying after the storage problem"
+    wait_until(lambda: caplog.text.count(retrying) >= 2, what="two retries")  # 1st failed
+    wait_until(lambda: lab.client.run(run.id).status == RunStatus.PAUSED, what="a new pause")
     assert committed(lab.client, run.id)[: len(before)] == before
     assert "storage problem" in caplog.text and "disk is full" in caplog.text
 
+    retries = caplog.text.count(retrying)
     with lab.client.db.write() as conn:  # space comes back
         conn.exec_driver_sql("DELETE FROM ballast")
-    wait_for(lambda: lab.client.run(run.id).status == RunStatus.COMPLETED, 30, "completion")
+    wait_until(lambda: lab.client.run(run.id).status == RunStatus.COMPLETED, what="completion")
     assert_finished_intact(lab, run.id, before)
-    assert "retrying after the storage problem" in caplog.text
+    assert caplog.text.count(retrying) > retries  # resumed by a retry, not by hand
 
 
 @pytest.fixture
@@ -199,15 +193,21 @@ def test_real_enospc_pauses_the_run_and_it_resumes_when_space_returns(
     lab = Lab(small_disk / "data", tmp_path / "ws")
     try:
         run = lab.client.start_run("Summarise the sources", model="demo", workspace=lab.ws)
-        lab.start_worker(delay=0.05)
-        wait_for(lambda: lab.client.run(run.id).last_seq >= 3, why="first steps")
+        worker = lab.start_worker(delay=0.05)
+        wait_until(lambda: lab.client.run(run.id).last_seq >= 3, what="first steps")
         ballast = small_disk / "ballast"
         fd = os.open(ballast, os.O_CREAT | os.O_WRONLY, 0o600)
         with contextlib.suppress(OSError):  # fill the disk up
             while True:
                 os.write(fd, b"\0" * 4096)
         os.close(fd)
-        time.sleep(1.0)  # the worker fails to commit, and keeps failing
+        # The worker fails to commit (the run's step or its own poll), and keeps failing.
+        wait_until(
+            lambda: run.id in worker._storage_backoff or worker._storage_problem,
+            what="the worker to hit the full disk",
+        )
+        polls = worker.polls
+        wait_until(lambda: worker.polls >= polls + 5, what="five more worker polls")
         assert lab.client.run(run.id).status != RunStatus.COMPLETED
         # The user is told, even though nothing can be written to record it.
         warning = lab.client.storage_warning()
@@ -225,7 +225,7 @@ def test_real_enospc_pauses_the_run_and_it_resumes_when_space_returns(
         assert "warning: the disk holding the database is full" in shown.stderr
         before = committed(lab.client, run.id)
         ballast.unlink()  # space comes back
-        wait_for(lambda: lab.client.run(run.id).status == RunStatus.COMPLETED, 60, "completion")
+        wait_until(lambda: lab.client.run(run.id).status == RunStatus.COMPLETED, 60, "completion")
         assert_finished_intact(lab, run.id, before)
     finally:
         lab.close()
@@ -282,7 +282,7 @@ def test_database_locked_by_another_process_writers_wait_retry_and_the_user_is_t
     run = lab.client.start_run("Summarise the sources", model="demo", workspace=lab.ws)
     monkeypatch.setenv(BUSY_TIMEOUT_ENV, "300")  # for the worker's database handle
     lab.start_worker(delay=0.1)
-    wait_for(lambda: lab.client.run(run.id).last_seq >= 2, why="first steps")
+    wait_until(lambda: lab.client.run(run.id).last_seq >= 2, what="first steps")
 
     locker = _hold_lock(lab.db_path, 4.0)
     try:
@@ -306,7 +306,7 @@ def test_database_locked_by_another_process_writers_wait_retry_and_the_user_is_t
     finally:
         _reap(locker, impatient, patient, reader)
 
-    wait_for(lambda: lab.client.run(run.id).status == RunStatus.COMPLETED, 60, "completion")
+    wait_until(lambda: lab.client.run(run.id).status == RunStatus.COMPLETED, 60, "completion")
     assert_finished_intact(lab, run.id, before)
     assert "locked by another process" in caplog.text  # the worker said what held it up
     notes = [s for s in lab.client.steps(run.id) if s.kind == "steer"]
@@ -330,7 +330,7 @@ def test_damaged_database_is_reported_with_the_offer_and_restored_from_the_backu
 ) -> None:
     first = lab.client.start_run("Summarise the sources", model="demo", workspace=lab.ws)
     lab.start_worker(backup_every_s=3600)
-    wait_for(lambda: lab.client.run(first.id).status == RunStatus.COMPLETED, why="first run")
+    wait_until(lambda: lab.client.run(first.id).status == RunStatus.COMPLETED, what="first run")
     lab.close()
     lab.workers.clear()
     made = subprocess.run(
