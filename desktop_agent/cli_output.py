@@ -149,7 +149,7 @@ def clip(text: str, n: int) -> str:
 
 
 def exit_code(run: Run) -> int:
-    """Exit code for a run that ended or waits."""
+    """Exit code for a run that ended or waits (a stopped run waits to be resumed)."""
     if run.status == RunStatus.COMPLETED:
         return EXIT_OK
     if run.status in (RunStatus.FAILED, RunStatus.CANCELLED):
@@ -200,6 +200,7 @@ def follow(
         settled = run.status.is_terminal or run.status in (
             RunStatus.WAITING,
             RunStatus.PAUSED,
+            RunStatus.STOPPED,
             RunStatus.NEEDS_ATTENTION,
         )
         open_steps = [s for s in steps if s.status == StepStatus.STARTED]
@@ -256,7 +257,7 @@ def _final_message(run: Run, out: Out) -> None:
 
 
 def next_step_hint(run: Run) -> str:
-    """What the analyst can do next for a run that waits, paused or needs attention."""
+    """What the analyst can do next for a run that waits, paused, stopped or needs attention."""
     if run.status == RunStatus.WAITING:
         if run.wait_reason == WaitReason.APPROVAL:
             return "Approve with `desktop-agent approvals` then `desktop-agent approve ID`."
@@ -278,4 +279,9 @@ def next_step_hint(run: Run) -> str:
         return f"Decide with `desktop-agent resolve {run.id} probe|mark_done|retry|skip`."
     if run.status == RunStatus.PAUSED:
         return f"Resume with `desktop-agent resume {run.id}`."
+    if run.status == RunStatus.STOPPED:
+        return (
+            f"Stopped with a partial report: `desktop-agent resume {run.id}` continues it, "
+            f"`desktop-agent cancel {run.id}` ends it."
+        )
     return ""

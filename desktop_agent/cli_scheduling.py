@@ -306,6 +306,8 @@ def _batch_status(sched: Scheduling, batch: Batch, out: Out) -> int:
         print(f"  {i.idx:>5}  {i.status:<9} {i.run_id or '-':<10}  {i.item}{retry}")
     if progress.failed or progress.cancelled:
         print(f"retry with `desktop-agent batch retry {batch.id}`")
+    if progress.stopped:
+        print("stopped items go on with `desktop-agent resume RUN` (or end with `cancel RUN`)")
     return 0
 
 

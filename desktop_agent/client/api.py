@@ -257,15 +257,19 @@ class Client:
     def pause(self, run_id: str) -> Run:
         """Pause at the next step boundary."""
         run = self.run(run_id)
-        if run.status.is_terminal or run.status == RunStatus.PAUSED:
+        if run.status.is_terminal or run.status in (RunStatus.PAUSED, RunStatus.STOPPED):
             raise InvalidStateError(f"run {run.id} is {run.status}: nothing to pause")
         self.store.add_command(run.id, CommandKind.PAUSE)
         return run
 
     def resume(self, run_id: str) -> Run:
-        """Resume a paused run, retry a failed one, or wake a rate-limited one now."""
+        """Resume a paused or stopped run, retry a failed one, or wake a rate-limited one now.
+
+        A stopped run continues from its journal where it stopped, and the model is told
+        it was resumed.
+        """
         run = self.run(run_id)
-        ok = run.status in (RunStatus.PAUSED, RunStatus.FAILED) or (
+        ok = run.status.is_resumable or (
             run.status == RunStatus.WAITING
             and run.wait_reason in (WaitReason.RATE_LIMIT, WaitReason.CREDENTIALS, WaitReason.TIMER)
         )
@@ -283,15 +287,21 @@ class Client:
         return run
 
     def stop(self, run_id: str) -> Run:
-        """Stop gracefully with a partial report (e.g. instead of extending a budget)."""
+        """Stop gracefully with a partial report (e.g. instead of extending a budget).
+
+        The run is stopped, not done: :meth:`resume` continues it, :meth:`cancel` ends it.
+        """
         run = self.run(run_id)
-        if run.status.is_terminal:
+        if run.status.is_terminal or run.status == RunStatus.STOPPED:
             raise InvalidStateError(f"run {run.id} already {run.status}")
         self.store.add_command(run.id, CommandKind.STOP)
         return run
 
     def steer(self, run_id: str, text: str) -> Run:
-        """Add a note from the analyst to the conversation at the next boundary."""
+        """Add a note from the analyst to the conversation at the next boundary.
+
+        A note to a waiting, paused or stopped run is delivered when it goes on.
+        """
         if not text.strip():
             raise InvalidInputError("the note is empty")
         run = self.run(run_id)
@@ -432,6 +442,15 @@ class Client:
         if self.worker_status().alive:
             return None
         return self.spawn_worker(until_idle=until_idle)
+
+    def needs_worker(self, run_ids: Iterable[str]) -> bool:
+        """Whether a worker must be started for these runs.
+
+        True when one of them has work for a worker (e.g. a decision just queued) and no
+        live worker serves the database to do it.
+        """
+        wanted = any(self.store.wants_worker(self.run(r).id) for r in run_ids)
+        return wanted and not self.worker_status().alive
 
 
 def _hostname() -> str:

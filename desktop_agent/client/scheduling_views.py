@@ -69,7 +69,7 @@ class ItemRow:
 
     Attributes:
         item: the item (its status follows its run's).
-        error: why its run failed or was cancelled (empty otherwise).
+        error: why its run failed, was cancelled or stopped (empty otherwise).
     """
 
     item: BatchItem
@@ -187,20 +187,21 @@ def batch_progress_all(client: Client) -> dict[str, BatchProgress]:
             cancelled=by[ItemStatus.CANCELLED],
             running=by[ItemStatus.RUNNING],
             pending=by[ItemStatus.PENDING],
+            stopped=by[ItemStatus.STOPPED],
         )
         for batch_id, by in counts.items()
     }
 
 
 def batch_item_rows(client: Client, batch_id: str) -> list[ItemRow]:
-    """The batch's items in order, each with its run's error (if it failed)."""
+    """The batch's items in order, each with its run's message if it failed or stopped."""
     with client.store.db.read() as conn:
         rows = list(conn.execute(_ITEMS_SQL, {"b": batch_id}).mappings())
     out = []
     for r in rows:
         item = item_from_row(r)
         error = ""
-        if item.status in (ItemStatus.FAILED, ItemStatus.CANCELLED):
+        if item.status in (ItemStatus.FAILED, ItemStatus.CANCELLED, ItemStatus.STOPPED):
             error = str(r["run_message"] or "")
         out.append(ItemRow(item, error))
     return out

@@ -13,6 +13,7 @@ class RunStatus(StrEnum):
     PAUSED = "paused"
     WAITING = "waiting"
     NEEDS_ATTENTION = "needs_attention"
+    STOPPED = "stopped"
     COMPLETED = "completed"
     FAILED = "failed"
     CANCELLED = "cancelled"
@@ -24,11 +25,22 @@ class RunStatus(StrEnum):
 
     @property
     def is_active(self) -> bool:
-        """True while the run is not finished (it may still be waiting or paused)."""
+        """True while the run is not finished (it may still be waiting, paused or stopped)."""
         return self not in _TERMINAL
+
+    @property
+    def is_resumable(self) -> bool:
+        """True for statuses that ``resume`` continues whatever the run waits for.
+
+        A stopped run was ended by the analyst with a partial report but is not done:
+        resuming it continues its journal where it stopped. A failed run is retried.
+        (A waiting run may also be woken early, depending on its wait reason.)
+        """
+        return self in _RESUMABLE
 
 
 _TERMINAL = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED})
+_RESUMABLE = frozenset({RunStatus.PAUSED, RunStatus.STOPPED, RunStatus.FAILED})
 
 
 class WaitReason(StrEnum):

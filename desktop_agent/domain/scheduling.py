@@ -32,10 +32,11 @@ class ItemStatus(StrEnum):
     COMPLETED = "completed"
     FAILED = "failed"
     CANCELLED = "cancelled"
+    STOPPED = "stopped"
 
     @property
     def is_final(self) -> bool:
-        """Whether the item's run has ended."""
+        """Whether the item's run has ended (a stopped run has not: it may be resumed)."""
         return self in (ItemStatus.COMPLETED, ItemStatus.FAILED, ItemStatus.CANCELLED)
 
     @classmethod
@@ -47,6 +48,8 @@ class ItemStatus(StrEnum):
             return cls.FAILED
         if status == RunStatus.CANCELLED:
             return cls.CANCELLED
+        if status == RunStatus.STOPPED:
+            return cls.STOPPED
         return cls.RUNNING
 
 
@@ -240,7 +243,12 @@ class BatchItem:
 
 @dataclass(frozen=True, slots=True)
 class BatchProgress:
-    """Counts of a batch's items by status."""
+    """Counts of a batch's items by status.
+
+    A stopped item is neither done nor running: its run was stopped by the analyst with a
+    partial report (it frees its slot for the next item) and waits to be resumed or
+    cancelled, so a batch with one is not finished.
+    """
 
     total: int
     completed: int = 0
@@ -248,18 +256,20 @@ class BatchProgress:
     cancelled: int = 0
     running: int = 0
     pending: int = 0
+    stopped: int = 0
 
     @property
     def finished(self) -> bool:
         """Whether every item's run has ended."""
-        return self.running == 0 and self.pending == 0
+        return self.running == 0 and self.pending == 0 and self.stopped == 0
 
     def describe(self) -> str:
-        """``312 / 1000 done · 2 failed · 4 running``."""
+        """``312 / 1000 done · 2 failed · 1 stopped · 4 running``."""
         parts = [f"{self.completed} / {self.total} done"]
         for label, n in (
             ("failed", self.failed),
             ("cancelled", self.cancelled),
+            ("stopped", self.stopped),
             ("running", self.running),
         ):
             if n:

@@ -69,6 +69,12 @@ log = logging.getLogger(__name__)
 
 _NO_USAGE = Usage()
 
+RESUMED_NOTE = (
+    "The analyst stopped this run earlier (a partial report was written) and has now "
+    "resumed it. Continue the work from where you left off."
+)
+"""The note a stopped run's conversation gets when it is resumed."""
+
 
 @dataclass(frozen=True)
 class EngineConfig:
@@ -99,7 +105,7 @@ class Suspend(ControlFlowInterrupt):
 
 
 class Finish(ControlFlowInterrupt):
-    """Ends an activation: the run reached a terminal status."""
+    """Ends an activation: the run reached a terminal status, or stopped."""
 
 
 class RunExecutor:
@@ -411,8 +417,10 @@ class Activation:
         waiting_step = open_step is not None and open_step.kind in CONTROL_WAIT_KINDS
         for cmd in cmds:
             self.apply_command(cmd, waiting_step=waiting_step)
-        if self.run.status == RunStatus.PAUSED:
-            raise Suspend(RunStatus.PAUSED)
+        if self.run.status in (RunStatus.PAUSED, RunStatus.STOPPED):
+            # A stopped run woken by a command that does not resume it (a budget
+            # extension) stays stopped, as a paused one stays paused.
+            raise Suspend(self.run.status)
         if open_step is None and self.run.status == RunStatus.NEEDS_ATTENTION:
             raise Suspend(self.run.status)
         if open_step is None and self.run.status == RunStatus.WAITING:
@@ -430,7 +438,7 @@ class Activation:
             self.commit(applied=[(cmd.id, "cancelled")])
             raise RunCancelled("cancelled by the analyst")
         if kind == CommandKind.PAUSE:
-            if status.is_terminal or status == RunStatus.PAUSED:
+            if status.is_terminal or status in (RunStatus.PAUSED, RunStatus.STOPPED):
                 self.commit(applied=[(cmd.id, f"ignored: run is {status}")])
             else:
                 self.commit(
@@ -438,7 +446,9 @@ class Activation:
                     patch=RunPatch(status=RunStatus.PAUSED, status_message="Paused by the analyst"),
                 )
         elif kind == CommandKind.RESUME:
-            if status in (RunStatus.PAUSED, RunStatus.FAILED, RunStatus.WAITING):
+            if status == RunStatus.STOPPED:
+                self._resume_stopped(cmd)
+            elif status in (RunStatus.PAUSED, RunStatus.FAILED, RunStatus.WAITING):
                 self.commit(
                     applied=[(cmd.id, "resumed")],
                     patch=RunPatch(status=RunStatus.RUNNING, status_message="", clear_wait=True),
@@ -481,6 +491,9 @@ class Activation:
         elif kind in (CommandKind.APPROVE, CommandKind.REJECT):
             control.apply_decision(self, cmd)
         elif kind == CommandKind.STOP:
+            if status == RunStatus.STOPPED:
+                self.commit(applied=[(cmd.id, "ignored: run is already stopped")])
+                return
             self.commit(applied=[(cmd.id, "stopping")])
             self.finish_stopped("Stopped by the analyst")
         elif kind == CommandKind.RESOLVE and not self._resolves_open_step():
@@ -490,6 +503,29 @@ class Activation:
         ):
             self.commit(applied=[(cmd.id, "ignored: the run asked no question")])
         # Otherwise RESOLVE and ANSWER are read by the recovery or wait they belong to.
+
+    def _resume_stopped(self, cmd: Command) -> None:
+        """Continue a stopped run from its journal, telling the model it was resumed.
+
+        The partial report stays in the journal; the conversation is the one the run had
+        when it stopped (a wait it was in was closed, so a tool call that waited for an
+        approval is asked again). The note goes the way of the analyst's notes.
+        """
+        seq = self.next_seq
+        self.commit(
+            intents=[
+                StepIntent(
+                    seq=seq,
+                    kind=StepKind.STEER,
+                    name="note",
+                    input={"text": RESUMED_NOTE, "resumed": True},
+                    status=StepStatus.COMPLETED,
+                    output={"delivered": True},
+                )
+            ],
+            applied=[(cmd.id, f"resumed after a stop; note at step {seq}")],
+            patch=RunPatch(status=RunStatus.RUNNING, status_message="", clear_wait=True),
+        )
 
     def _resolves_open_step(self) -> bool:
         step = self.open_step
@@ -709,9 +745,14 @@ class Activation:
         raise Finish(RunStatus.COMPLETED)
 
     def finish_stopped(self, why: str) -> None:
-        """End gracefully at the analyst's request, leaving a partial report."""
+        """Stop gracefully at the analyst's request, leaving a partial report.
+
+        The run is not done: ``resume`` continues it from its journal, ``cancel`` ends it.
+        Commands queued behind the stop stay queued for the next activation (a resume
+        sent right after a stop is carried out, not dropped).
+        """
         path = report.write_partial_report(self, why)
-        self._end_with_report(RunStatus.COMPLETED, f"{why}; partial report: {path}", why, path)
+        self._end_with_report(RunStatus.STOPPED, f"{why}; partial report: {path}", why, path)
 
     def finish_cancelled(self) -> None:
         """End after a cancel, leaving a partial report."""
@@ -752,12 +793,14 @@ class Activation:
             ],
             patch=RunPatch(
                 status=status,
-                finished_at=self.clock.now(),
+                finished_at=self.clock.now() if status.is_terminal else None,
                 status_message=message,
                 clear_wait=True,
             ),
             applied=[
                 (c.id, "ignored: the run ended") for c in self.store.pending_commands(self.run.id)
-            ],
+            ]
+            if status.is_terminal
+            else [],
         )
         raise Finish(status)

@@ -304,6 +304,9 @@ def apply_scalars(sc: Scalars, step: Step) -> None:
         sc.last_prompt_tokens = 0
     if step.kind == StepKind.BUDGET and out.get("action") == "stop":
         sc.stopped = True
+    if step.kind == StepKind.REPORT:
+        # The stop asked for has happened; a resumed run goes on from here.
+        sc.stopped = False
 
 
 def apply_step(state: AgentState, step: Step) -> None:

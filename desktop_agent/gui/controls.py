@@ -35,9 +35,13 @@ def allowed_controls(run: Run | None, pending_approvals: int = 0) -> frozenset[C
     out: set[Control] = set()
     if status.is_active:
         out |= {Control.CANCEL, Control.STOP, Control.STEER, Control.EXTEND_BUDGET}
-        if status != RunStatus.PAUSED:
+        if status not in (RunStatus.PAUSED, RunStatus.STOPPED):
             out.add(Control.PAUSE)
-    if status == RunStatus.PAUSED or (status == RunStatus.WAITING and run.wait_reason in _WAKEABLE):
+    if status == RunStatus.STOPPED:
+        out.discard(Control.STOP)  # stopped already; resume continues it, cancel ends it
+    if status in (RunStatus.PAUSED, RunStatus.STOPPED) or (
+        status == RunStatus.WAITING and run.wait_reason in _WAKEABLE
+    ):
         out.add(Control.RESUME)
     if status == RunStatus.FAILED:
         out.add(Control.RETRY)

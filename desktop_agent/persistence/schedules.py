@@ -32,6 +32,7 @@ from desktop_agent.domain.scheduling import (
 from desktop_agent.persistence.db import Database
 from desktop_agent.persistence.mapping import dumps, run_params
 from desktop_agent.persistence.scheduling_rows import (
+    ENDED_OR_STOPPED,
     SYNC_ITEMS,
     TERMINAL,
     RunMaker,
@@ -318,6 +319,7 @@ class ScheduleStore(SqlStore):
             cancelled=counts[ItemStatus.CANCELLED],
             running=counts[ItemStatus.RUNNING],
             pending=counts[ItemStatus.PENDING],
+            stopped=counts[ItemStatus.STOPPED],
         )
 
     def retry_items(self, batch_id: str, indexes: Iterable[int] | None = None) -> list[int]:
@@ -343,6 +345,11 @@ class ScheduleStore(SqlStore):
                 if missing:
                     raise NotFoundError(f"batch {batch_id} has no item {missing[0]}")
                 bad = sorted(i for i in wanted if status[i] not in retryable)
+                if bad and status[bad[0]] == ItemStatus.STOPPED:
+                    raise InvalidStateError(
+                        f"item {bad[0]} of batch {batch_id} is stopped: resume its run "
+                        "(`desktop-agent resume RUN`) to continue it, or cancel the run first"
+                    )
                 if bad:
                     raise InvalidStateError(
                         f"item {bad[0]} of batch {batch_id} is {status[bad[0]]}: only failed "
@@ -424,7 +431,7 @@ class ScheduleStore(SqlStore):
                 c,
                 "SELECT EXISTS (SELECT 1 FROM batch_items WHERE status = 'pending') AS p, "
                 "EXISTS (SELECT 1 FROM batch_items bi JOIN runs r ON r.id = bi.run_id "
-                f"WHERE bi.status = 'running' AND r.status IN {TERMINAL}) AS s, "
+                f"WHERE bi.status = 'running' AND r.status IN {ENDED_OR_STOPPED}) AS s, "
                 "EXISTS (SELECT 1 FROM schedules WHERE queued > 0) AS q",
             )
         )

@@ -17,20 +17,26 @@ from desktop_agent.domain.scheduling import (
 from desktop_agent.persistence.mapping import loads
 
 TERMINAL = "('completed', 'failed', 'cancelled')"
-"""Run statuses a run never leaves, as SQL."""
+"""Run statuses a run never leaves, as SQL (a stopped run may be resumed: not one)."""
+
+ENDED_OR_STOPPED = "('completed', 'failed', 'cancelled', 'stopped')"
+"""Run statuses whose batch item no longer takes one of the batch's slots, as SQL."""
 
 _ITEM_OF_RUN = (
     "CASE r.status WHEN 'completed' THEN 'completed' WHEN 'failed' THEN 'failed' "
-    "WHEN 'cancelled' THEN 'cancelled' ELSE 'running' END"
+    "WHEN 'cancelled' THEN 'cancelled' WHEN 'stopped' THEN 'stopped' ELSE 'running' END"
 )
 
 
 SYNC_ITEMS = (
     f"UPDATE batch_items SET status = (SELECT {_ITEM_OF_RUN} FROM runs r "
     "WHERE r.id = batch_items.run_id), updated_at = :now "
-    f"WHERE status = 'running' AND run_id IN (SELECT id FROM runs WHERE status IN {TERMINAL})"
+    "WHERE status IN ('running', 'stopped') AND run_id IN (SELECT r.id FROM runs r "
+    f"WHERE r.id = batch_items.run_id AND {_ITEM_OF_RUN} <> batch_items.status)"
 )
-"""Copy the end of item runs into the items (so progress survives archiving the runs)."""
+"""Copy the state of item runs into the items: their end (so progress survives archiving
+the runs), a stop (the item no longer takes one of the batch's slots), and a resume after
+a stop (it takes one again)."""
 
 
 class RunMaker(Protocol):

@@ -246,7 +246,11 @@ class SqlStore(WorkerQueries):
                 self._upsert_approval(run, a)
 
         self._write_journal(txn)
-        if patch is not None and patch.status is not None and patch.status.is_terminal:
+        if (
+            patch is not None
+            and patch.status is not None
+            and (patch.status.is_terminal or patch.status == RunStatus.STOPPED)
+        ):
             self._touched.pop(run_id, None)
         elif touch and not self._pg:
             self._touched[run_id] = now

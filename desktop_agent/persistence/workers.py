@@ -18,6 +18,19 @@ from desktop_agent.persistence.sqlbase import SqlBase
 """Runs one statement (named ``:param`` style) in the current transaction; returns rowcount."""
 
 
+_HAS_WORK = """(
+    r.status IN ('queued', 'running')
+    OR (r.status = 'waiting' AND r.wake_at IS NOT NULL {due})
+    OR EXISTS (
+        SELECT 1 FROM commands c WHERE c.run_id = r.id AND c.applied_at IS NULL
+        -- a note waits for the run's wait, pause or stop to end; it wakes nothing
+        AND NOT (c.kind = 'steer' AND r.status IN ('waiting', 'paused', 'stopped'))
+    )
+)"""
+"""When a run gives a worker something to do (``{due}``: an extra condition on the wake
+time, for runs due now)."""
+
+
 class WorkerQueries(SqlBase):
     """Leases, heartbeats and the queries of the worker's poll."""
 
@@ -32,19 +45,21 @@ class WorkerQueries(SqlBase):
         sql = f"""
         SELECT r.id FROM runs r
         WHERE (r.lease_owner IS NULL OR r.lease_expires_at < :now OR r.lease_owner IN ({dead}))
-          AND (
-            r.status IN ('queued', 'running')
-            OR (r.status = 'waiting' AND r.wake_at IS NOT NULL AND r.wake_at <= :now)
-            OR EXISTS (
-                SELECT 1 FROM commands c WHERE c.run_id = r.id AND c.applied_at IS NULL
-                -- a note waits for the run's wait or pause to end; it wakes nothing
-                AND NOT (c.kind = 'steer' AND r.status IN ('waiting', 'paused'))
-            )
-          )
+          AND {_HAS_WORK.format(due="AND r.wake_at <= :now")}
         ORDER BY r.created_at LIMIT {int(limit)}
         """
         rows = self._read(lambda c: self._rows(c, sql, now=now, **params))
         return [r["id"] for r in rows]
+
+    def wants_worker(self, run_id: str) -> bool:
+        """Whether the run gives a worker something to do, now or at a wake time.
+
+        True when it is queued or running, has a command to apply (a note to a run that
+        waits, is paused or stopped wakes nothing), or waits with a wake time someone
+        must keep. Leases aside, the condition of :meth:`runnable_runs`.
+        """
+        sql = f"SELECT 1 FROM runs r WHERE r.id = :id AND {_HAS_WORK.format(due='')}"
+        return bool(self._read(lambda c: self._rows(c, sql, id=run_id)))
 
     def claim_run(
         self, run_id: str, owner: str, now: float, lease_s: float, dead_owners: Sequence[str] = ()

@@ -94,7 +94,11 @@ class Notification:
 
 
 def event_for(run: Run) -> str | None:
-    """The event a run's current status stands for, if it is one worth telling."""
+    """The event a run's current status stands for, if it is one worth telling.
+
+    A stop is none: the analyst did it (a stopped run has not finished, and it needs no
+    one until they resume or cancel it), as a cancel is none.
+    """
     if run.status == RunStatus.COMPLETED:
         return FINISHED
     if run.status == RunStatus.FAILED:

@@ -70,7 +70,7 @@ def test_stopping_at_a_budget_leaves_a_partial_report(
     client.stop(run.id)
     drain(client.store, executor)
     ended = client.run(run.id)
-    assert ended.status == RunStatus.COMPLETED and "partial report" in ended.status_message
+    assert ended.status == RunStatus.STOPPED and "partial report" in ended.status_message
     assert len(model.requests) == 1
     report = (workspace / f"partial-report-{run.id}.md").read_text()
     assert "Alpha looks promising." in report and "- [x] a" in report and "- [ ] b" in report

@@ -62,9 +62,10 @@ _URGENCY = {
     RunStatus.RUNNING: 2,
     RunStatus.QUEUED: 3,
     RunStatus.PAUSED: 4,
-    RunStatus.FAILED: 5,
-    RunStatus.COMPLETED: 6,
-    RunStatus.CANCELLED: 7,
+    RunStatus.STOPPED: 5,
+    RunStatus.FAILED: 6,
+    RunStatus.COMPLETED: 7,
+    RunStatus.CANCELLED: 8,
 }
 
 

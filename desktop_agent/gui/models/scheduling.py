@@ -53,6 +53,7 @@ ITEM_RUN_STATUS = {
     ItemStatus.COMPLETED: RunStatus.COMPLETED,
     ItemStatus.FAILED: RunStatus.FAILED,
     ItemStatus.CANCELLED: RunStatus.CANCELLED,
+    ItemStatus.STOPPED: RunStatus.STOPPED,
 }
 """The run status whose icon and color an item status borrows."""
 
@@ -62,6 +63,7 @@ ITEM_LABELS = {
     ItemStatus.COMPLETED: "Completed",
     ItemStatus.FAILED: "Failed",
     ItemStatus.CANCELLED: "Cancelled",
+    ItemStatus.STOPPED: "Stopped",
 }
 
 
@@ -340,7 +342,11 @@ class BatchListModel(RowTableModel[BatchRow]):
             failed = p.failed + p.cancelled
             return str(failed) if failed else "—"
         if col == BatchColumn.RUNNING:
-            return str(p.running) if p.running else ("done" if p.finished else "—")
+            if p.running:
+                return str(p.running)
+            if p.stopped:
+                return f"{p.stopped} stopped"
+            return "done" if p.finished else "—"
         return fmt.clock(row.batch.created_at, self.now)
 
     def cell(self, row: BatchRow, column: int, role: int) -> Any:
