@@ -16,6 +16,7 @@ import os
 import signal
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from desktop_agent import cli_scheduling, config
@@ -193,6 +194,54 @@ def cmd_run(args: argparse.Namespace, out: Out) -> int:
     return exit_code(final)
 
 
+AUTOSTART_ENV = "DESKTOP_AGENT_AUTOSTART_WORKER"
+"""Set to 0 to keep commands from starting a background worker (a script, or a test, that
+runs its own worker)."""
+
+
+@dataclass(frozen=True)
+class _WorkerNote:
+    """Whether a command started a worker to carry it out, and what to say about it."""
+
+    pid: int | None = None
+    text: str = ""
+
+    def suffix(self) -> str:
+        """``; started a background worker (pid 123)``, or nothing."""
+        return f"; {self.text}" if self.text else ""
+
+
+def _carry_out(client: Any, run_ids: Sequence[str]) -> _WorkerNote:
+    """Start a background worker when the runs have work for one and none is alive.
+
+    Commands only write rows: without a worker nothing applies them. A live worker picks
+    them up at its next poll (nothing to say); otherwise one is started detached, as
+    ``run --detach`` does, and the output says so.
+    """
+    if not client.needs_worker(run_ids):
+        return _WorkerNote()
+    return _start_worker(client)
+
+
+def _start_worker(client: Any) -> _WorkerNote:
+    """Start a detached worker (unless :data:`AUTOSTART_ENV` says not to)."""
+    how = "start one with `desktop-agent worker` or the app"
+    if os.environ.get(AUTOSTART_ENV, "").strip().lower() in ("0", "no", "false", "off"):
+        return _WorkerNote(None, f"no worker is running to carry it out: {how}")
+    try:
+        pid = int(client.spawn_worker())
+    except OSError as exc:
+        return _WorkerNote(
+            None, f"no worker is running and none could be started ({exc.strerror or exc}): {how}"
+        )
+    return _WorkerNote(pid, f"started a background worker (pid {pid})")
+
+
+def _queued(out: Out, human: str, data: dict[str, Any], note: _WorkerNote) -> None:
+    """Say that a command was queued, and how it will be carried out."""
+    out.emit(human + note.suffix(), {**data, "worker_started": note.pid, "worker": note.text})
+
+
 def cmd_worker(args: argparse.Namespace, out: Out) -> int:
     """Run a worker in the foreground."""
     from desktop_agent.worker.compose import build_executor, open_store
@@ -250,7 +299,7 @@ def cmd_runs(args: argparse.Namespace, out: Out) -> int:
         out.emit("", [run_json(r) for r in runs])
         return EXIT_OK
     if not runs:
-        print("no runs yet: `desktop-agent run GOAL --model demo` starts one")
+        print(_no_runs_message(args.search, statuses))
         return EXIT_OK
     print(f"{'ID':<10}  {'STATUS':<22} {'STEPS':>5} {'COST':>9}  {'MODEL':<18} GOAL")
     for r in runs:
@@ -259,6 +308,18 @@ def cmd_runs(args: argparse.Namespace, out: Out) -> int:
             f"{clip('demo (offline)' if r.is_demo else r.model, 18):<18} {clip(r.goal, 50)}"
         )
     return EXIT_OK
+
+
+def _no_runs_message(search: str | None, statuses: Sequence[RunStatus] | None) -> str:
+    """What an empty run list means: nothing matched the filters, or no run exists."""
+    if search is None and not statuses:
+        return "no runs yet: `desktop-agent run GOAL --model demo` starts one"
+    what = []
+    if statuses:
+        what.append("with status " + " or ".join(str(s) for s in statuses))
+    if search is not None:
+        what.append(f"matching the search {search!r}")
+    return f"no run {' and '.join(what)}"
 
 
 def cmd_show(args: argparse.Namespace, out: Out) -> int:
@@ -304,10 +365,17 @@ def _simple(name: str) -> Callable[[argparse.Namespace, Out], int]:
     def cmd(args: argparse.Namespace, out: Out) -> int:
         client = _client(args)
         run = getattr(client, name)(args.run)
-        verb = {"pause": "pause", "resume": "resume", "cancel": "cancel", "stop": "stop"}[name]
-        out.emit(
-            f"{verb} requested for run {run.id}; applied at the next step boundary",
+        tail = {
+            "pause": "",
+            "resume": " (a stopped run continues where it stopped)",
+            "cancel": "",
+            "stop": " (a partial report is written; `resume` continues it)",
+        }[name]
+        _queued(
+            out,
+            f"{name} requested for run {run.id}; applied at the next step boundary{tail}",
             {"run": run.id, "command": name, "queued": True},
+            _carry_out(client, [run.id]),
         )
         return EXIT_OK
 
@@ -316,15 +384,32 @@ def _simple(name: str) -> Callable[[argparse.Namespace, Out], int]:
 
 def cmd_steer(args: argparse.Namespace, out: Out) -> int:
     """Send a note."""
-    run = _client(args).steer(args.run, args.text)
-    out.emit(f"note queued for run {run.id}", {"run": run.id, "queued": True})
+    client = _client(args)
+    run = client.steer(args.run, args.text)
+    when = (
+        f"; delivered when the run goes on (it is {run.status})"
+        if run.status in (RunStatus.WAITING, RunStatus.PAUSED, RunStatus.STOPPED)
+        else ""
+    )
+    _queued(
+        out,
+        f"note queued for run {run.id}{when}",
+        {"run": run.id, "queued": True},
+        _carry_out(client, [run.id]),
+    )
     return EXIT_OK
 
 
 def cmd_answer(args: argparse.Namespace, out: Out) -> int:
     """Answer a question."""
-    run = _client(args).answer(args.run, args.text)
-    out.emit(f"answer queued for run {run.id}", {"run": run.id, "queued": True})
+    client = _client(args)
+    run = client.answer(args.run, args.text)
+    _queued(
+        out,
+        f"answer queued for run {run.id}",
+        {"run": run.id, "queued": True},
+        _carry_out(client, [run.id]),
+    )
     return EXIT_OK
 
 
@@ -382,12 +467,15 @@ def cmd_approve(args: argparse.Namespace, out: Out) -> int:
                 f"--edit is not valid JSON: {exc.msg} at character {exc.pos}"
             ) from None
     client = _client(args)
-    for approval_id in _pending_ids(client, args.ids):
-        a = client.approve(approval_id, edited)
-        verb = "edited and approved" if edited is not None else "approved"
-        out.emit(
+    decided = [client.approve(i, edited) for i in _pending_ids(client, args.ids)]
+    note = _carry_out(client, [a.run_id for a in decided])
+    verb = "edited and approved" if edited is not None else "approved"
+    for a in decided:
+        _queued(
+            out,
             f"{verb} {a.id} ({a.tool}); the run continues",
             {"approval": a.id, "decision": "edited" if edited is not None else "approved"},
+            note,
         )
     return EXIT_OK
 
@@ -397,11 +485,14 @@ def cmd_reject(args: argparse.Namespace, out: Out) -> int:
     if not args.reason.strip():
         raise InvalidInputError("give a reason: the agent reads it")
     client = _client(args)
-    for approval_id in _pending_ids(client, args.ids):
-        a = client.reject(approval_id, args.reason)
-        out.emit(
+    decided = [client.reject(i, args.reason) for i in _pending_ids(client, args.ids)]
+    note = _carry_out(client, [a.run_id for a in decided])
+    for a in decided:
+        _queued(
+            out,
             f"rejected {a.id} ({a.tool}); the agent gets your reason",
             {"approval": a.id, "decision": "rejected"},
+            note,
         )
     return EXIT_OK
 
@@ -419,7 +510,12 @@ def cmd_budget(args: argparse.Namespace, out: Out) -> int:
         time_s=time_s,
         tokens=args.add_tokens,
     )
-    out.emit(f"budget extension queued for run {run.id}", {"run": run.id, "queued": True})
+    _queued(
+        out,
+        f"budget extension queued for run {run.id}",
+        {"run": run.id, "queued": True},
+        _carry_out(client, [run.id]),
+    )
     return EXIT_OK
 
 
@@ -458,18 +554,28 @@ def _show_spending(client: Any, run_id: str, out: Out) -> int:
 
 def cmd_resolve(args: argparse.Namespace, out: Out) -> int:
     """Resolve an in-doubt effect."""
-    run = _client(args).resolve(args.run, args.action)
-    out.emit(f"{args.action} queued for run {run.id}", {"run": run.id, "action": args.action})
+    client = _client(args)
+    run = client.resolve(args.run, args.action)
+    _queued(
+        out,
+        f"{args.action} queued for run {run.id}",
+        {"run": run.id, "action": args.action},
+        _carry_out(client, [run.id]),
+    )
     return EXIT_OK
 
 
 def cmd_key(args: argparse.Namespace, out: Out) -> int:
-    """Set, show or delete the API key."""
-    from desktop_agent.secrets import KeyStore, mask
+    """Set, show or delete the API key.
+
+    A command-line process ends right after: a key it cannot put in the OS keyring would
+    be kept by no one, so ``key set`` then saves nothing, says so and exits with 2.
+    """
+    from desktop_agent.secrets import ENV_VAR, KeyStore, clean_key, mask
 
     keys = KeyStore()
     if args.action == "status":
-        st = keys.status()
+        st = keys.status(session_outlives_call=False)
         key = keys.get()
         human = st.message + (f" ({mask(key)})" if key else "")
         out.emit(
@@ -488,25 +594,29 @@ def cmd_key(args: argparse.Namespace, out: Out) -> int:
         out.emit("key deleted" if had else "no stored key", {"deleted": had})
         return EXIT_OK
     key = getpass.getpass("Anthropic API key: ") if sys.stdin.isatty() else sys.stdin.readline()
-    where = keys.set(key)
+    key = clean_key(key)
+    if not keys.save_in_keyring(key):
+        why = (
+            f"the OS keyring failed ({keys.last_error})"
+            if keys.last_error
+            else f"no secure store (OS keyring) exists here ({keys.backend_name()})"
+        )
+        raise InvalidInputError(
+            f"{why}: the key was not saved, and this command cannot keep it once it exits; "
+            f"set {ENV_VAR} in the environment of the app and the worker instead",
+            code="key_not_saved",
+        )
     resumed = 0
+    note = _WorkerNote()
     with contextlib.suppress(DesktopAgentError):
-        resumed = _client(args).store.resume_waiting_for(str(WaitReason.CREDENTIALS))
-    if where == "session" and keys.last_error:
-        human = (
-            f"the OS keyring failed ({keys.last_error}): the key is kept for this session "
-            "only; set ANTHROPIC_API_KEY for workers started later"
-        )
-    elif where == "session":
-        human = (
-            "no secure store (OS keyring) exists here: the key is kept for this session only; "
-            "set ANTHROPIC_API_KEY for workers started later"
-        )
-    else:
-        human = "key saved in the OS keyring"
+        client = _client(args)
+        resumed = client.store.resume_waiting_for(str(WaitReason.CREDENTIALS))
+        if resumed and not client.worker_status().alive:
+            note = _start_worker(client)
+    human = "key saved in the OS keyring"
     if resumed:
         human += f"; resuming {resumed} run(s) that were waiting for a key"
-    out.emit(human, {"stored_in": where, "resumed_runs": resumed})
+    _queued(out, human, {"stored_in": "keyring", "resumed_runs": resumed}, note)
     return EXIT_OK
 
 

@@ -77,22 +77,36 @@ class KeyStore:
             return _session_key
 
     def set(self, key: str) -> str:
-        """Store the key; returns where it went ("keyring" or "session")."""
+        """Store the key; returns where it went ("keyring" or "session").
+
+        Without a usable keyring the key is kept in this process only (see
+        :meth:`save_in_keyring` for a caller whose process is about to end).
+        """
         global _session_key
-        key = key.strip()
-        if not key:
-            raise KnownError("the API key is empty")
-        if any(c.isspace() for c in key):
-            raise KnownError("the API key contains spaces or line breaks; paste it again")
+        key = clean_key(key)
+        if self.save_in_keyring(key):
+            return "keyring"
+        with _session_lock:
+            _session_key = key
+        return "session"
+
+    def save_in_keyring(self, key: str) -> bool:
+        """Store the key in the OS keyring only; whether it was stored there.
+
+        False when no secure store exists (the ``fail`` backend, which raises, and the
+        ``null`` one, which would silently drop the key) or when the keyring fails; then
+        :attr:`last_error` says why the keyring failed (empty when there is none).
+        """
+        key = clean_key(key)
+        if not self.secure_store_available():
+            return False
         try:
             keyring.set_password(SERVICE, USERNAME, key)
-            return "keyring"
         except Exception as exc:
             if not isinstance(exc, keyring.errors.NoKeyringError):
                 self.last_error = _describe(exc)
-            with _session_lock:
-                _session_key = key
-            return "session"
+            return False
+        return True
 
     def delete(self) -> bool:
         """Forget the stored key (keyring and session); returns whether one was stored."""
@@ -111,8 +125,14 @@ class KeyStore:
             _session_key = None
         return had
 
-    def status(self) -> KeyStatus:
-        """Where the key would come from, and whether it is stored securely."""
+    def status(self, *, session_outlives_call: bool = True) -> KeyStatus:
+        """Where the key would come from, and whether it is stored securely.
+
+        Args:
+            session_outlives_call: False for a command-line process, which ends right
+                after: a key set in it could not be kept for the session, so the note
+                about a missing secure store says what to do instead.
+        """
         secure = self.secure_store_available()
         backend = self.backend_name()
         if os.environ.get(ENV_VAR, "").strip():
@@ -129,19 +149,33 @@ class KeyStore:
             return KeyStatus("keyring", True, True, backend, "key stored in the OS keyring")
         with _session_lock:
             session = _session_key
-        note = (
-            ""
-            if secure
-            else (
+        if secure:
+            note = ""
+        elif session_outlives_call:
+            note = (
                 "; no secure store (OS keyring) exists here: a key set now is kept for this "
                 f"session only, or set {ENV_VAR}"
             )
-        )
+        else:
+            note = (
+                "; no secure store (OS keyring) exists here, so `desktop-agent key set` "
+                f"cannot keep a key: set {ENV_VAR} instead"
+            )
         if session:
             return KeyStatus(
                 "session", True, secure, backend, "key kept for this session only" + failed + note
             )
         return KeyStatus("none", False, secure, backend, "no API key set" + failed + note)
+
+
+def clean_key(key: str) -> str:
+    """The key without surrounding whitespace; raises KnownError if it cannot be a key."""
+    key = key.strip()
+    if not key:
+        raise KnownError("the API key is empty")
+    if any(c.isspace() for c in key):
+        raise KnownError("the API key contains spaces or line breaks; paste it again")
+    return key
 
 
 def _describe(exc: BaseException) -> str:

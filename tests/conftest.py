@@ -18,6 +18,9 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 os.environ["DESKTOP_AGENT_DEMO_DELAY"] = "0"
 os.environ.pop("ANTHROPIC_API_KEY", None)
 os.environ.pop("DESKTOP_AGENT_DB", None)
+# Tests drive their own workers: a CLI decision must not start a background one by itself
+# (tests of that behaviour remove this from their subprocesses' environment).
+os.environ["DESKTOP_AGENT_AUTOSTART_WORKER"] = "0"
 
 from desktop_agent.client.api import Client
 from desktop_agent.config import Settings

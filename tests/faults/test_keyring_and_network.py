@@ -2,7 +2,7 @@
 
 * A keyring backend that breaks (a D-Bus error, a locked keyring, a file backend that
   wants a password and finds no terminal: ``EOFError``) never crashes the CLI: ``key set``
-  keeps the key for the session and says why, ``key status`` says the keyring failed, and
+  saves nothing and says why, ``key status`` says the keyring failed, and
   a Claude run with no other key waits for one with a clear message.
 * The model API unreachable (connection refused on 127.0.0.1): the run waits and says so,
   the failed call is in the journal, and once the API answers again the run finishes.
@@ -82,11 +82,11 @@ def test_broken_keyring_gives_clear_messages_and_never_a_traceback(
     assert "the OS keyring failed" in out and type(broken_keyring).__name__ in out
 
     monkeypatch.setattr("sys.stdin", io.StringIO(KEY + "\n"))
-    assert cli.main(["--db", db, "key", "set"]) == 0
-    out = capsys.readouterr().out
-    assert out.startswith("the OS keyring failed (") and "kept for this session only" in out
-    assert KEY not in out
-    assert KeyStore().get() == KEY  # usable for this session
+    assert cli.main(["--db", db, "key", "set"]) == 2  # a CLI process cannot keep it
+    err = capsys.readouterr().err
+    assert "the OS keyring failed (" in err and "the key was not saved" in err
+    assert "ANTHROPIC_API_KEY" in err and KEY not in err
+    assert KeyStore().get() is None  # nothing claimed, nothing kept
 
     assert cli.main(["--db", db, "key", "delete"]) == 0
     assert "Traceback" not in capsys.readouterr().err
