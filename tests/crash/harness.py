@@ -14,7 +14,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -245,12 +244,3 @@ def reference_run(root: Path, sources: Mapping[str, str], **env: str) -> Referen
         return Reference(steps, workspace_files(ws))
     finally:
         lab.close()
-
-
-def wait_until(predicate: Any, timeout: float, what: str, poll: float = 0.003) -> None:
-    """Poll ``predicate`` until it is true; fail after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(poll)

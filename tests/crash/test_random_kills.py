@@ -43,9 +43,9 @@ from tests.crash.harness import (
     compare_journal,
     make_workspace,
     stray_temp_files,
-    wait_until,
     workspace_files,
 )
+from tests.helpers.polling import wait_until
 
 pytestmark = pytest.mark.crash
 
@@ -66,8 +66,8 @@ def _progress(lab: Lab) -> int:
 def _wait_for_progress(lab: Lab, proc: subprocess.Popen[bytes], before: int, where: str) -> None:
     wait_until(
         lambda: proc.poll() is not None or _progress(lab) > before,
-        30,
-        f"a worker to make progress ({where})",
+        what=f"a worker to make progress ({where})",
+        poll=0.003,  # soon after: the kill should land while runs are mid-way
     )
 
 

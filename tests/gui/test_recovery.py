@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -18,17 +17,9 @@ from desktop_agent.domain import RunStatus, StepKind, StepStatus
 from desktop_agent.engine.ports import RunPatch
 from desktop_agent.gui.dialogs.recovery import RecoveryColumn
 from tests.gui.conftest import OpenWindow, StartWorker, wait_status
+from tests.helpers.polling import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def _wait(predicate: object, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():  # type: ignore[operator]
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 @pytest.mark.crash
@@ -56,13 +47,12 @@ def test_recovery_summary_after_a_killed_worker(
         stderr=subprocess.DEVNULL,
     )
     try:
-        _wait(
+        wait_until(
             lambda: any(
                 s.kind == StepKind.MODEL_CALL and s.status == StepStatus.STARTED
                 for s in client.steps(run.id)
             ),
-            30,
-            "the worker to start a model call",
+            what="the worker to start a model call",
         )
         assert client.run(run.id).lease_owner is not None
         os.kill(child.pid, signal.SIGKILL)
