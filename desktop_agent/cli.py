@@ -607,16 +607,17 @@ def cmd_key(args: argparse.Namespace, out: Out) -> int:
             code="key_not_saved",
         )
     resumed = 0
-    note = _WorkerNote()
+    idle = False
     with contextlib.suppress(DesktopAgentError):
         client = _client(args)
         resumed = client.store.resume_waiting_for(str(WaitReason.CREDENTIALS))
-        if resumed and not client.worker_status().alive:
-            note = _start_worker(client)
+        idle = bool(resumed) and not client.worker_status().alive
     human = "key saved in the OS keyring"
     if resumed:
         human += f"; resuming {resumed} run(s) that were waiting for a key"
-    _queued(out, human, {"stored_in": "keyring", "resumed_runs": resumed}, note)
+    if idle:  # the runs are runnable again, but only a worker moves them
+        human += " once a worker runs (`desktop-agent worker` or the app)"
+    out.emit(human, {"stored_in": "keyring", "resumed_runs": resumed, "worker_alive": not idle})
     return EXIT_OK
 
 
