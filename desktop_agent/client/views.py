@@ -243,6 +243,9 @@ class RunsTracker:
             for a in approvals:
                 pending[a.run_id] = pending.get(a.run_id, 0) + 1
             runs = runs[: self.limit]
+            if full:  # forget the plans of runs gone from the list (archived, deleted)
+                listed = {r.id for r in runs}
+                self._plans = {k: v for k, v in self._plans.items() if k in listed}
             plans = self._plans_of(runs)
             rows = tuple(RunRow(r, plans[r.id], pending.get(r.id, 0)) for r in runs)
             if runs:

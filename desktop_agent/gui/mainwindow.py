@@ -482,6 +482,7 @@ class MainWindow(QMainWindow):
         """Open the new-run dialog."""
         if self.new_run_dialog is not None:
             self.new_run_dialog.close()
+            self.new_run_dialog.deleteLater()  # closed is not deleted: it would stay for good
         dialog = NewRunDialog(
             model_choices(),
             list(self.tools.values()),

@@ -7,6 +7,7 @@ not touch any widget: it gets no Qt object and should return plain data.
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -22,21 +23,24 @@ Failed = Callable[[Exception], None]
 
 
 class _Relay(QObject):
-    """Carries a task's outcome to the GUI thread.
+    """Carries every task's outcome to the GUI thread (one per runner, never one per task).
+
+    A QObject per task, with closures connected to its signals, is a cycle through C++
+    that Python's collector cannot see: each task then leaked its relay, its callbacks and
+    whatever they held, thousands an hour while the window polls.
 
     Signals:
-        finished: the task returned (its result).
-        failed: the task raised (the exception).
+        settled: a task ended: ``(key, ok, result or exception)``.
     """
 
-    finished = Signal(object)
-    failed = Signal(object)
+    settled = Signal(object)
 
 
 class _Task(QRunnable):
-    def __init__(self, fn: Callable[[], Any], relay: _Relay) -> None:
+    def __init__(self, fn: Callable[[], Any], key: int, relay: _Relay) -> None:
         super().__init__()
         self.fn = fn
+        self.key = key
         self.relay = relay
         self.setAutoDelete(True)
 
@@ -46,9 +50,14 @@ class _Task(QRunnable):
         except Exception as exc:
             if not isinstance(exc, DesktopAgentError):
                 log.exception("background task failed")
-            self.relay.failed.emit(exc)
+            self.relay.settled.emit((self.key, False, exc))
         else:
-            self.relay.finished.emit(result)
+            self.relay.settled.emit((self.key, True, result))
+        self.fn = _done  # drop the closure now; Qt deletes the runnable when it likes
+
+
+def _done() -> None:
+    """What a finished task's function is replaced with."""
 
 
 class TaskRunner(QObject):
@@ -70,7 +79,10 @@ class TaskRunner(QObject):
         self._pool = QThreadPool(self)
         self._pool.setMaxThreadCount(threads)
         self._pool.setExpiryTimeout(5000)
-        self._relays: set[_Relay] = set()
+        self._relay = _Relay(self)
+        self._relay.settled.connect(self._on_relay_settled)
+        self._pending: dict[int, tuple[Done | None, Failed | None]] = {}
+        self._keys = itertools.count()
         self._closed = False
 
     def submit(
@@ -79,31 +91,34 @@ class TaskRunner(QObject):
         """Run ``fn`` in the pool; then ``on_done(result)`` or ``on_error(exc)`` here."""
         if self._closed:
             return
-        relay = _Relay()
-        self._relays.add(relay)
+        key = next(self._keys)
+        self._pending[key] = (on_done, on_error)
+        self._pool.start(_Task(fn, key, self._relay))
 
-        def finished(result: Any) -> None:
-            self._relays.discard(relay)
-            if on_done is not None and not self._closed:
-                on_done(result)
+    @Slot(object)
+    def _on_relay_settled(self, outcome: tuple[int, bool, Any]) -> None:
+        key, ok, value = outcome
+        callbacks = self._pending.pop(key, None)
+        if callbacks is None or self._closed:
+            return
+        on_done, on_error = callbacks
+        if ok:
+            if on_done is not None:
+                on_done(value)
+        elif on_error is not None:
+            on_error(value)
+        else:
+            self.task_failed.emit(value)
 
-        def failed(exc: Exception) -> None:
-            self._relays.discard(relay)
-            if self._closed:
-                return
-            if on_error is not None:
-                on_error(exc)
-            else:
-                self.task_failed.emit(exc)
-
-        relay.finished.connect(finished)
-        relay.failed.connect(failed)
-        self._pool.start(_Task(fn, relay))
+    @property
+    def pending(self) -> int:
+        """Tasks submitted whose callbacks have not run yet."""
+        return len(self._pending)
 
     @property
     def busy(self) -> bool:
         """Whether tasks are queued or running."""
-        return self._pool.activeThreadCount() > 0 or bool(self._relays)
+        return self._pool.activeThreadCount() > 0 or bool(self._pending)
 
     def wait(self, msecs: int = -1) -> bool:
         """Block until every task finished (tests and shutdown only)."""
@@ -115,4 +130,4 @@ class TaskRunner(QObject):
         self._closed = True
         self._pool.clear()
         self._pool.waitForDone(10_000)
-        self._relays.clear()
+        self._pending.clear()

@@ -80,6 +80,16 @@ def test_notices_come_from_status_transitions() -> None:
     assert state_of(rows[2].run) == (RunStatus.WAITING, WaitReason.APPROVAL)
 
 
+class FakeStore:
+    """No workers and no runs recorded: what the recovery report reads."""
+
+    def list_workers(self) -> list[object]:
+        return []
+
+    def list_runs(self, *_args: object, **_kwargs: object) -> list[object]:
+        return []
+
+
 class FakeClient:
     """Just what the supervisor calls."""
 
@@ -87,6 +97,7 @@ class FakeClient:
         self.alive = False
         self.spawned: list[int] = []
         self.children: list[subprocess.Popen[bytes]] = []
+        self.store = FakeStore()
 
     def worker_status(self) -> WorkerStatus:
         return WorkerStatus(self.alive, None, None)
@@ -106,18 +117,21 @@ def test_supervisor_starts_restarts_and_stops_only_its_worker(qtbot: QtBot) -> N
     client: Any = fake
     sup = WorkerSupervisor(client, tasks, spawn=True, check_ms=50, grace_s=0.2)
     seen: list[WorkerStatus] = []
+    lost: list[object] = []
     sup.status_changed.connect(seen.append)
+    sup.worker_lost.connect(lost.append)
     try:
         with qtbot.waitSignal(sup.worker_started, timeout=5000):
             sup.start()
         assert len(fake.spawned) == 1 and seen and not seen[0].alive
-        fake.alive = True  # the worker reports in: no second start
-        qtbot.wait(400)
-        assert len(fake.spawned) == 1
+        fake.alive = True  # the worker reports in: no second start, however often it checks
+        qtbot.waitUntil(lambda: sum(s.alive for s in seen) >= 8, timeout=10_000)
+        assert len(fake.spawned) == 1 and lost == []
         fake.alive = False  # it died: the supervisor starts another after the grace period
         with qtbot.waitSignal(sup.worker_started, timeout=5000):
             pass
         assert len(fake.spawned) == 2
+        assert len(lost) == 1  # the death was reported once, with what it interrupted
         sup.stop()
         stopped = sup.stop_started_workers()
         assert sorted(stopped) == sorted(fake.spawned)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
+from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any
 
@@ -13,7 +14,7 @@ from PySide6.QtCore import (
     QSortFilterProxyModel,
     Qt,
 )
-from PySide6.QtGui import QFont
+from PySide6.QtGui import QColor, QFont
 
 from desktop_agent.client.views import RunRow, model_label
 from desktop_agent.domain import RunStatus
@@ -94,6 +95,40 @@ def cost_text(row: RunRow) -> str:
     return f"{text} sim." if row.run.is_demo else text
 
 
+@dataclass(frozen=True, slots=True)
+class _Cells:
+    """What one version of a row shows (all but the clock-relative times)."""
+
+    display: tuple[str, ...]
+    sort: tuple[Any, ...]
+    progress: float
+    icon: str
+    color: QColor
+    bold: bool
+
+
+_DISPLAY = int(Qt.ItemDataRole.DisplayRole)
+_FONT = int(Qt.ItemDataRole.FontRole)
+_DECORATION = int(Qt.ItemDataRole.DecorationRole)
+_FOREGROUND = int(Qt.ItemDataRole.ForegroundRole)
+_ALIGNMENT = int(Qt.ItemDataRole.TextAlignmentRole)
+_TOOLTIP = int(Qt.ItemDataRole.ToolTipRole)
+_SERVED = frozenset(
+    {_FONT, _DECORATION, _FOREGROUND, _ALIGNMENT, _TOOLTIP, *(int(r) for r in RunRole)}
+)
+_STATUS = int(RunColumn.STATUS)
+_COST = int(RunColumn.COST)
+_ACTIVITY = int(RunColumn.ACTIVITY)
+_STARTED = int(RunColumn.STARTED)
+_RIGHT = int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+
+
+def _bold() -> QFont:
+    font = QFont()
+    font.setBold(True)
+    return font
+
+
 class RunListModel(FlatTableModel[RunRow]):
     """Runs as table rows; updated in place from polling deltas.
 
@@ -106,39 +141,70 @@ class RunListModel(FlatTableModel[RunRow]):
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self._index: dict[str, int] = {}
+        self._rendered: dict[str, tuple[RunRow, _Cells]] = {}
+        self._bold = _bold()
         self._now = time.time()
 
     # ------------------------------------------------------------------ Qt API
 
     def data(self, index: Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
-        """What a cell shows for ``role``."""
-        row = self.row_for(index)
-        if row is None:
+        """What a cell shows for ``role``.
+
+        Views ask for a dozen roles per cell at every repaint, from the GUI thread and
+        through Python, so what a row shows is rendered once per version of the row
+        (:meth:`_cells`) and this only looks it up.
+        """
+        r = index.row()
+        if not 0 <= r < len(self._rows) or not index.isValid():
             return None
-        col = RunColumn(index.column())
-        if role == Qt.ItemDataRole.DisplayRole:
-            return self._display(row, col)
+        row = self._rows[r]
+        col = index.column()
+        if role == _DISPLAY:
+            if col == _ACTIVITY:  # relative to the clock: rendered live
+                return fmt.ago(row.run.updated_at, self._now)
+            if col == _STARTED:
+                return fmt.clock(row.run.started_at or row.run.created_at, self._now)
+            return self._cells(row).display[col]
+        if role not in _SERVED:
+            return None
+        cells = self._cells(row)
+        if role == _FONT:
+            return self._bold if cells.bold else None
+        if role == _DECORATION:
+            return resources.icon(cells.icon) if col == _STATUS else None
+        if role == _FOREGROUND:
+            return cells.color if col == _STATUS else None
+        if role == _ALIGNMENT:
+            return _RIGHT if col == _COST else None
+        if role == RunRole.SORT:
+            return cells.sort[col]
         if role == RunRole.ROW:
             return row
         if role == RunRole.RUN_ID:
             return row.run.id
-        if role == RunRole.SORT:
-            return self._sort_key(row, col)
         if role == RunRole.PROGRESS:
-            return progress_of(row)
-        if role == Qt.ItemDataRole.DecorationRole and col == RunColumn.STATUS:
-            return resources.icon(theme.status_icon_name(row.run.status))
-        if role == Qt.ItemDataRole.ForegroundRole and col == RunColumn.STATUS:
-            return theme.status_color(row.run.status)
-        if role == Qt.ItemDataRole.FontRole and theme.needs_user(row.run):
-            font = QFont()
-            font.setBold(True)
-            return font
-        if role == Qt.ItemDataRole.ToolTipRole:
-            return self._tooltip(row)
-        if role == Qt.ItemDataRole.TextAlignmentRole and col == RunColumn.COST:
-            return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
-        return None
+            return cells.progress
+        return self._tooltip(row)  # the tooltip, built only when asked for
+
+    def _cells(self, row: RunRow) -> _Cells:
+        """What ``row`` shows, rendered when this version of the row is first seen."""
+        cached = self._rendered.get(row.run.id)
+        if cached is not None and cached[0] is row:
+            return cached[1]
+        run = row.run
+        live = (RunColumn.STARTED, RunColumn.ACTIVITY)
+        display = tuple("" if c in live else self._display(row, c) for c in RunColumn)
+        sort = tuple(self._sort_key(row, c) for c in RunColumn)
+        cells = _Cells(
+            display,
+            sort,
+            progress_of(row),
+            theme.status_icon_name(run.status),
+            theme.status_color(run.status),
+            theme.needs_user(run),
+        )
+        self._rendered[run.id] = (row, cells)
+        return cells
 
     def _display(self, row: RunRow, col: RunColumn) -> str:
         run = row.run
@@ -211,6 +277,7 @@ class RunListModel(FlatTableModel[RunRow]):
             for i in range(len(self._rows) - 1, -1, -1):
                 if self._rows[i].run.id not in keep:
                     self.beginRemoveRows(QModelIndex(), i, i)
+                    self._rendered.pop(self._rows[i].run.id, None)
                     del self._rows[i]
                     self.endRemoveRows()
             self._index = {r.run.id: i for i, r in enumerate(self._rows)}

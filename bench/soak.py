@@ -1,0 +1,516 @@
+"""Soak: the real app watches 20 live demo runs for half an hour; does anything drift?
+
+    python bench/soak.py [--minutes 30] [--runs 20] [--delay 0.5] [--warmup-minutes M]
+                         [--retain-minutes 3] [--sample-seconds 10] [--xvfb]
+                         [--report-only] [--json FILE] [--trace-stalls --keep]
+
+The desktop app (``gui.app.main``, the same entry point as ``desktop-agent``) runs in a child
+process, offscreen (or on the display in ``DISPLAY`` with ``--xvfb``, e.g. under
+``xvfb-run``), and starts its own worker as it does for a user, with the demo model at
+``--delay`` seconds per call. This script keeps ``--runs`` runs live (a new one starts as
+one ends; each workspace holds a report the demo asks to overwrite, so every run waits for
+an approval) and archives runs finished more than ``--retain-minutes`` ago, as the
+retention setting does (the run list then stays the size a user with retention sees, and
+what grows is what leaks). Inside the app a simulated analyst selects runs, scrolls timelines,
+switches tabs and inspector pages, opens and closes the new-run dialog, and approves what
+waits. A 5 ms precise timer measures how late the event loop serves it (stalls).
+
+The app process reports every ``--sample-seconds``: RSS, threads, open descriptors,
+``None``'s reference count (Python 3.11, where it can drain), the longest stall since the
+previous sample. Printed at the end: whether the app aborted, RSS after warm-up and its
+growth per hour (least-squares slope over the samples after warm-up), threads and
+descriptors after warm-up and at the end, the longest stall after warm-up, and what the
+analyst did. Exit code 1 when a target is missed (not with ``--report-only``).
+
+Targets: no abort; RSS growth under 10 MB per hour after warm-up; threads and descriptors
+flat (at most 2 above their warm-up value); no stall over 50 ms after warm-up.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+RSS_TARGET_MB_PER_H = 10.0
+STALL_TARGET_MS = 50.0
+FLAT_SLACK = 2
+SOURCES = {
+    "alpha.md": "# Alpha\nAlpha says the market grew 4% in 2025. More follows.\n",
+    "beta.txt": "Beta reports churn fell. More detail follows.\n",
+    "gamma.md": "Gamma: three vendors lead. Others trail far behind.\n",
+    "report.md": "An older draft that the demo asks before overwriting.\n",
+}
+
+
+# --------------------------------------------------------------------------- the app side
+
+
+class StallTracer:
+    """Where the GUI thread is when the event loop stalls: its stack, sampled from a thread.
+
+    The 5 ms meter marks each tick; a watcher thread that sees no tick for ``after_ms``
+    records the GUI thread's stack (once per stall). A diagnostic (``--trace-stalls``).
+    """
+
+    def __init__(self, after_ms: float = 40.0) -> None:
+        import threading
+        from collections import Counter
+
+        self.after = after_ms / 1000
+        self.last = time.monotonic()
+        self.stacks: Counter[str] = Counter()
+        self._main = threading.get_ident()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+        self.gc_pauses: list[tuple[int, float, int]] = []
+        self._gc_started = 0.0
+
+    def _on_gc(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._gc_started = time.perf_counter()
+            return
+        took = (time.perf_counter() - self._gc_started) * 1000
+        if took > 10:
+            self.gc_pauses.append((info["generation"], took, info["collected"]))
+
+    def tick(self) -> None:
+        """The event loop served a tick."""
+        self.last = time.monotonic()
+
+    def start(self) -> None:
+        """Start watching."""
+        import gc
+
+        gc.callbacks.append(self._on_gc)
+        self._thread.start()
+
+    def _watch(self) -> None:
+        import threading
+        import traceback
+
+        seen = 0.0
+        while not self._stop.wait(0.005):
+            last = self.last
+            if last != seen and time.monotonic() - last > self.after:
+                seen = last
+                frames = sys._current_frames()
+                frame = frames.get(self._main)
+                if frame is not None:
+                    lines = traceback.format_stack(frame)[-8:]
+                    others = [
+                        "".join(traceback.format_stack(f)[-3:])
+                        for ident, f in frames.items()
+                        if ident not in (self._main, threading.get_ident())
+                    ]
+                    lines.append("  -- other threads --\n" + "\n".join(others))
+                    self.stacks["".join(lines)] += 1
+
+    def report(self, path: Path) -> None:
+        """Write the stacks seen, most frequent first."""
+        self._stop.set()
+        with path.open("w", encoding="utf-8") as f:
+            for gen, took, collected in self.gc_pauses:
+                f.write(f"gc gen {gen}: {took:.0f} ms ({collected} collected)\n")
+            for stack, n in self.stacks.most_common(30):
+                f.write(f"==== {n} stall(s)\n{stack}\n")
+
+
+def app_main(
+    db: Path, stats: Path, seconds: float, sample_s: float, seed: int, trace: bool
+) -> int:
+    """Run the real app with an analyst and a stall meter inside; write samples to ``stats``."""
+    os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    import gc
+    from collections import Counter
+
+    import psutil
+    from gui_bench import StallMeter
+    from PySide6.QtCore import QTimer
+    from PySide6.QtWidgets import QApplication
+
+    from desktop_agent.gui.app import create_app, main
+    from desktop_agent.gui.mainwindow import MainWindow
+
+    app = create_app()
+    me = psutil.Process()
+    rng = random.Random(seed)
+    meter = StallMeter()
+    tracer = StallTracer() if trace else None
+    if tracer is not None:
+        meter._timer.timeout.connect(tracer.tick)
+    counts = {"selections": 0, "tabs": 0, "pages": 0, "scrolls": 0, "approved": 0, "dialogs": 0}
+    out = stats.open("a", encoding="utf-8")
+    started = time.monotonic()
+    ticks = {"n": 0}
+
+    def window() -> MainWindow | None:
+        found = [w for w in QApplication.topLevelWidgets() if isinstance(w, MainWindow)]
+        return found[0] if found else None
+
+    def analyst() -> None:  # what someone watching the runs does, about every 1.5 s
+        w = window()
+        if w is None:
+            return
+        ticks["n"] += 1
+        rows = w.runs_model.rows()
+        if rows:
+            live = [r for r in rows if r.run.status.is_active] or list(rows)
+            w.select_run(rng.choice(live[:40]).run.id)
+            counts["selections"] += 1
+        if ticks["n"] % 4 == 0:
+            w.side.setCurrentIndex(rng.randrange(w.side.count()))
+            counts["tabs"] += 1
+        if ticks["n"] % 3 == 0:
+            pages = w.detail.inspector
+            pages.setCurrentIndex(rng.randrange(pages.count()))
+            counts["pages"] += 1
+        if ticks["n"] % 2 == 0 and w.steps_model.rowCount():
+            timeline = w.detail.timeline
+            timeline.setCurrentIndex(w.steps_model.index(rng.randrange(w.steps_model.rowCount())))
+            timeline.scrollTo(timeline.currentIndex())
+            counts["scrolls"] += 1
+        if ticks["n"] % 40 == 0:
+            dialog = w.open_new_run()
+            QTimer.singleShot(800, dialog.reject)
+            counts["dialogs"] += 1
+        for approval in list(w.approvals):
+            if approval.id not in w.commands.decided:
+                w.commands.approve(approval)
+                counts["approved"] += 1
+
+    census: list[Counter[str]] = []
+
+    def take_census() -> None:  # live objects by type (``--trace-stalls``): what grows?
+        gc.collect()
+        census.append(Counter(type(o).__qualname__ for o in gc.get_objects()))
+
+    def sample() -> None:
+        w = window()
+        record = {
+            "t": time.monotonic() - started,
+            "rss": me.memory_info().rss,
+            "threads": me.num_threads(),
+            "fds": me.num_fds(),
+            "none_refs": sys.getrefcount(None),
+            "stall_ms": meter.stall_ms(),
+            "ticks": len(meter.gaps),
+            "runs_shown": w.runs_model.rowCount() if w else 0,
+            "steps_shown": w.steps_model.rowCount() if w else 0,
+            **counts,
+        }
+        out.write(json.dumps(record) + "\n")
+        out.flush()
+        meter.gaps.clear()  # each sample reports the stalls since the previous one
+
+    def finish() -> None:
+        if tracer is not None:
+            take_census()
+            grown = census[-1] - census[0]
+            with stats.with_name("growth.txt").open("w", encoding="utf-8") as f:
+                for name, n in grown.most_common(40):
+                    f.write(f"{n:8d} {name}\n")
+        sample()
+        w = window()
+        if w is not None:
+            w.supervisor.stop_started_workers()  # as "Quit everything" does
+        QApplication.quit()
+
+    user = QTimer()
+    user.setInterval(1500)
+    user.timeout.connect(analyst)
+    sampler = QTimer()
+    sampler.setInterval(int(sample_s * 1000))
+    sampler.timeout.connect(sample)
+
+    def begin() -> None:
+        if tracer is not None:
+            tracer.start()
+        meter.start()
+        user.start()
+        sampler.start()
+        QTimer.singleShot(int(seconds * 1000), finish)
+        if tracer is not None:
+            QTimer.singleShot(int(seconds * 200), take_census)  # after a fifth: warmed up
+
+    QTimer.singleShot(0, begin)
+    try:
+        return main(db, spawn_workers=True)
+    finally:
+        out.close()
+        if tracer is not None:
+            tracer.report(stats.with_name("stalls.txt"))
+        del app
+
+
+# --------------------------------------------------------------------------- the driver
+
+
+@dataclass
+class Figures:
+    """What the samples say."""
+
+    samples: list[dict[str, Any]]
+    warmup_s: float
+    after: list[dict[str, Any]] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.after = [s for s in self.samples if s["t"] >= self.warmup_s] or self.samples[-1:]
+
+    def rss_slope_mb_per_h(self) -> float:
+        """Least-squares slope of RSS over the samples after warm-up."""
+        pts = [(s["t"], s["rss"] / 2**20) for s in self.after]
+        if len(pts) < 2:
+            return 0.0
+        mx = sum(t for t, _ in pts) / len(pts)
+        my = sum(r for _, r in pts) / len(pts)
+        var = sum((t - mx) ** 2 for t, _ in pts)
+        cov = sum((t - mx) * (r - my) for t, r in pts)
+        return cov / var * 3600 if var else 0.0
+
+    def rise(self, key: str) -> int:
+        """How far ``key`` rose above its value at the end of warm-up."""
+        return int(max(s[key] for s in self.after) - self.after[0][key])
+
+
+def keep_runs_live(client: Any, root: Path, want: int, started: list[str]) -> None:
+    """Start runs until ``want`` are active (the analyst's "run again")."""
+    from desktop_agent.domain import RunStatus
+
+    active = client.store.list_runs([s for s in RunStatus if s.is_active], limit=want + 50)
+    for _ in range(want - len(active)):
+        ws = root / "ws" / f"run-{len(started):05d}"
+        ws.mkdir(parents=True)
+        for name, text in SOURCES.items():
+            (ws / name).write_text(text)
+        run = client.start_run(
+            f"Soak run {len(started)}: summarise the sources", model="demo", workspace=ws
+        )
+        started.append(run.id)
+
+
+def worker_rss_mb(client: Any) -> float | None:
+    """RSS of the worker serving the database, if one is alive here."""
+    import psutil
+
+    status = client.worker_status()
+    if not status.alive or status.worker is None:
+        return None
+    try:
+        return float(psutil.Process(status.worker.pid).memory_info().rss) / 2**20
+    except psutil.Error:
+        return None
+
+
+def drive(args: argparse.Namespace) -> int:
+    """Start the app child, keep runs live, then judge the samples."""
+    from desktop_agent.client.api import Client
+    from desktop_agent.client.schedules import Scheduling
+    from desktop_agent.config import Settings
+
+    out = Path(args.dir)
+    out.mkdir(parents=True, exist_ok=True)
+    root = Path(tempfile.mkdtemp(prefix="soak-", dir=out))
+    db = root / "data" / "desktop-agent.db"
+    Settings(default_max_cost_usd=None, default_max_steps=None).save(db)
+    client = Client(db)
+    stats = root / "samples.jsonl"
+    seconds = args.minutes * 60
+    warmup = args.warmup_minutes * 60 if args.warmup_minutes is not None else min(300, seconds / 5)
+    env = {**os.environ, "DESKTOP_AGENT_DEMO_DELAY": str(args.delay)}
+    if not args.xvfb:
+        env["QT_QPA_PLATFORM"] = "offscreen"
+    command = [sys.executable, __file__, "--app", str(db), "--stats", str(stats)]
+    command += ["--seconds", str(seconds), "--sample-seconds", str(args.sample_seconds)]
+    if args.trace_stalls:
+        command.append("--trace-stalls")
+    started: list[str] = []
+    keep_runs_live(client, root, args.runs, started)
+    print(
+        f"soak: {args.minutes:g} min, {args.runs} live demo runs at {args.delay}s per model "
+        f"call, warm-up {warmup / 60:.1f} min, {'Xvfb' if args.xvfb else 'offscreen'}",
+        flush=True,
+    )
+    t0 = time.monotonic()
+    child = subprocess.Popen(
+        command, cwd=REPO, env=env, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
+    worker_mb: list[float] = []
+    sched = Scheduling(client, time.time)
+    archived = 0
+    try:
+        last_report = last_archive = t0
+        while child.poll() is None:
+            with contextlib.suppress(Exception):  # a busy database only delays a top-up
+                keep_runs_live(client, root, args.runs, started)
+                if (mb := worker_rss_mb(client)) is not None:
+                    worker_mb.append(mb)
+                if time.monotonic() - last_archive >= 30:
+                    last_archive = time.monotonic()
+                    archived += len(sched.archive(args.retain_minutes * 60).run_ids)
+            if time.monotonic() - last_report >= 60:
+                last_report = time.monotonic()
+                print(
+                    f"  {last_report - t0:6.0f} s: {len(started)} runs started, "
+                    f"{archived} archived",
+                    flush=True,
+                )
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                child.wait(timeout=2)
+        stderr = child.stderr.read() if child.stderr else ""
+    finally:
+        if child.poll() is None:
+            child.send_signal(signal.SIGTERM)
+            child.wait(timeout=30)
+    took = time.monotonic() - t0
+    samples = [json.loads(line) for line in stats.read_text().splitlines() if line.strip()]
+    aborted = child.returncode != 0 or "Fatal Python error" in stderr
+    from desktop_agent.domain import RunStatus
+
+    done = client.store.list_runs([RunStatus.COMPLETED], limit=1_000_000)
+    client.close()
+    result = judge(args, samples, warmup, aborted, child.returncode, took)
+    result["runs_started"] = len(started)
+    result["runs_completed"] = len(done) + archived
+    result["runs_archived"] = archived
+    result["worker_rss_mb"] = [worker_mb[0], worker_mb[-1]] if worker_mb else None
+    print(f"runs started {len(started)}, completed {len(done) + archived}", end="")
+    if worker_mb:
+        print(f"; worker RSS {worker_mb[0]:.0f} MB → {worker_mb[-1]:.0f} MB", end="")
+    print()
+    if aborted and stderr:
+        print("app stderr (tail):\n" + stderr[-3000:])
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=2))
+    if not args.keep:
+        shutil.rmtree(root, ignore_errors=True)
+    else:
+        print(f"kept {root}")
+    return 0 if args.report_only or result["targets_met"] else 1
+
+
+def judge(
+    args: argparse.Namespace,
+    samples: list[dict[str, Any]],
+    warmup: float,
+    aborted: bool,
+    returncode: int | None,
+    took: float,
+) -> dict[str, Any]:
+    """Print the figures and whether each target is met."""
+    if not samples:
+        print(f"the app wrote no samples (exit code {returncode}): ABORTED")
+        return {"aborted": True, "targets_met": False, "samples": 0}
+    f = Figures(samples, warmup)
+    first, last = f.after[0], samples[-1]
+    slope = f.rss_slope_mb_per_h()
+    stall_after = max(s["stall_ms"] for s in f.after)
+    stall_all = max(s["stall_ms"] for s in samples)
+    late = sum(1 for s in f.after if s["stall_ms"] > STALL_TARGET_MS)
+    mb = 2**20
+    print(f"ran {took / 60:.1f} min; {len(samples)} samples; app exit code {returncode}")
+    print(f"abort: {'YES' if aborted else 'no'}")
+    print(
+        f"RSS: {samples[0]['rss'] / mb:.0f} MB at first sample, {first['rss'] / mb:.0f} MB "
+        f"after warm-up, {last['rss'] / mb:.0f} MB at the end; growth after warm-up "
+        f"{slope:+.1f} MB/h (least squares over {len(f.after)} samples)"
+    )
+    print(
+        f"threads: {first['threads']} after warm-up, {last['threads']} at the end, "
+        f"max {max(s['threads'] for s in f.after)}; descriptors: {first['fds']} after "
+        f"warm-up, {last['fds']} at the end, max {max(s['fds'] for s in f.after)}"
+    )
+    print(
+        f"None refcount: {samples[0]['none_refs']} at first sample, {last['none_refs']} "
+        f"at the end (min {min(s['none_refs'] for s in samples)})"
+    )
+    print(
+        f"event loop: longest stall {stall_after:.1f} ms after warm-up ({late} of "
+        f"{len(f.after)} sample periods over {STALL_TARGET_MS:.0f} ms), {stall_all:.1f} ms "
+        f"including start-up; {sum(s['ticks'] for s in samples)} ticks of 5 ms"
+    )
+    print(
+        f"analyst: {last['selections']} selections, {last['tabs']} tab switches, "
+        f"{last['pages']} inspector pages, {last['scrolls']} timeline jumps, "
+        f"{last['dialogs']} new-run dialogs, {last['approved']} approvals; run list "
+        f"{last['runs_shown']} rows"
+    )
+    checks = {
+        "no abort": not aborted,
+        f"RSS growth < {RSS_TARGET_MB_PER_H:.0f} MB/h": slope < RSS_TARGET_MB_PER_H,
+        "threads flat": f.rise("threads") <= FLAT_SLACK,
+        "descriptors flat": f.rise("fds") <= FLAT_SLACK,
+        f"no stall over {STALL_TARGET_MS:.0f} ms": stall_after <= STALL_TARGET_MS,
+    }
+    print("targets: " + "; ".join(f"{k}: {'met' if ok else 'MISSED'}" for k, ok in checks.items()))
+    return {
+        "aborted": aborted,
+        "minutes": took / 60,
+        "samples": len(samples),
+        "rss_mb_after_warmup": first["rss"] / mb,
+        "rss_mb_end": last["rss"] / mb,
+        "rss_growth_mb_per_h": slope,
+        "threads": [first["threads"], last["threads"], max(s["threads"] for s in f.after)],
+        "fds": [first["fds"], last["fds"], max(s["fds"] for s in f.after)],
+        "none_refs": [samples[0]["none_refs"], last["none_refs"]],
+        "stall_ms_after_warmup": stall_after,
+        "stall_ms_all": stall_all,
+        "analyst": {k: last[k] for k in ("selections", "tabs", "pages", "scrolls", "approved")},
+        "checks": checks,
+        "targets_met": all(checks.values()),
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--minutes", type=float, default=30.0)
+    parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--delay", type=float, default=0.5, help="demo seconds per model call")
+    parser.add_argument(
+        "--retain-minutes", type=float, default=3.0, help="archive runs finished this long ago"
+    )
+    parser.add_argument("--warmup-minutes", type=float, default=None)
+    parser.add_argument("--sample-seconds", type=float, default=10.0)
+    parser.add_argument("--xvfb", action="store_true", help="use the display in DISPLAY")
+    parser.add_argument("--report-only", action="store_true", help="exit 0 on missed targets")
+    parser.add_argument("--json", help="also write the figures to this file")
+    parser.add_argument("--dir", default=str(REPO / "bench" / "out"), help="scratch folder")
+    parser.add_argument("--keep", action="store_true", help="keep the scratch data folder")
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument(
+        "--trace-stalls",
+        action="store_true",
+        help="record the GUI thread's stack at each stall (stalls.txt; use with --keep)",
+    )
+    parser.add_argument("--app", help=argparse.SUPPRESS)
+    parser.add_argument("--stats", help=argparse.SUPPRESS)
+    parser.add_argument("--seconds", type=float, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.app:
+        return app_main(
+            Path(args.app),
+            Path(args.stats),
+            args.seconds,
+            args.sample_seconds,
+            args.seed,
+            args.trace_stalls,
+        )
+    return drive(args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
