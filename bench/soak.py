@@ -130,9 +130,7 @@ class StallTracer:
                 f.write(f"==== {n} stall(s)\n{stack}\n")
 
 
-def app_main(
-    db: Path, stats: Path, seconds: float, sample_s: float, seed: int, trace: bool
-) -> int:
+def app_main(db: Path, stats: Path, seconds: float, sample_s: float, seed: int, trace: bool) -> int:
     """Run the real app with an analyst and a stall meter inside; write samples to ``stats``."""
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     import gc
