@@ -94,7 +94,8 @@ def test_runs_of_a_worker_whose_lease_expired_are_recovered_by_the_next(
 
     clock.advance(31)  # the lease expires: the run is free for the next worker
     rig.wait_status(run.id, RunStatus.COMPLETED)
-    assert client.run(run.id).lease_owner is None
+    # The worker lets go of the lease after the activation ends (on its next poll).
+    wait_until(lambda: client.run(run.id).lease_owner is None, what="the lease released")
     assert [i.id for i, _ in client.store.list_workers()].count(gone.id) == 1
 
     clock.advance(91)  # three leases without a heartbeat: the worker is dead
