@@ -63,21 +63,25 @@ SOURCES = {
 class StallTracer:
     """Where the GUI thread is when the event loop stalls: its stack, sampled from a thread.
 
-    The 5 ms meter marks each tick; a watcher thread that sees no tick for ``after_ms``
-    records the GUI thread's stack (once per stall). A diagnostic (``--trace-stalls``).
+    A watcher thread samples the GUI thread's Python stack every 2 ms; the 5 ms meter's
+    ticks cut the samples into gaps, and the samples of gaps over 50 ms are counted, with
+    how much of each gap the GUI thread spent on a CPU. A diagnostic (``--trace-stalls``);
+    the sampling itself costs the GUI thread some time.
     """
 
-    def __init__(self, after_ms: float = 40.0) -> None:
+    def __init__(self) -> None:
         import threading
         from collections import Counter
 
-        self.after = after_ms / 1000
         self.last = time.monotonic()
         self.stacks: Counter[str] = Counter()
         self._main = threading.get_ident()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._watch, daemon=True)
         self.gc_pauses: list[tuple[int, float, int]] = []
+        self.long_gaps: list[tuple[float, float]] = []
+        self._seen: list[str] = []
+        self._cpu = time.thread_time()
         self._gc_started = 0.0
 
     def _on_gc(self, phase: str, info: dict[str, int]) -> None:
@@ -90,7 +94,14 @@ class StallTracer:
 
     def tick(self) -> None:
         """The event loop served a tick."""
-        self.last = time.monotonic()
+        now, cpu = time.monotonic(), time.thread_time()
+        gap = now - self.last
+        seen, self._seen = self._seen, []
+        if gap > 0.05:  # was the GUI thread working (CPU) or waiting (off CPU), and where?
+            self.long_gaps.append((gap * 1000, (cpu - self._cpu) * 1000))
+            for where in seen:
+                self.stacks[where] += 1
+        self.last, self._cpu = now, cpu
 
     def start(self) -> None:
         """Start watching."""
@@ -100,34 +111,64 @@ class StallTracer:
         self._thread.start()
 
     def _watch(self) -> None:
-        import threading
         import traceback
 
-        seen = 0.0
-        while not self._stop.wait(0.005):
-            last = self.last
-            if last != seen and time.monotonic() - last > self.after:
-                seen = last
-                frames = sys._current_frames()
-                frame = frames.get(self._main)
-                if frame is not None:
-                    lines = traceback.format_stack(frame)[-8:]
-                    others = [
-                        "".join(traceback.format_stack(f)[-3:])
-                        for ident, f in frames.items()
-                        if ident not in (self._main, threading.get_ident())
-                    ]
-                    lines.append("  -- other threads --\n" + "\n".join(others))
-                    self.stacks["".join(lines)] += 1
+        while not self._stop.wait(0.002):  # sample the GUI thread's stack all the time
+            frame = sys._current_frames().get(self._main)
+            if frame is not None:
+                lines = traceback.format_stack(frame)[-6:]
+                self._seen.append("".join(ln for ln in lines if "soak.py" not in ln))
 
     def report(self, path: Path) -> None:
         """Write the stacks seen, most frequent first."""
         self._stop.set()
         with path.open("w", encoding="utf-8") as f:
+            for gap, cpu in self.long_gaps:
+                f.write(f"stall {gap:.0f} ms, GUI thread on CPU {cpu:.0f} ms of it\n")
             for gen, took, collected in self.gc_pauses:
                 f.write(f"gc gen {gen}: {took:.0f} ms ({collected} collected)\n")
-            for stack, n in self.stacks.most_common(30):
-                f.write(f"==== {n} stall(s)\n{stack}\n")
+            for stack, n in self.stacks.most_common(40):
+                f.write(f"==== {n} samples (2 ms apart) inside stalls\n{stack}\n")
+
+
+def _time_handlers(timings: dict[str, list[float]]) -> None:
+    """Wrap the GUI thread's busiest handlers so that each call's duration is recorded."""
+    from desktop_agent.gui import mainwindow, poller
+    from desktop_agent.gui.models import runs, steps
+    from desktop_agent.gui.widgets import run_detail
+
+    targets = [
+        (mainwindow.MainWindow, "_on_poller_runs_changed"),
+        (mainwindow.MainWindow, "_on_poller_steps_loaded"),
+        (mainwindow.MainWindow, "select_run"),
+        (mainwindow.MainWindow, "_on_clock_timeout"),
+        (mainwindow.MainWindow, "_show_approvals"),
+        (mainwindow.MainWindow, "_notify"),
+        (mainwindow.MainWindow, "_update_controls"),
+        (mainwindow.MainWindow, "open_new_run"),
+        (poller.LivePoller, "_on_job_done"),
+        (runs.RunListModel, "apply"),
+        (runs.RunListModel, "refresh_times"),
+        (steps.StepTimelineModel, "apply"),
+        (run_detail.RunDetailPane, "show_run"),
+        (run_detail.RunDetailPane, "update_row"),
+        (run_detail.RunDetailPane, "tick"),
+    ]
+    for cls, name in targets:
+        original = getattr(cls, name, None)
+        if original is None:
+            continue
+
+        def timed(
+            *a: Any, _f: Any = original, _n: str = f"{cls.__name__}.{name}", **kw: Any
+        ) -> Any:
+            t = time.perf_counter()
+            try:
+                return _f(*a, **kw)
+            finally:
+                timings.setdefault(_n, []).append((time.perf_counter() - t) * 1000)
+
+        setattr(cls, name, timed)
 
 
 def app_main(db: Path, stats: Path, seconds: float, sample_s: float, seed: int, trace: bool) -> int:
@@ -144,6 +185,9 @@ def app_main(db: Path, stats: Path, seconds: float, sample_s: float, seed: int, 
     from desktop_agent.gui.app import create_app, main
     from desktop_agent.gui.mainwindow import MainWindow
 
+    timings: dict[str, list[float]] = {}
+    if trace:  # time the GUI thread's handlers: which of them stalls the loop?
+        _time_handlers(timings)
     app = create_app()
     me = psutil.Process()
     rng = random.Random(seed)
@@ -252,6 +296,13 @@ def app_main(db: Path, stats: Path, seconds: float, sample_s: float, seed: int, 
         out.close()
         if tracer is not None:
             tracer.report(stats.with_name("stalls.txt"))
+            with stats.with_name("handlers.txt").open("w", encoding="utf-8") as f:
+                for name, took in sorted(timings.items(), key=lambda kv: -max(kv[1])):
+                    slow = sum(1 for t in took if t > 20)
+                    f.write(
+                        f"{name:60s} n={len(took):6d} max={max(took):6.1f} ms "
+                        f"mean={sum(took) / len(took):5.2f} ms over-20ms={slow}\n"
+                    )
         del app
 
 
@@ -312,6 +363,24 @@ def worker_rss_mb(client: Any) -> float | None:
         return float(psutil.Process(status.worker.pid).memory_info().rss) / 2**20
     except psutil.Error:
         return None
+
+
+def stop_leftover_workers(client: Any) -> None:
+    """Stop the worker the app started if it outlived the app (an abort leaves it running)."""
+    import psutil
+
+    from desktop_agent.procs import process_alive
+
+    for info, proc_started in client.store.list_workers():
+        if not process_alive(info.pid, proc_started):
+            continue
+        with contextlib.suppress(psutil.Error):
+            proc = psutil.Process(info.pid)
+            proc.terminate()
+            try:
+                proc.wait(timeout=30)
+            except psutil.TimeoutExpired:
+                proc.kill()
 
 
 def drive(args: argparse.Namespace) -> int:
@@ -380,6 +449,7 @@ def drive(args: argparse.Namespace) -> int:
     from desktop_agent.domain import RunStatus
 
     done = client.store.list_runs([RunStatus.COMPLETED], limit=1_000_000)
+    stop_leftover_workers(client)
     client.close()
     result = judge(args, samples, warmup, aborted, child.returncode, took)
     result["runs_started"] = len(started)
@@ -392,6 +462,7 @@ def drive(args: argparse.Namespace) -> int:
     print()
     if aborted and stderr:
         print("app stderr (tail):\n" + stderr[-3000:])
+    (root / "app-stderr.txt").write_text(stderr)  # kept with --keep
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2))
     if not args.keep:

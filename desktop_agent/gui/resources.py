@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from functools import cache
+from functools import cache, lru_cache
 from pathlib import Path
 
 from PySide6.QtCore import QByteArray, QRectF, QSize, Qt
@@ -120,12 +120,29 @@ def app_icon() -> QIcon:
 
 
 def badge_icon(name: str, count: int, palette: QPalette | None = None) -> QIcon:
-    """Icon ``name`` with a red count badge in its corner (no badge at zero)."""
-    base = icon(name, palette)
+    """Icon ``name`` with a red count badge in its corner (no badge at zero).
+
+    Badges are drawn once per count and palette: the inbox count changes with every
+    approval asked or decided, and drawing four pixmaps each time stalled the window.
+    """
     if count <= 0:
-        return base
+        return icon(name, palette)
+    pal = palette or QGuiApplication.palette()
+    colors = tuple(
+        pal.color(group, role).name()
+        for group, role in (
+            (QPalette.ColorGroup.Active, QPalette.ColorRole.WindowText),
+            (QPalette.ColorGroup.Disabled, QPalette.ColorRole.WindowText),
+            (QPalette.ColorGroup.Active, QPalette.ColorRole.HighlightedText),
+        )
+    )
+    return _badged(name, str(count) if count < 100 else "99+", colors, _ratio())
+
+
+@lru_cache(maxsize=256)
+def _badged(name: str, text: str, colors: tuple[str, ...], ratio: float) -> QIcon:
+    base = _tinted(name, *colors, ratio)
     result = QIcon()
-    text = str(count) if count < 100 else "99+"
     for size in (16, 24, 32, 48):
         pix = base.pixmap(QSize(size, size))
         painter = QPainter(pix)

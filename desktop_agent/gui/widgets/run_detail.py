@@ -15,7 +15,7 @@ from PySide6.QtWidgets import (
 )
 
 from desktop_agent.client.views import RunRow, StepEntry, model_text, tool_uses
-from desktop_agent.domain import StepKind
+from desktop_agent.domain import RunStatus, StepKind
 from desktop_agent.gui import resources
 from desktop_agent.gui.models.steps import StepTimelineModel
 from desktop_agent.gui.poller import StepsBatch
@@ -113,6 +113,7 @@ class RunDetailPane(QWidget):
         if row != self.row:
             self.row = row
             self.header.show_row(row)
+            self._show_stream()  # the panel goes when the run stops working
 
     def apply(self, batch: StepsBatch) -> None:
         """Merge steps read by the poller."""
@@ -161,6 +162,13 @@ class RunDetailPane(QWidget):
     def _show_stream(self) -> None:
         entry = self.model.streaming()
         if entry is None:
+            running = self.row is not None and self.row.run.status == RunStatus.RUNNING
+            if running and self.stream.isVisible():
+                # Between two calls of a working run the panel stays, with the last text:
+                # showing and hiding it around every call re-laid out and repainted the
+                # whole pane several times a second.
+                self.stream_label.setText("<b>Model output</b> (the last call is done)")
+                return
             self.stream_label.hide()
             self.stream.hide()
             self.stream.clear()
