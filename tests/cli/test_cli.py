@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from desktop_agent.config import Settings
+from tests.helpers.polling import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -116,16 +117,11 @@ def test_detach_then_pause_steer_resume_cancel(db: Path, sources: Path) -> None:
         assert cli(db, "pause", run_id).returncode == 0
         cancel = cli(db, "cancel", run_id)
         assert cancel.returncode == 0 and "cancel requested" in cancel.stdout
-        import time
-
-        deadline = time.monotonic() + 30
-        status = ""
-        while time.monotonic() < deadline:
-            status = json.loads(cli(db, "show", run_id, "--json").stdout)["status"]
-            if status == "cancelled":
-                break
-            time.sleep(0.3)
-        assert status == "cancelled"
+        wait_until(
+            lambda: json.loads(cli(db, "show", run_id, "--json").stdout)["status"] == "cancelled",
+            what=f"run {run_id} to be cancelled",
+            poll=0.3,
+        )
         again = cli(db, "cancel", run_id)
         assert again.returncode == 2 and "already cancelled" in again.stderr
     finally:

@@ -9,6 +9,11 @@ background task it started.
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -17,12 +22,14 @@ from PySide6.QtCore import QTimer
 from pytestqt.qtbot import QtBot
 
 from desktop_agent.client.api import Client
-from desktop_agent.domain import Run, RunStatus
+from desktop_agent.domain import Run, RunStatus, StepKind, StepStatus
 from desktop_agent.engine.loop import RunExecutor
 from desktop_agent.gui.mainwindow import MainWindow
 from desktop_agent.llm.demo import DemoModel
 from desktop_agent.worker.worker import Worker
 from tests.conftest import MakeExecutor
+
+REPO = Path(__file__).resolve().parents[2]
 
 StartWorker = Callable[..., Worker]
 OpenWindow = Callable[[], MainWindow]
@@ -99,3 +106,41 @@ def select(qtbot: QtBot, window: MainWindow, run_id: str) -> None:
     qtbot.waitUntil(lambda: window.runs_model.get(run_id) is not None)
     assert window.select_run(run_id)
     assert window.selected is not None and window.selected.run.id == run_id
+
+
+StartChild = Callable[[], "subprocess.Popen[bytes]"]
+
+
+@pytest.fixture
+def start_child_worker(client: Client) -> Iterator[StartChild]:
+    """Start a real worker process whose demo model stays 30 s in each call (for SIGKILL)."""
+    started: list[subprocess.Popen[bytes]] = []
+
+    def start() -> subprocess.Popen[bytes]:
+        env = {**os.environ, "DESKTOP_AGENT_DEMO_DELAY": "30"}
+        args = [sys.executable, "-m", "desktop_agent", "--db", str(client.db_path), "worker"]
+        child = subprocess.Popen(
+            args,
+            cwd=REPO,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        started.append(child)
+        return child
+
+    yield start
+    for child in started:
+        if child.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(child.pid, signal.SIGKILL)
+        child.wait(timeout=30)
+
+
+def in_model_call(client: Client, run_id: str) -> bool:
+    """Whether the run has a model call started and not finished."""
+    return any(
+        s.kind == StepKind.MODEL_CALL and s.status == StepStatus.STARTED
+        for s in client.steps(run_id)
+    )

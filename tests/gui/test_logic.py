@@ -154,10 +154,11 @@ def test_supervisor_never_spawns_when_told_not_to(qtbot: QtBot) -> None:
     tasks = TaskRunner()
     client: Any = fake
     sup = WorkerSupervisor(client, tasks, spawn=False, check_ms=50, grace_s=0)
+    seen: list[WorkerStatus] = []
+    sup.status_changed.connect(seen.append)
     try:
-        with qtbot.waitSignal(sup.status_changed, timeout=5000):
-            sup.start()
-        qtbot.wait(200)
+        sup.start()
+        qtbot.waitUntil(lambda: len(seen) >= 5, timeout=10_000)  # five checks, all dead
         assert fake.spawned == []
     finally:
         sup.stop()

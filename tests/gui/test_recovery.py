@@ -2,21 +2,24 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from pytestqt.qtbot import QtBot
 
 from desktop_agent.client.api import Client
-from desktop_agent.domain import RunStatus, StepKind, StepStatus
+from desktop_agent.domain import RunStatus
 from desktop_agent.engine.ports import RunPatch
 from desktop_agent.gui.dialogs.recovery import RecoveryColumn
-from tests.gui.conftest import OpenWindow, StartWorker, wait_status
+from tests.gui.conftest import (
+    OpenWindow,
+    StartChild,
+    StartWorker,
+    in_model_call,
+    wait_status,
+)
 from tests.helpers.polling import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
@@ -24,7 +27,12 @@ REPO = Path(__file__).resolve().parents[2]
 
 @pytest.mark.crash
 def test_recovery_summary_after_a_killed_worker(
-    qtbot: QtBot, client: Client, open_window: OpenWindow, start_worker: StartWorker, demo_ws: Path
+    qtbot: QtBot,
+    client: Client,
+    open_window: OpenWindow,
+    start_worker: StartWorker,
+    demo_ws: Path,
+    start_child_worker: StartChild,
 ) -> None:
     run = client.start_run("Interrupted by a crash", model="demo", workspace=demo_ws)
     stuck = client.start_run("Needs a decision", model="demo", workspace=demo_ws)
@@ -36,32 +44,11 @@ def test_recovery_summary_after_a_killed_worker(
             attention_seq=2,
         ),
     )
-    env = {**os.environ, "DESKTOP_AGENT_DEMO_DELAY": "30"}  # stays inside its first model call
-    args = [sys.executable, "-m", "desktop_agent", "--db", str(client.db_path), "worker"]
-    child = subprocess.Popen(
-        args,
-        cwd=REPO,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        wait_until(
-            lambda: any(
-                s.kind == StepKind.MODEL_CALL and s.status == StepStatus.STARTED
-                for s in client.steps(run.id)
-            ),
-            what="the worker to start a model call",
-        )
-        assert client.run(run.id).lease_owner is not None
-        os.kill(child.pid, signal.SIGKILL)
-        child.wait(timeout=10)
-    finally:
-        if child.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(child.pid, signal.SIGKILL)
-            child.wait(timeout=10)
+    child = start_child_worker()
+    wait_until(lambda: in_model_call(client, run.id), what="the worker to start a model call")
+    assert client.run(run.id).lease_owner is not None
+    os.kill(child.pid, signal.SIGKILL)
+    child.wait(timeout=30)
 
     window = open_window()
     qtbot.waitUntil(lambda: window.recovery_dialog is not None, timeout=5000)

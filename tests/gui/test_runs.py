@@ -65,7 +65,7 @@ def test_pause_and_resume(
     qtbot: QtBot, window: MainWindow, start_worker: StartWorker, demo_ws: Path, client: Client
 ) -> None:
     run = client.start_run("Slow demo", model="demo", workspace=demo_ws)
-    start_worker(delay=0.15)
+    worker = start_worker(delay=0.15)
     select(qtbot, window, run.id)
     wait_status(qtbot, window, run.id, RunStatus.RUNNING)
     assert window.acts[Control.PAUSE].isEnabled()
@@ -76,8 +76,9 @@ def test_pause_and_resume(
     assert window.acts[Control.RESUME].isEnabled()
     assert not window.acts[Control.PAUSE].isEnabled()
     held = client.run(run.id).last_seq
-    qtbot.wait(400)
-    assert client.run(run.id).last_seq == held  # a paused run takes no step
+    polled = worker.polls
+    qtbot.waitUntil(lambda: worker.polls >= polled + 3, timeout=30_000)
+    assert client.run(run.id).last_seq == held  # the worker looked again: no step taken
 
     window.acts[Control.RESUME].trigger()
     wait_status(qtbot, window, run.id, RunStatus.RUNNING, RunStatus.WAITING)
@@ -96,8 +97,10 @@ def test_cancel_asks_first(
     box = window.commands.dialog
     assert isinstance(box, MessageDialog) and box.isVisible()
     assert box.cancel_button.text() == "Keep running"
+    confirmed: list[bool] = []
+    box.confirmed.connect(lambda: confirmed.append(True))
     QTest.mouseClick(box.cancel_button, Qt.MouseButton.LeftButton)
-    qtbot.wait(300)
+    assert not box.isVisible() and confirmed == []  # nothing was sent to the run
     assert client.run(run.id).status == RunStatus.RUNNING
 
     window.acts[Control.CANCEL].trigger()

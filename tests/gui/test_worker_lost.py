@@ -6,44 +6,18 @@ its next heartbeat check and shows the same recovery summary as at start.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
-import subprocess
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from pytestqt.qtbot import QtBot
 
 from desktop_agent.client.api import Client
-from desktop_agent.domain import StepKind, StepStatus
 from desktop_agent.gui.dialogs.recovery import RecoveryColumn, RecoveryDialog
 from desktop_agent.gui.mainwindow import MainWindow
+from tests.gui.conftest import StartChild, in_model_call
 from tests.helpers.polling import wait_until
-
-REPO = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture
-def child_worker(client: Client) -> Iterator[subprocess.Popen[bytes]]:
-    """A real worker process whose demo model stays 30 s inside each call."""
-    env = {**os.environ, "DESKTOP_AGENT_DEMO_DELAY": "30"}
-    args = [sys.executable, "-m", "desktop_agent", "--db", str(client.db_path), "worker"]
-    child = subprocess.Popen(
-        args,
-        cwd=REPO,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    yield child
-    if child.poll() is None:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(child.pid, signal.SIGKILL)
-    child.wait(timeout=30)
 
 
 def _recovery_dialog(window: MainWindow) -> RecoveryDialog | None:
@@ -60,17 +34,12 @@ def test_a_killed_worker_brings_up_the_recovery_summary(
     qtbot: QtBot,
     client: Client,
     window: MainWindow,
-    child_worker: subprocess.Popen[bytes],
+    start_child_worker: StartChild,
     demo_ws: Path,
 ) -> None:
+    child_worker = start_child_worker()
     run = client.start_run("Interrupted while the app watches", model="demo", workspace=demo_ws)
-    wait_until(
-        lambda: any(
-            s.kind == StepKind.MODEL_CALL and s.status == StepStatus.STARTED
-            for s in client.steps(run.id)
-        ),
-        what="the worker to start a model call",
-    )
+    wait_until(lambda: in_model_call(client, run.id), what="the worker to start a model call")
     qtbot.waitUntil(lambda: _supervisor_sees(window, True), timeout=30_000)
     assert _recovery_dialog(window) is None  # nothing to report yet
 
@@ -95,8 +64,9 @@ def test_a_killed_worker_brings_up_the_recovery_summary(
 
 @pytest.mark.crash
 def test_a_killed_idle_worker_is_reported_without_a_summary(
-    qtbot: QtBot, window: MainWindow, child_worker: subprocess.Popen[bytes]
+    qtbot: QtBot, window: MainWindow, start_child_worker: StartChild
 ) -> None:
+    child_worker = start_child_worker()
     qtbot.waitUntil(lambda: _supervisor_sees(window, True), timeout=30_000)
     os.kill(child_worker.pid, signal.SIGKILL)
     child_worker.wait(timeout=30)
@@ -108,8 +78,9 @@ def test_a_killed_idle_worker_is_reported_without_a_summary(
 
 
 def test_a_worker_that_shuts_down_in_order_is_no_crash(
-    qtbot: QtBot, window: MainWindow, child_worker: subprocess.Popen[bytes]
+    qtbot: QtBot, window: MainWindow, start_child_worker: StartChild
 ) -> None:
+    child_worker = start_child_worker()
     qtbot.waitUntil(lambda: _supervisor_sees(window, True), timeout=30_000)
     child_worker.send_signal(signal.SIGTERM)  # the worker records a clean exit
     child_worker.wait(timeout=30)

@@ -32,7 +32,8 @@ def _model_call(client: Client, run_id: str, seq: int, *, salvaged: bool = False
     )
 
 
-def _finished(client: Client, run_id: str, intent: StepIntent) -> None:
+def _tool_call(client: Client, intent: StepIntent, run_id: str) -> None:
+    """A tool call recorded whole (intent and outcome in one record)."""
     client.store.commit(run_id, intents=[intent])
 
 
@@ -52,47 +53,35 @@ def write_long_run(client: Client, run_id: str, steps: int, *, open_approval: bo
         phase = seq % 10
         if phase in (1, 3, 5):
             _model_call(client, run_id, seq, salvaged=phase == 5)
-        elif phase == 7:
-            _finished(
+        elif phase in (7, 8):  # a fetch that failed, then its retry that worked
+            failed = phase == 7
+            _tool_call(
                 client,
-                run_id,
                 StepIntent(
                     seq,
                     StepKind.TOOL_CALL,
                     "web_fetch",
                     {"tool_use_id": f"tu{seq}", "arguments": {"url": "https://example.org"}},
                     effect=EffectClass.READ_ONLY,
-                    status=StepStatus.FAILED,
-                    output={"content": "connection reset", "is_error": True},
+                    attempt=1 if failed else 2,
+                    status=StepStatus.FAILED if failed else StepStatus.COMPLETED,
+                    output={
+                        "content": "connection reset" if failed else "the page, second try",
+                        "is_error": failed,
+                    },
                 ),
-            )
-        elif phase == 8:
-            _finished(
-                client,
                 run_id,
-                StepIntent(
-                    seq,
-                    StepKind.TOOL_CALL,
-                    "web_fetch",
-                    {"tool_use_id": f"tu{seq}", "arguments": {"url": "https://example.org"}},
-                    effect=EffectClass.READ_ONLY,
-                    attempt=2,
-                    status=StepStatus.COMPLETED,
-                    output={"content": "the page, at the second try", "is_error": False},
-                ),
             )
         elif phase == 9:
             kind, name = (StepKind.STEER, "steer") if seq % 20 == 9 else (StepKind.SLEEP, "sleep")
-            _finished(
-                client,
+            store.commit(
                 run_id,
-                StepIntent(seq, kind, name, {"text": "look at 2026 too", "seconds": 5}, output={}),
+                intents=[StepIntent(seq, kind, name, {"text": "look at 2026", "seconds": 5})],
             )
-            client.store.commit(run_id, outcome=StepOutcome(seq, StepStatus.COMPLETED, {}))
+            store.commit(run_id, outcome=StepOutcome(seq, StepStatus.COMPLETED, {}))
         else:
-            _finished(
+            _tool_call(
                 client,
-                run_id,
                 StepIntent(
                     seq,
                     StepKind.TOOL_CALL,
@@ -102,6 +91,7 @@ def write_long_run(client: Client, run_id: str, steps: int, *, open_approval: bo
                     status=StepStatus.COMPLETED,
                     output={"content": "alpha " * 20, "is_error": False},
                 ),
+                run_id,
             )
     if open_approval:
         store.commit(
