@@ -28,13 +28,13 @@ from desktop_agent.client.schedules import Scheduling
 from desktop_agent.config import Settings
 from desktop_agent.domain import Run, RunStatus
 from desktop_agent.engine.loop import EngineConfig
-from desktop_agent.engine.ports import Clock, ModelPort, SystemClock
+from desktop_agent.engine.ports import Clock, ModelPort, ModelRequest, SystemClock
 from desktop_agent.scheduler.service import SchedulerConfig, SchedulerService
 from desktop_agent.tools.registry import ToolRegistry
 from desktop_agent.worker.compose import build_executor
 from desktop_agent.worker.scheduling import attach_scheduler
 from desktop_agent.worker.worker import Worker, WorkerConfig
-from tests.helpers.fakes import FakeClock
+from tests.helpers.fakes import FakeClock, Reply
 from tests.helpers.polling import wait_until
 
 __all__ = ["wait_until"]  # the scheduler tests import it from here
@@ -55,6 +55,13 @@ def goal_number(request_messages: object) -> int:
 def answered(request_messages: object) -> bool:
     """Whether the request carries a tool result (the run is past its first call)."""
     return "tool_result" in str(request_messages)
+
+
+def ask_then_done(req: ModelRequest) -> Reply:
+    """A model that asks the analyst once, then finishes: every run waits for an answer."""
+    if answered(req.messages):
+        return Reply("done")
+    return Reply("check", [("ask_user", {"question": "ok?"})])
 
 
 @dataclass

@@ -16,10 +16,9 @@ from desktop_agent.client.scheduling_views import batch_item_rows
 from desktop_agent.domain import RunStatus
 from desktop_agent.domain.errors import InvalidStateError
 from desktop_agent.domain.scheduling import ItemStatus
-from desktop_agent.engine.ports import ModelRequest
-from tests.helpers.fakes import Reply, ScriptedModel
+from tests.helpers.fakes import ScriptedModel
 from tests.helpers.polling import wait_until
-from tests.scheduler.conftest import RigFactory, answered
+from tests.scheduler.conftest import RigFactory, ask_then_done
 
 HAIKU = "claude-haiku-4-5"
 
@@ -27,14 +26,9 @@ HAIKU = "claude-haiku-4-5"
 def test_a_stopped_item_counts_as_stopped_and_resumes_into_done(
     client: Client, make_rig: RigFactory, tmp_path: Path
 ) -> None:
-    def script(req: ModelRequest) -> Reply:
-        if answered(req.messages):
-            return Reply("done")
-        return Reply("check", [("ask_user", {"question": "ok?"})])
-
     lines = tmp_path / "items.txt"
     lines.write_text("first\nsecond\n")
-    rig = make_rig(ScriptedModel(script))
+    rig = make_rig(ScriptedModel(ask_then_done))
     batch = rig.sched.start_batch(
         "Profile {item}", lines=lines, concurrency=1, options=RunOptions(model=HAIKU)
     )

@@ -13,7 +13,7 @@ from desktop_agent.domain.errors import InvalidInputError, InvalidStateError, Pe
 from desktop_agent.domain.scheduling import ItemStatus
 from desktop_agent.engine.ports import ModelRequest
 from tests.helpers.fakes import Reply, ScriptedModel
-from tests.scheduler.conftest import RigFactory, answered, goal_number, wait_until
+from tests.scheduler.conftest import RigFactory, ask_then_done, goal_number, wait_until
 
 HAIKU = "claude-haiku-4-5"
 
@@ -21,14 +21,9 @@ HAIKU = "claude-haiku-4-5"
 def test_a_batch_runs_its_items_a_few_at_a_time_and_reports_progress(
     client: Client, make_rig: RigFactory, tmp_path: Path
 ) -> None:
-    def script(req: ModelRequest) -> Reply:
-        if answered(req.messages):
-            return Reply("done")
-        return Reply("check", [("ask_user", {"question": "ok?"})])
-
     lines = tmp_path / "companies.txt"
     lines.write_text("".join(f"company {i}\n" for i in range(10)) + "\n   \n")
-    rig = make_rig(ScriptedModel(script))
+    rig = make_rig(ScriptedModel(ask_then_done))
     batch = rig.sched.start_batch(
         "Profile {item}", lines=lines, concurrency=3, options=RunOptions(model=HAIKU)
     )
