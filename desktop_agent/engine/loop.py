@@ -470,21 +470,8 @@ class Activation:
                 # Delivered when the wait ends, so that the open step stays last.
                 self._read_commands = True
                 return
-            seq = self.next_seq
             text = str((cmd.payload or {}).get("text", ""))
-            self.commit(
-                intents=[
-                    StepIntent(
-                        seq=seq,
-                        kind=StepKind.STEER,
-                        name="note",
-                        input={"text": text},
-                        status=StepStatus.COMPLETED,
-                        output={"delivered": True},
-                    )
-                ],
-                applied=[(cmd.id, f"delivered as step {seq}")],
-            )
+            self._deliver_note(cmd, {"text": text}, "delivered as step {seq}")
         elif kind == CommandKind.EXTEND_BUDGET:
             new = budgets.extend(self.run.budget, cmd.payload or {})
             self.commit(applied=[(cmd.id, "budget extended")], patch=RunPatch(budget=new.to_json()))
@@ -511,6 +498,20 @@ class Activation:
         when it stopped (a wait it was in was closed, so a tool call that waited for an
         approval is asked again). The note goes the way of the analyst's notes.
         """
+        self._deliver_note(
+            cmd,
+            {"text": RESUMED_NOTE, "resumed": True},
+            "resumed after a stop; note at step {seq}",
+            RunPatch(status=RunStatus.RUNNING, status_message="", clear_wait=True),
+        )
+
+    def _deliver_note(
+        self, cmd: Command, note: JSON, applied: str, patch: RunPatch | None = None
+    ) -> None:
+        """Record ``note`` as a delivered steer step, applying ``cmd`` in the same commit.
+
+        ``applied`` is the command's outcome text; ``{seq}`` in it names the note's step.
+        """
         seq = self.next_seq
         self.commit(
             intents=[
@@ -518,13 +519,13 @@ class Activation:
                     seq=seq,
                     kind=StepKind.STEER,
                     name="note",
-                    input={"text": RESUMED_NOTE, "resumed": True},
+                    input=note,
                     status=StepStatus.COMPLETED,
                     output={"delivered": True},
                 )
             ],
-            applied=[(cmd.id, f"resumed after a stop; note at step {seq}")],
-            patch=RunPatch(status=RunStatus.RUNNING, status_message="", clear_wait=True),
+            applied=[(cmd.id, applied.format(seq=seq))],
+            patch=patch,
         )
 
     def _resolves_open_step(self) -> bool:
