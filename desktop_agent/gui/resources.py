@@ -83,13 +83,18 @@ def _ratio() -> float:
     return screen.devicePixelRatio() if screen is not None else 1.0
 
 
-def icon(name: str, palette: QPalette | None = None) -> QIcon:
-    """Icon ``name`` tinted with ``palette`` (the application palette by default)."""
+def _tints(palette: QPalette | None) -> tuple[str, str, str]:
+    """The colors icons are tinted with: normal, disabled and selected text."""
     pal = palette or QGuiApplication.palette()
     normal = pal.color(QPalette.ColorGroup.Active, QPalette.ColorRole.WindowText)
     disabled = pal.color(QPalette.ColorGroup.Disabled, QPalette.ColorRole.WindowText)
     selected = pal.color(QPalette.ColorGroup.Active, QPalette.ColorRole.HighlightedText)
-    return _tinted(name, normal.name(), disabled.name(), selected.name(), _ratio())
+    return normal.name(), disabled.name(), selected.name()
+
+
+def icon(name: str, palette: QPalette | None = None) -> QIcon:
+    """Icon ``name`` tinted with ``palette`` (the application palette by default)."""
+    return _tinted(name, *_tints(palette), _ratio())
 
 
 @cache
@@ -127,21 +132,12 @@ def badge_icon(name: str, count: int, palette: QPalette | None = None) -> QIcon:
     """
     if count <= 0:
         return icon(name, palette)
-    pal = palette or QGuiApplication.palette()
-    colors = tuple(
-        pal.color(group, role).name()
-        for group, role in (
-            (QPalette.ColorGroup.Active, QPalette.ColorRole.WindowText),
-            (QPalette.ColorGroup.Disabled, QPalette.ColorRole.WindowText),
-            (QPalette.ColorGroup.Active, QPalette.ColorRole.HighlightedText),
-        )
-    )
-    return _badged(name, str(count) if count < 100 else "99+", colors, _ratio())
+    return _badged(name, str(count) if count < 100 else "99+", _tints(palette), _ratio())
 
 
 @lru_cache(maxsize=256)
-def _badged(name: str, text: str, colors: tuple[str, ...], ratio: float) -> QIcon:
-    base = _tinted(name, *colors, ratio)
+def _badged(name: str, text: str, tints: tuple[str, str, str], ratio: float) -> QIcon:
+    base = _tinted(name, *tints, ratio)
     result = QIcon()
     for size in (16, 24, 32, 48):
         pix = base.pixmap(QSize(size, size))

@@ -118,8 +118,7 @@ _SERVED = frozenset(
 )
 _STATUS = int(RunColumn.STATUS)
 _COST = int(RunColumn.COST)
-_ACTIVITY = int(RunColumn.ACTIVITY)
-_STARTED = int(RunColumn.STARTED)
+_LIVE = frozenset({int(RunColumn.STARTED), int(RunColumn.ACTIVITY)})
 _RIGHT = int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
 
 
@@ -160,10 +159,8 @@ class RunListModel(FlatTableModel[RunRow]):
         row = self._rows[r]
         col = index.column()
         if role == _DISPLAY:
-            if col == _ACTIVITY:  # relative to the clock: rendered live
-                return fmt.ago(row.run.updated_at, self._now)
-            if col == _STARTED:
-                return fmt.clock(row.run.started_at or row.run.created_at, self._now)
+            if col in _LIVE:  # relative to the clock: rendered at each call
+                return self._display(row, RunColumn(col))
             return self._cells(row).display[col]
         if role not in _SERVED:
             return None
@@ -192,8 +189,7 @@ class RunListModel(FlatTableModel[RunRow]):
         if cached is not None and cached[0] is row:
             return cached[1]
         run = row.run
-        live = (RunColumn.STARTED, RunColumn.ACTIVITY)
-        display = tuple("" if c in live else self._display(row, c) for c in RunColumn)
+        display = tuple("" if c in _LIVE else self._display(row, c) for c in RunColumn)
         sort = tuple(self._sort_key(row, c) for c in RunColumn)
         cells = _Cells(
             display,
