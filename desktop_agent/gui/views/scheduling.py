@@ -227,9 +227,11 @@ class SchedulingViews(QObject):
         self.watch_model.set_rows(state.watches)
         if state.items is not None:
             self.batches.show_items(state.items)
-        self.stuck = stuck_by_run(state.stuck)
-        self.badges.set_stuck(self.stuck)
-        self.window.run_list.table.viewport().update()
+        stuck = stuck_by_run(state.stuck)
+        if stuck or self.stuck:  # a repaint of the whole run list only when a flag may move
+            self.stuck = stuck
+            self.badges.set_stuck(stuck)
+            self.window.run_list.table.viewport().update()
         self._show_stuck()
         warning = state.storage_warning
         self.storage_note.show_text(
