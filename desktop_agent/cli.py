@@ -444,37 +444,40 @@ def cmd_approvals(args: argparse.Namespace, out: Out) -> int:
     return EXIT_OK
 
 
-def _pending_ids(client: Any, ids: Sequence[str]) -> list[str]:
-    """The ids without repeats, once every one is checked to be pending (all or none)."""
-    unique = list(dict.fromkeys(ids))
-    for approval_id in unique:
-        state = client.store.get_approval(approval_id).state
-        if state != ApprovalState.PENDING:
-            raise InvalidInputError(f"approval {approval_id} was already {state}")
-    return unique
+def _parse_edit(text: str) -> Any:
+    """The JSON of ``--edit``; malformed or too deeply nested text is a one-line error."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InvalidInputError(
+            f"--edit is not valid JSON: {exc.msg} at character {exc.pos}"
+        ) from None
+    except RecursionError:
+        raise InvalidInputError(
+            "--edit is nested too deeply to read; tool arguments nest a few levels at most"
+        ) from None
 
 
 def cmd_approve(args: argparse.Namespace, out: Out) -> int:
-    """Approve (or edit)."""
+    """Approve (or edit); says so only for decisions actually recorded."""
+    editing = args.edit is not None
     edited = None
-    if args.edit is not None:
+    if editing:
         if len(set(args.ids)) > 1:
             raise InvalidInputError("--edit applies to one approval at a time")
-        try:
-            edited = json.loads(args.edit)
-        except json.JSONDecodeError as exc:
-            raise InvalidInputError(
-                f"--edit is not valid JSON: {exc.msg} at character {exc.pos}"
-            ) from None
+        edited = _parse_edit(args.edit)
     client = _client(args)
-    decided = [client.approve(i, edited) for i in _pending_ids(client, args.ids)]
+    if editing:
+        decided = [client.approve(args.ids[0], edited, edit=True)]
+    else:
+        decided = client.approve_all(args.ids)
     note = _carry_out(client, [a.run_id for a in decided])
-    verb = "edited and approved" if edited is not None else "approved"
+    verb = "edited and approved" if editing else "approved"
     for a in decided:
         _queued(
             out,
             f"{verb} {a.id} ({a.tool}); the run continues",
-            {"approval": a.id, "decision": "edited" if edited is not None else "approved"},
+            {"approval": a.id, "decision": "edited" if editing else "approved"},
             note,
         )
     return EXIT_OK
@@ -485,7 +488,7 @@ def cmd_reject(args: argparse.Namespace, out: Out) -> int:
     if not args.reason.strip():
         raise InvalidInputError("give a reason: the agent reads it")
     client = _client(args)
-    decided = [client.reject(i, args.reason) for i in _pending_ids(client, args.ids)]
+    decided = client.reject_all(args.ids, args.reason)
     note = _carry_out(client, [a.run_id for a in decided])
     for a in decided:
         _queued(

@@ -32,8 +32,11 @@ from desktop_agent.domain import (
     WorkerInfo,
 )
 from desktop_agent.domain.errors import InvalidInputError, InvalidStateError, NotFoundError
+from desktop_agent.engine.edits import edit_problem
+from desktop_agent.engine.ports import CancelToken, SystemClock, ToolContext
 from desktop_agent.llm.pricing import MODELS
 from desktop_agent.persistence.db import Database, DbSettings
+from desktop_agent.persistence.decisions import Decision, DecisionQueries
 from desktop_agent.persistence.store import SqlStore
 from desktop_agent.procs import process_alive
 from desktop_agent.tools.registry import ToolRegistry, default_tools
@@ -120,6 +123,7 @@ class Client:
         self.settings = settings or Settings.load(db_path)
         self.db = Database(DbSettings.for_path(db_path, self.settings.durability))
         self.store = SqlStore(self.db)
+        self.decisions = DecisionQueries(self.db)
         self.tools = ToolRegistry()
 
     def close(self) -> None:
@@ -359,32 +363,93 @@ class Client:
         """Approvals across runs, oldest first."""
         return self.store.list_approvals(state)
 
-    def approve(self, approval_id: str, arguments: JSON = None, note: str = "") -> Approval:
-        """Approve, or approve with edited arguments (only the edited call runs)."""
+    def approve(
+        self,
+        approval_id: str,
+        arguments: JSON = None,
+        note: str = "",
+        *,
+        edit: bool | None = None,
+    ) -> Approval:
+        """Approve, or approve with edited arguments (only the edited call runs).
+
+        ``edit`` says whether ``arguments`` are an edit (default: when they are not None);
+        an edit of ``null`` is refused rather than read as a plain approval. An edit is
+        checked as the worker will check it (:func:`~desktop_agent.engine.edits.edit_problem`:
+        the tool's schema and its pre-run check) and refused when it would not run. The
+        decision is recorded only while the approval is still pending and undecided.
+
+        Raises:
+            InvalidInputError: the edit would not run (the message says why).
+            InvalidStateError: the approval is decided, or a decision for it is queued.
+        """
         approval = self._pending_approval(approval_id)
-        if arguments is not None and not isinstance(arguments, dict):
-            raise InvalidInputError("edited arguments must be a JSON object")
-        payload: dict[str, Any] = {"approval_id": approval.id, "reason": note}
-        if arguments is not None:
+        editing = arguments is not None if edit is None else edit
+        payload: dict[str, Any] = {"reason": note}
+        if editing:
+            problem = edit_problem(
+                self.tools.get(approval.tool), arguments, self.tool_context(approval)
+            )
+            if problem:
+                raise InvalidInputError(
+                    f"edit of {approval.id} ({approval.tool}) refused, nothing was approved: "
+                    f"{problem}",
+                    code="edit_refused",
+                )
             payload["arguments"] = arguments
-        self.store.add_command(approval.run_id, CommandKind.APPROVE, payload)
+        self.decisions.record([Decision(approval.id, CommandKind.APPROVE, payload)])
         return approval
+
+    def approve_all(self, approval_ids: Sequence[str], note: str = "") -> list[Approval]:
+        """Approve several as proposed: all of them, or none when one cannot be."""
+        approvals = [self._pending_approval(i) for i in dict.fromkeys(approval_ids)]
+        self.decisions.record(
+            [Decision(a.id, CommandKind.APPROVE, {"reason": note}) for a in approvals]
+        )
+        return approvals
 
     def reject(self, approval_id: str, reason: str) -> Approval:
         """Reject; the reason goes back to the model."""
+        return self.reject_all([approval_id], reason)[0]
+
+    def reject_all(self, approval_ids: Sequence[str], reason: str) -> list[Approval]:
+        """Reject several with one reason: all of them, or none when one cannot be."""
         if not reason.strip():
             raise InvalidInputError("give a reason: the agent reads it")
-        approval = self._pending_approval(approval_id)
-        self.store.add_command(
-            approval.run_id, CommandKind.REJECT, {"approval_id": approval.id, "reason": reason}
+        approvals = [self._pending_approval(i) for i in dict.fromkeys(approval_ids)]
+        self.decisions.record(
+            [Decision(a.id, CommandKind.REJECT, {"reason": reason}) for a in approvals]
         )
-        return approval
+        return approvals
 
     def _pending_approval(self, approval_id: str) -> Approval:
+        """The approval, if nothing decided it yet (queued decisions count)."""
         approval = self.store.get_approval(approval_id)
         if approval.state != ApprovalState.PENDING:
             raise InvalidStateError(f"approval {approval_id} was already {approval.state}")
+        queued = self.decisions.queued_decision(approval.id, approval.run_id)
+        if queued is not None:
+            raise InvalidStateError(
+                f"approval {approval_id} was already {queued}: that decision is waiting for "
+                "the worker to apply it"
+            )
         return approval
+
+    def tool_context(self, approval: Approval) -> ToolContext | None:
+        """Where a tool checks arguments of ``approval`` from here (None: run not found)."""
+        try:
+            run = self.run(approval.run_id)
+        except NotFoundError:
+            return None
+        return ToolContext(
+            run_id=run.id,
+            seq=approval.seq,
+            idempotency_key=f"{run.id}:{approval.seq}",
+            workspace=Path(run.workspace),
+            clock=SystemClock(),
+            cancel=CancelToken(),
+            settings=self.settings.engine_settings(),
+        )
 
     # ------------------------------------------------------------------ worker
 

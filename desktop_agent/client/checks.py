@@ -11,12 +11,10 @@ from __future__ import annotations
 import socket
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 from desktop_agent.client.api import WORKER_STALE_S, Client
 from desktop_agent.domain import JSON, Approval, ApprovalState, Run, RunStatus, StepKind, WorkerInfo
-from desktop_agent.domain.errors import DesktopAgentError
-from desktop_agent.engine.ports import CancelToken, SystemClock, ToolContext, ToolInputError
+from desktop_agent.engine.edits import edit_problem
 from desktop_agent.procs import process_alive
 
 # --------------------------------------------------------------------------- approvals
@@ -36,35 +34,19 @@ class CheckResult:
 
 
 def check_arguments(client: Client, approval: Approval, arguments: JSON) -> CheckResult:
-    """Run the tool's own validation on ``arguments`` now (read-only; schema included).
+    """Run the checks an edit must pass on ``arguments`` now (read-only; schema included).
 
-    The worker runs the same check again right before the approved call; this preview
-    lets the analyst see a problem before deciding.
+    The same check (:func:`~desktop_agent.engine.edits.edit_problem`) decides whether
+    :meth:`Client.approve` records an edit, and the worker runs the tool's check again right
+    before the approved call; this preview lets the analyst see a problem before deciding.
     """
     tool = client.tools.get(approval.tool)
     if tool is None:
         return CheckResult(None, f"{approval.tool} cannot be checked here")
-    if not isinstance(arguments, dict):
-        return CheckResult(False, "the arguments must be a JSON object")
-    try:
-        run = client.run(approval.run_id)
-    except DesktopAgentError as exc:
-        return CheckResult(None, str(exc))
-    ctx = ToolContext(
-        run_id=run.id,
-        seq=approval.seq,
-        idempotency_key=f"{run.id}:{approval.seq}",
-        workspace=Path(run.workspace),
-        clock=SystemClock(),
-        cancel=CancelToken(),
-        settings=client.settings.engine_settings(),
-    )
-    try:
-        problem = tool.validate(arguments, ctx)
-    except ToolInputError as exc:
-        return CheckResult(False, f"invalid arguments: {exc}")
-    except Exception as exc:  # a tool's bug is a failed check, not a crash of the app
-        return CheckResult(False, f"the check itself failed: {type(exc).__name__}: {exc}")
+    ctx = client.tool_context(approval)
+    if ctx is None:
+        return CheckResult(None, f"run {approval.run_id} is not in the database any more")
+    problem = edit_problem(tool, arguments, ctx)
     if problem:
         return CheckResult(False, problem)
     return CheckResult(True, "the arguments pass the tool's checks")

@@ -30,7 +30,7 @@ from desktop_agent.domain import (
     WaitReason,
 )
 from desktop_agent.domain.errors import RunCancelled
-from desktop_agent.engine import sanitize
+from desktop_agent.engine import edits, sanitize
 from desktop_agent.engine.ports import (
     RunPatch,
     StepIntent,
@@ -350,8 +350,15 @@ def apply_decision(act: Activation, cmd: Command) -> None:
     now = act.clock.now()
     if cmd.kind == CommandKind.REJECT:
         state, args = ApprovalState.REJECTED, rec.arguments
-    elif payload.get("arguments") is not None:
-        state, args = ApprovalState.EDITED, payload["arguments"]
+    elif "arguments" in payload:
+        # An edit runs as edited or not at all: one that cannot run is refused here (the
+        # approval stays pending), never read as approving the original call.
+        args = payload["arguments"]
+        problem = edits.edit_problem(act.x.tools.get(rec.tool), args)
+        if problem:
+            act.commit(applied=[(cmd.id, f"refused: {problem}; approval {approval_id} pending")])
+            return
+        state = ApprovalState.EDITED
     else:
         state, args = ApprovalState.APPROVED, rec.arguments
 
@@ -366,9 +373,16 @@ def apply_decision(act: Activation, cmd: Command) -> None:
 
 
 def _decided_args(act: Activation, use: Mapping[str, Any]) -> tuple[JSON, bool]:
+    """The arguments to run a tool use with, and whether the analyst decided it.
+
+    An edited decision runs its own arguments only: if they are missing, nothing runs
+    (the call gets an error result) rather than the call the analyst replaced.
+    """
     decision = act.state.conversation.decisions.get(str(use["id"]))
     if decision is None:
         return use.get("input"), False
+    if decision.get("state") == ApprovalState.EDITED:
+        return decision.get("arguments"), True
     return decision.get("arguments", use.get("input")), True
 
 

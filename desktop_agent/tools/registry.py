@@ -22,8 +22,7 @@ from desktop_agent.domain import ApprovalPolicy, EffectClass
 from desktop_agent.engine.control import CONTROL_TOOL_VERSION, CONTROL_TOOLS, SERVER_TOOLS
 from desktop_agent.engine.ports import Tool
 from desktop_agent.tools.files import AppendNote, ListFiles, ReadFile, SearchFiles, WriteFile
-from desktop_agent.tools.http_post import HttpPost
-from desktop_agent.tools.mail import SendEmail
+from desktop_agent.tools.prechecks import CheckedHttpPost, CheckedSendEmail
 from desktop_agent.tools.web import WebFetch
 
 log = logging.getLogger(__name__)
@@ -56,7 +55,11 @@ def default_tools(*, web_search: bool = False) -> tuple[str, ...]:
 
 
 def builtin_tools() -> list[Tool]:
-    """Fresh instances of the built-in tools."""
+    """Fresh instances of the built-in tools.
+
+    The unsafe ones come with pre-run checks that also cover how their requests are built
+    (see :mod:`~desktop_agent.tools.prechecks`).
+    """
     return [
         ListFiles(),
         ReadFile(),
@@ -64,8 +67,8 @@ def builtin_tools() -> list[Tool]:
         WriteFile(),
         AppendNote(),
         WebFetch(),
-        HttpPost(),
-        SendEmail(),
+        CheckedHttpPost(),
+        CheckedSendEmail(),
     ]
 
 
