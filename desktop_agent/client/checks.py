@@ -14,8 +14,18 @@ from dataclasses import dataclass
 
 from desktop_agent.client.api import WORKER_STALE_S, Client
 from desktop_agent.domain import JSON, Approval, ApprovalState, Run, RunStatus, StepKind, WorkerInfo
-from desktop_agent.engine.edits import edit_problem
+from desktop_agent.engine.edits import edit_problem, shape_problem
 from desktop_agent.procs import process_alive
+
+__all__ = [
+    "CheckResult",
+    "RecoveryItem",
+    "RecoveryReport",
+    "check_arguments",
+    "final_check",
+    "recovery_report",
+    "shape_problem",
+]
 
 # --------------------------------------------------------------------------- approvals
 

@@ -82,39 +82,60 @@ class RunCommands(QObject):
         self._send(lambda: self.client.resume(run.id), "Retrying from the failed step")
 
     def approve(
-        self, approval: Approval, arguments: JSON = None, note: str = "approved in the app"
+        self,
+        approval: Approval,
+        arguments: JSON = None,
+        note: str = "approved in the app",
+        dialog: ApprovalDialog | None = None,
     ) -> None:
-        """Approve as proposed, or with edited arguments (only the edited call runs)."""
-        self.decided.add(approval.id)
-        self.decisions_changed.emit()
+        """Approve as proposed, or with edited arguments (only the edited call runs).
+
+        The client records the decision only if it can take effect (an edit that would
+        not run, or an approval decided meanwhile, is refused): from ``dialog``, the dialog
+        closes once it is recorded and shows the refusal otherwise.
+        """
         message = "Approved with edits" if arguments is not None else "Approved"
-
-        def undo(exc: Exception) -> None:
-            self.decided.discard(approval.id)
-            self.decisions_changed.emit()
-            self.failed.emit(str(exc))
-
-        self.tasks.submit(
+        self._decide(
+            approval,
             lambda: self.client.approve(approval.id, arguments, note),
-            lambda _r: self.done.emit(f"{message}: {approval.tool}"),
-            undo,
+            f"{message}: {approval.tool}",
+            dialog,
         )
 
-    def reject(self, approval: Approval, reason: str) -> None:
+    def reject(self, approval: Approval, reason: str, dialog: ApprovalDialog | None = None) -> None:
         """Reject with a reason the agent reads."""
+        self._decide(
+            approval,
+            lambda: self.client.reject(approval.id, reason),
+            f"Rejected: {approval.tool}",
+            dialog,
+        )
+
+    def _decide(
+        self,
+        approval: Approval,
+        record: Callable[[], Any],
+        message: str,
+        dialog: ApprovalDialog | None,
+    ) -> None:
+        """Record a decision off-thread; hide the approval meanwhile, show it again if refused."""
         self.decided.add(approval.id)
         self.decisions_changed.emit()
 
-        def undo(exc: Exception) -> None:
+        def recorded(_result: Any) -> None:
+            self.done.emit(message)
+            if dialog is not None and self.approval_dialog is dialog:
+                dialog.accept()
+
+        def refused(exc: Exception) -> None:
             self.decided.discard(approval.id)
             self.decisions_changed.emit()
-            self.failed.emit(str(exc))
+            if dialog is not None and self.approval_dialog is dialog:
+                dialog.show_error(str(exc))
+            else:
+                self.failed.emit(str(exc))
 
-        self.tasks.submit(
-            lambda: self.client.reject(approval.id, reason),
-            lambda _r: self.done.emit(f"Rejected: {approval.tool}"),
-            undo,
-        )
+        self.tasks.submit(record, recorded, refused)
 
     def start_run(self, request: NewRunRequest, on_error: Callable[[Exception], None]) -> None:
         """Create a run from the new-run dialog's request."""
@@ -146,7 +167,7 @@ class RunCommands(QObject):
 
         def show(result: CheckResult) -> None:
             if self.approval_dialog is dialog:
-                dialog.show_check(result)
+                dialog.show_check(result, arguments=arguments)
 
         self.tasks.submit(lambda: check_arguments(client, approval, arguments), show, _ignore)
 
@@ -301,15 +322,11 @@ class RunCommands(QObject):
     def _on_approval_dialog_approve_requested(
         self, approval: Approval, arguments: JSON, note: str
     ) -> None:
-        self.approve(approval, arguments, note)
-        if self.approval_dialog is not None:
-            self.approval_dialog.accept()
+        self.approve(approval, arguments, note, self.approval_dialog)
 
     @Slot(object, str)
     def _on_approval_dialog_reject_requested(self, approval: Approval, reason: str) -> None:
-        self.reject(approval, reason)
-        if self.approval_dialog is not None:
-            self.approval_dialog.accept()
+        self.reject(approval, reason, self.approval_dialog)
 
     @Slot(object, object)
     def _on_approval_dialog_check_requested(self, approval: Approval, arguments: JSON) -> None:

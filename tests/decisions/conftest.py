@@ -22,8 +22,11 @@ from desktop_agent.client.api import Client
 from desktop_agent.domain import Approval, RunStatus
 from desktop_agent.engine.loop import RunExecutor
 from tests.conftest import MakeExecutor, drain
+from tests.gui.conftest import demo_ws, open_window, window
 from tests.helpers.fakes import Reply, ScriptedModel
 from tests.tools.servers import SmtpServer
+
+__all__ = ["demo_ws", "open_window", "window"]
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -8,6 +8,7 @@ which goes back to the agent.
 
 from __future__ import annotations
 
+import html
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -34,6 +35,8 @@ from desktop_agent.gui import fmt, resources, theme
 from desktop_agent.gui.dialogs.prompts import TextPrompt
 from desktop_agent.gui.sizing import keep_minimum_size
 from desktop_agent.gui.widgets.schema_form import FormError, SchemaForm, diff_html
+
+_REFUSED = "Approve is off: this edit would be refused"
 
 CheckFn = Callable[[Approval, JSON], None]
 """Asks for a check of the arguments; the result comes back through ``show_check``."""
@@ -131,7 +134,9 @@ class ApprovalDialog(QDialog):
         self.buttons = QDialogButtonBox(self)
         self.approve_button = QPushButton(resources.icon("approve"), "Approve", self)
         self.approve_button.setShortcut(QKeySequence("Ctrl+Return"))
-        self.approve_button.setToolTip("Run the call (Ctrl+Enter)")
+        self._approve_tip = "Run the call (Ctrl+Enter)"
+        self._refusal: str | None = None
+        self.approve_button.setToolTip(self._approve_tip)
         self.reject_button = QPushButton(resources.icon("reject"), "Reject…", self)
         self.reject_button.setShortcut(QKeySequence("Ctrl+Shift+J"))
         self.reject_button.setToolTip("Refuse the call; the agent reads your reason (Ctrl+Shift+J)")
@@ -190,10 +195,19 @@ class ApprovalDialog(QDialog):
         """Ask for the tool's check of the current arguments (debounced)."""
         self._check_timer.start()
 
-    def show_check(self, result: CheckResult | None, *, final: bool = False) -> None:
-        """Show what the tool's check said (``final``: the worker's check before running)."""
+    def show_check(
+        self, result: CheckResult | None, *, final: bool = False, arguments: JSON = None
+    ) -> None:
+        """Show what the tool's check said (``final``: the worker's check before running).
+
+        ``arguments`` are the ones checked: a result for arguments the form no longer holds
+        (the analyst typed on meanwhile) is dropped. While the edited arguments fail the
+        check, Approve is off and says why: the client would refuse to record the edit.
+        """
         if result is None:
             self.check.setText("No check is available for this call.")
+            return
+        if not final and arguments is not None and not self._holds(arguments):
             return
         color = {True: RunStatus.COMPLETED, False: RunStatus.FAILED, None: RunStatus.QUEUED}
         name = theme.status_color(color[result.ok], self.palette()).name()
@@ -203,13 +217,42 @@ class ApprovalDialog(QDialog):
             if final
             else "Checked now (the worker checks again right before running)"
         )
-        self.check.setText(f"<span style='color:{name}'>{mark}</span> {when}: {result.message}")
+        said = html.escape(result.message, quote=False)
+        self.check.setText(f"<span style='color:{name}'>{mark}</span> {when}: {said}")
+        if not final:
+            refused = result.ok is False and self.form.is_edited()
+            self._refusal = result.message if refused else None
+            self._show_refusal()
 
     def show_error(self, message: str) -> None:
-        """Show why a decision could not be sent."""
+        """Show why a decision could not be sent (the dialog stays open to decide again)."""
         self.error.setText(message)
         self.approve_button.setEnabled(True)
         self.reject_button.setEnabled(True)
+        self._show_refusal()
+
+    def refusal(self) -> str | None:
+        """Why Approve is off for the edited arguments, or None."""
+        return self._refusal
+
+    def _holds(self, arguments: JSON) -> bool:
+        """Whether the form holds ``arguments`` now."""
+        try:
+            held: JSON = self.form.values()
+        except FormError:
+            return False
+        return held == arguments
+
+    def _show_refusal(self) -> None:
+        """Turn Approve off, saying why, while the edited arguments fail the check."""
+        if self._refusal is None:
+            self.approve_button.setToolTip(self._approve_tip)
+            if self.error.text().startswith(_REFUSED):
+                self.error.setText("")
+            return
+        self.approve_button.setEnabled(False)
+        self.approve_button.setToolTip(f"{_REFUSED}: {self._refusal}")
+        self.error.setText(f"{_REFUSED}: {self._refusal}")
 
     # ------------------------------------------------------------------ slots
 
@@ -238,6 +281,10 @@ class ApprovalDialog(QDialog):
             self.diff.setPlainText(str(exc))
             self.approve_button.setEnabled(False)
             return
+        # The check of these values is on its way; until it answers, the client's own check
+        # of the edit stands behind the button.
+        self._refusal = None
+        self._show_refusal()
         self.approve_button.setEnabled(True)
         changed = self.form.is_edited()
         self.approve_button.setText("Approve with edits" if changed else "Approve")

@@ -27,6 +27,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from desktop_agent.client.checks import shape_problem
 from desktop_agent.domain import JSON, RunStatus
 from desktop_agent.gui import theme
 
@@ -139,16 +140,13 @@ class _Field:
                 isinstance(v, str) for v in self.schema.get("enum", [])
             ):
                 return text
-            return json.loads(text)
+            return self._json(text)
         if isinstance(w, QPlainTextEdit):
             if w.property("json"):
                 text = w.toPlainText().strip()
                 if not text:
                     return None
-                try:
-                    return json.loads(text)
-                except ValueError as exc:
-                    raise FormError(f"{self.name}: not valid JSON ({exc})") from None
+                return self._json(text)
             return w.toPlainText()
         if isinstance(w, QLineEdit):
             return None if self.nullable and not w.text() else w.text()
@@ -159,6 +157,19 @@ class _Field:
         if isinstance(w, QCheckBox):
             return w.isChecked()
         return self.original
+
+    def _json(self, text: str) -> JSON:
+        """``text`` read as JSON; what cannot be read, stored or sent is a :class:`FormError`."""
+        try:
+            value: JSON = json.loads(text)
+        except ValueError as exc:
+            raise FormError(f"{self.name}: not valid JSON ({exc})") from None
+        except RecursionError:
+            raise FormError(f"{self.name}: nested too deeply") from None
+        problem = shape_problem({self.name: value})
+        if problem is not None:
+            raise FormError(f"{self.name}: {problem.removeprefix('the edited arguments ')}")
+        return value
 
     def reset(self) -> None:
         """Show the original value again."""
