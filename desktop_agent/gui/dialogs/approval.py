@@ -241,7 +241,7 @@ class ApprovalDialog(QDialog):
             held: JSON = self.form.values()
         except FormError:
             return False
-        return held == arguments
+        return bool(held == arguments)
 
     def _show_refusal(self) -> None:
         """Turn Approve off, saying why, while the edited arguments fail the check."""
