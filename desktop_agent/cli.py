@@ -13,6 +13,7 @@ import getpass
 import json
 import logging
 import os
+import re
 import signal
 import sys
 from collections.abc import Callable, Sequence
@@ -25,14 +26,17 @@ from desktop_agent.cli_output import (
     EXIT_USAGE,
     Out,
     clip,
+    echo,
     exit_code,
     follow,
+    json_line,
     model_label,
     next_step_hint,
     run_json,
     status_label,
     step_json,
     step_line,
+    usd,
 )
 from desktop_agent.domain import (
     ApprovalState,
@@ -66,6 +70,18 @@ def _positive_int(text: str) -> int:
     return value
 
 
+MAX_LIST = 100_000
+"""The most runs ``runs --limit`` lists."""
+
+
+def _limit(text: str) -> int:
+    """An argparse type: how many runs to list, 1 to :data:`MAX_LIST`."""
+    value = _positive_int(text)
+    if value > MAX_LIST:
+        raise argparse.ArgumentTypeError(f"{value} is more than {MAX_LIST}")
+    return value
+
+
 def _common() -> _Parser:
     p = _Parser(add_help=False)
     p.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="machine output")
@@ -90,8 +106,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("goal")
     p.add_argument("--model", help="demo or a Claude model id")
     p.add_argument("--workspace", help="folder the agent works in")
-    p.add_argument("--max-cost", type=float, metavar="USD")
-    p.add_argument("--max-steps", type=int, metavar="N")
+    p.add_argument("--max-cost", type=usd, metavar="USD")
+    p.add_argument("--max-steps", type=_positive_int, metavar="N")
     p.add_argument("--max-time", metavar="DURATION", help="e.g. 30m, 2h, 1d")
     p.add_argument("--tools", help="comma-separated tool names (default: the built-ins)")
     p.add_argument("--ask", action="append", default=[], metavar="TOOL", help="always ask for TOOL")
@@ -105,7 +121,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("runs", "list runs")
     p.add_argument("--status", action="append", choices=[s.value for s in RunStatus])
     p.add_argument("--search")
-    p.add_argument("--limit", type=int, default=50)
+    p.add_argument("--limit", type=_limit, default=50, help=f"at most {MAX_LIST} (default 50)")
 
     p = add("show", "a run's status and journal")
     p.add_argument("run")
@@ -185,7 +201,7 @@ def cmd_run(args: argparse.Namespace, out: Out) -> int:
         out.emit(f"{run.id}{started}", {**run_json(run), "worker_started": pid})
         return EXIT_OK
     if not out.as_json:
-        print(
+        echo(
             f"Run {run.id} · {model_label(run.model)} · workspace {run.workspace}",
             file=sys.stderr,
         )
@@ -286,7 +302,7 @@ def cmd_worker(args: argparse.Namespace, out: Out) -> int:
 def _warn_storage(client: Any) -> None:
     warning = client.storage_warning()
     if warning:
-        print(f"desktop-agent: warning: {warning}", file=sys.stderr)
+        echo(f"desktop-agent: warning: {warning}", file=sys.stderr)
 
 
 def cmd_runs(args: argparse.Namespace, out: Out) -> int:
@@ -299,11 +315,11 @@ def cmd_runs(args: argparse.Namespace, out: Out) -> int:
         out.emit("", [run_json(r) for r in runs])
         return EXIT_OK
     if not runs:
-        print(_no_runs_message(args.search, statuses))
+        echo(_no_runs_message(args.search, statuses))
         return EXIT_OK
-    print(f"{'ID':<10}  {'STATUS':<22} {'STEPS':>5} {'COST':>9}  {'MODEL':<18} GOAL")
+    echo(f"{'ID':<10}  {'STATUS':<22} {'STEPS':>5} {'COST':>9}  {'MODEL':<18} GOAL")
     for r in runs:
-        print(
+        echo(
             f"{r.id:<10}  {status_label(r):<22} {r.last_seq:>5} {format_usd(r.cost_usd):>9}  "
             f"{clip('demo (offline)' if r.is_demo else r.model, 18):<18} {clip(r.goal, 50)}"
         )
@@ -333,20 +349,20 @@ def cmd_show(args: argparse.Namespace, out: Out) -> int:
         return EXIT_OK
     u = run.usage
     b = run.budget
-    print(f"Run {run.id}  {status_label(run)}")
-    print(f"  goal:      {run.goal}")
-    print(f"  model:     {model_label(run.model)}")
-    print(f"  workspace: {run.workspace}")
+    echo(f"Run {run.id}  {status_label(run)}")
+    echo(f"  goal:      {run.goal}")
+    echo(f"  model:     {model_label(run.model)}")
+    echo(f"  workspace: {run.workspace}")
     if run.status_message:
-        print(f"  message:   {run.status_message}")
-    print(
+        echo(f"  message:   {run.status_message}")
+    echo(
         f"  cost:      {format_usd(run.cost_usd)}"
         + (f" of {format_usd(b.max_cost_usd)}" if b.max_cost_usd is not None else "")
         + f"  · tokens in {u.input_tokens}, out {u.output_tokens}, "
         f"cache write {u.cache_write_tokens}, "
         f"cache read {u.cache_read_tokens}"
     )
-    print(
+    echo(
         f"  worked:    {format_duration(run.active_seconds)}"
         + (f" of {format_duration(b.max_time_s)}" if b.max_time_s else "")
     )
@@ -355,9 +371,9 @@ def cmd_show(args: argparse.Namespace, out: Out) -> int:
         print(f"  next:      {hint}")
     print()
     for step in steps:
-        print(step_line(step))
+        echo(step_line(step))
         if args.full:
-            print(json.dumps(step_json(step), indent=2, default=str, ensure_ascii=False))
+            echo(json_line(step_json(step), indent=2))
     return EXIT_OK
 
 
@@ -434,10 +450,10 @@ def cmd_approvals(args: argparse.Namespace, out: Out) -> int:
         )
         return EXIT_OK
     if not pending:
-        print("no pending approvals")
+        echo("no pending approvals")
     for a in pending:
-        args_text = clip(json.dumps(a.arguments, ensure_ascii=False), 80)
-        print(
+        args_text = clip(json_line(a.arguments), 80)
+        echo(
             f"{a.id}  {a.tool}  {args_text}\n    why asked: {a.rule}"
             + (f"\n    agent: {clip(a.reason, 100)}" if a.reason else "")
         )
@@ -665,8 +681,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=os.environ.get("DESKTOP_AGENT_LOG", "WARNING").upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    as_json = "--json" in (argv if argv is not None else sys.argv[1:])
-    out = Out(as_json)
+    raw = list(argv if argv is not None else sys.argv[1:])
+    options = raw[: raw.index("--")] if "--" in raw else raw  # after --, operands
+    out = Out("--json" in options)
     try:
         for arg in argv if argv is not None else sys.argv[1:]:
             if not _is_text(arg):
@@ -689,15 +706,35 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as exc:
         _error(out, f"{exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), "os_error")
         return EXIT_USAGE
+    except RecursionError:
+        _error(out, "the input is nested too deeply to read", "invalid_input")
+        return EXIT_USAGE
+    except UnicodeError:
+        _error(out, "the input holds text that is not valid Unicode", "invalid_input")
+        return EXIT_USAGE
     except Exception as exc:  # our bug: still one line; the traceback goes to the debug log
         logging.getLogger(__name__).debug("internal error", exc_info=True)
         _error(
             out,
-            f"internal error ({type(exc).__name__}: {exc}); "
-            "DESKTOP_AGENT_LOG=DEBUG shows where it happened",
+            f"internal error: {plain_error(exc)}; DESKTOP_AGENT_LOG=DEBUG shows where it happened",
             "internal",
         )
         return EXIT_USAGE
+
+
+_SQL = re.compile(r"\s*\[SQL:.*|\s*\(Background on this error at:.*", re.DOTALL)
+_WRAPPER = re.compile(r"^\((?:[A-Za-z_][\w.]*)\)\s*")
+
+
+def plain_error(exc: BaseException) -> str:
+    """What went wrong, for a user: no SQL statement, no Python exception names.
+
+    Database drivers put the failing statement and its parameters into their message, and
+    SQLAlchemy prefixes it with the driver's exception class: both are cut off here.
+    """
+    text = _SQL.sub("", str(exc)).strip()
+    text = _WRAPPER.sub("", text).strip()
+    return " ".join(text.split()) or "something went wrong"
 
 
 def _error(out: Out, message: str, code: str) -> None:

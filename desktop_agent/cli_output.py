@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import argparse
 import json
+import math
+import re
 import sys
 import time
 from typing import Any, TextIO
@@ -21,8 +24,59 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_WAITING = 0, 1, 2, 3
 """Exit codes: done, failed or cancelled, bad input or environment, waits for the analyst."""
 
 
+def usd(text: str) -> float:
+    """An argparse type: dollars, finite and above zero (``nan``, ``inf`` and ``-1`` are not)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an amount of dollars") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be a finite amount above zero")
+    return value
+
+
+_ESCAPE_SEQUENCES = re.compile(
+    r"(?:\x1b\]|\x9d)[^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)?"  # OSC: titles, links, clipboard
+    r"|(?:\x1b[P^_X]|[\x90\x98\x9e\x9f])[^\x1b\x9c]*(?:\x1b\\|\x9c)?"  # DCS, SOS, PM, APC
+    r"|(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]?"  # CSI: cursor, erase, colours, modes
+    r"|\x1b[ -/]*[0-~]?"  # any other escape sequence
+)
+_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_C1_AND_DEL = re.compile(r"[\x7f-\x9f]")
+
+
+def terminal_safe(text: str) -> str:
+    """``text`` without anything a terminal would act on rather than show.
+
+    Goals, model answers, tool output and file names come from outside (a file in the
+    workspace, a web page, the model): printed as they are, an escape sequence in them
+    could retitle the analyst's terminal, clear it, move the cursor over earlier output or
+    write to the clipboard. Whole escape sequences (CSI, OSC and the other string
+    sequences, in their 7-bit and 8-bit forms) are dropped, then every other C0 control
+    but newline and tab, DEL and every C1 control.
+    """
+    if text.isascii() and text.isprintable():
+        return text
+    return _CONTROLS.sub("", _ESCAPE_SEQUENCES.sub("", text))
+
+
+def echo(text: str = "", *, file: TextIO | None = None, flush: bool = False) -> None:
+    """Print a line of human output, made :func:`terminal_safe` first."""
+    print(terminal_safe(text), file=file or sys.stdout, flush=flush)
+
+
+def json_line(data: Any, **dumps: Any) -> str:
+    """``data`` as JSON for a terminal: DEL and C1 controls escaped as JSON escapes too.
+
+    ``json.dumps`` escapes C0 controls but writes DEL and C1 (e.g. U+009B, an 8-bit CSI)
+    as they are when ``ensure_ascii`` is off; escaped, the data read back is the same.
+    """
+    text = json.dumps(data, default=str, ensure_ascii=False, **dumps)
+    return _C1_AND_DEL.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
 class Out:
-    """Human or JSON output."""
+    """Human or JSON output, safe for a terminal (see :func:`terminal_safe`)."""
 
     def __init__(self, as_json: bool, stream: TextIO | None = None) -> None:
         self.as_json = as_json
@@ -31,9 +85,9 @@ class Out:
     def emit(self, human: str, data: Any) -> None:
         """Print ``human`` or ``data`` as JSON."""
         if self.as_json:
-            print(json.dumps(data, default=str, ensure_ascii=False), file=self.stream)
+            print(json_line(data), file=self.stream)
         else:
-            print(human, file=self.stream)
+            echo(human, file=self.stream)
 
 
 def run_json(run: Run) -> dict[str, Any]:
@@ -179,7 +233,7 @@ def follow(
             else:
                 if interactive:
                     sys.stderr.write("\r\033[K")
-                print(step_line(step), flush=True)
+                echo(step_line(step), flush=True)
         run: Run = client.run(run_id)
         if run.status == RunStatus.WAITING and run.wait_reason == WaitReason.APPROVAL:
             pending = [a for a in client.approvals() if a.run_id == run.id and a.id not in decided]
@@ -221,6 +275,7 @@ def follow(
         if interactive:
             tick += 1
             live = open_steps[0].partial_text[-60:].replace("\n", " ") if open_steps else ""
+            live = terminal_safe(live).replace("\t", " ")
             sys.stderr.write(
                 f"\r\033[K{spinner[tick % 4]} {status_label(run)} · step {run.last_seq} · "
                 f"{format_usd(run.cost_usd)} {live}"
@@ -234,9 +289,9 @@ def follow(
 
 def _ask_approval(approval: Any) -> bool:
     sys.stderr.write("\r\033[K")
-    print(f"\nApproval needed: {approval.tool} ({approval.rule})")
-    args = json.dumps(approval.arguments, indent=2, ensure_ascii=False)
-    print(args if len(args) < 2000 else args[:2000] + "\n…")
+    echo(f"\nApproval needed: {approval.tool} ({approval.rule})")
+    args = json_line(approval.arguments, indent=2)
+    echo(args if len(args) < 2000 else args[:2000] + "\n…")
     while True:
         answer = input("Approve? [y/n] ").strip().lower()
         if answer in ("y", "yes"):

@@ -14,6 +14,7 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 from desktop_agent import cli_backup, config
+from desktop_agent.cli_output import echo, usd
 from desktop_agent.domain.scheduling import Batch, BatchItem, FolderWatch, Schedule
 from desktop_agent.domain.units import format_duration, parse_duration
 
@@ -104,7 +105,7 @@ def add_parsers(add: AddParser, common: argparse.ArgumentParser) -> None:
 def _run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", help="demo or a Claude model id")
     p.add_argument("--workspace", help="folder every run works in (default: one per run)")
-    p.add_argument("--max-cost", type=float, metavar="USD")
+    p.add_argument("--max-cost", type=usd, metavar="USD")
     p.add_argument("--max-steps", type=int, metavar="N")
     p.add_argument("--max-time", metavar="DURATION")
     p.add_argument("--tools", help="comma-separated tool names")
@@ -217,10 +218,10 @@ def cmd_schedule(args: argparse.Namespace, out: Out) -> int:
             out.emit("", [schedule_json(s) for s in schedules])
             return 0
         if not schedules:
-            print("no schedules: `desktop-agent schedule add GOAL --every 1d` makes one")
+            echo("no schedules: `desktop-agent schedule add GOAL --every 1d` makes one")
         for s in schedules:
             state = "paused" if s.paused else f"overlap {s.overlap}"
-            print(
+            echo(
                 f"{s.id}  {s.describe_when():<24} {state:<14} fired {s.fire_count} "
                 f"(skipped {s.skipped}, queued {s.queued}), last {_when(s.last_fire_at)}  "
                 f"{s.name}"
@@ -279,9 +280,9 @@ def _batch_list(sched: Scheduling, out: Out) -> int:
         out.emit("", [{"id": b.id, "source": b.source, **asdict(p)} for b, p in rows])
         return 0
     if not rows:
-        print("no batches: `desktop-agent batch start GOAL --folder DIR` makes one")
+        echo("no batches: `desktop-agent batch start GOAL --folder DIR` makes one")
     for b, progress in rows:
-        print(f"{b.id}  {progress.describe():<40} {b.source}")
+        echo(f"{b.id}  {progress.describe():<40} {b.source}")
     return 0
 
 
@@ -300,14 +301,14 @@ def _batch_status(sched: Scheduling, batch: Batch, out: Out) -> int:
             },
         )
         return 0
-    print(f"batch {batch.id}: {progress.describe()}  ({batch.source})")
+    echo(f"batch {batch.id}: {progress.describe()}  ({batch.source})")
     for i in items:
         retry = f" (attempt {i.attempts})" if i.attempts > 1 else ""
-        print(f"  {i.idx:>5}  {i.status:<9} {i.run_id or '-':<10}  {i.item}{retry}")
+        echo(f"  {i.idx:>5}  {i.status:<9} {i.run_id or '-':<10}  {i.item}{retry}")
     if progress.failed or progress.cancelled:
-        print(f"retry with `desktop-agent batch retry {batch.id}`")
+        echo(f"retry with `desktop-agent batch retry {batch.id}`")
     if progress.stopped:
-        print("stopped items go on with `desktop-agent resume RUN` (or end with `cancel RUN`)")
+        echo("stopped items go on with `desktop-agent resume RUN` (or end with `cancel RUN`)")
     return 0
 
 
@@ -339,10 +340,10 @@ def cmd_watch(args: argparse.Namespace, out: Out) -> int:
             out.emit("", [watch_json(w) for w in watches])
             return 0
         if not watches:
-            print("no watched folders: `desktop-agent watch add FOLDER GOAL` adds one")
+            echo("no watched folders: `desktop-agent watch add FOLDER GOAL` adds one")
         for w in watches:
             state = "paused" if w.paused else f"every {format_duration(w.scan_s)}"
-            print(f"{w.id}  {state:<12} {w.folder} ({w.pattern})")
+            echo(f"{w.id}  {state:<12} {w.folder} ({w.pattern})")
         return 0
     action = {
         "pause": sched.pause_watch,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import shutil
@@ -12,7 +13,7 @@ import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypedDict, Unpack
+from typing import Any, BinaryIO, TypedDict, Unpack
 
 from desktop_agent import config
 from desktop_agent.config import Settings
@@ -49,7 +50,11 @@ DEFAULT_SYSTEM_PROMPT = (
 )
 
 LOW_DISK_BYTES = 2 * 2**20
-"""Free space below which :meth:`Client.storage_warning` warns."""
+"""Free space below which :meth:`Client.storage_warning` warns that the disk is low."""
+
+FULL_DISK_BYTES = 64 * 2**10
+"""Free space below which it says the disk is full: less than a few journal commits need
+(a commit writes whole 4 KB pages to the write-ahead log, plus its index)."""
 
 WORKER_STALE_S = 45.0
 """A worker whose heartbeat is older than this is shown as offline."""
@@ -209,9 +214,11 @@ class Client:
             ("cost", budget.max_cost_usd),
             ("steps", budget.max_steps),
             ("time", budget.max_time_s),
+            ("tokens", budget.max_tokens),
         ):
-            if value is not None and value <= 0:
-                raise InvalidInputError(f"the {label} budget must be positive")
+            # NaN compares false with everything, and an infinite budget is no budget.
+            if value is not None and not (math.isfinite(value) and value > 0):
+                raise InvalidInputError(f"the {label} budget must be a finite number above zero")
         spec = AgentSpec(
             model=model,
             system_prompt=options.get("system_prompt") or DEFAULT_SYSTEM_PROMPT,
@@ -273,9 +280,16 @@ class Client:
         it was resumed.
         """
         run = self.run(run_id)
-        ok = run.status.is_resumable or (
-            run.status == RunStatus.WAITING
-            and run.wait_reason in (WaitReason.RATE_LIMIT, WaitReason.CREDENTIALS, WaitReason.TIMER)
+        ok = (
+            run.status.is_resumable
+            or (
+                run.status == RunStatus.WAITING
+                and run.wait_reason
+                in (WaitReason.RATE_LIMIT, WaitReason.CREDENTIALS, WaitReason.TIMER)
+            )
+            # Parked with no step in doubt (a model call that kept failing, an error):
+            # resuming tries again; a step in doubt is decided with resolve instead.
+            or (run.status == RunStatus.NEEDS_ATTENTION and run.attention_seq is None)
         )
         if not ok:
             raise InvalidStateError(_resume_hint(run))
@@ -465,6 +479,11 @@ class Client:
             return None
         if free >= LOW_DISK_BYTES:
             return None
+        if free >= FULL_DISK_BYTES:
+            return (
+                f"the disk holding the database is low on space ({free // 1024} KB free): "
+                "free some space; runs pause when it is full and go on once space is freed"
+            )
         return (
             f"the disk holding the database is full ({free // 1024} KB free): runs cannot "
             "save their steps and wait; they go on by themselves once space is freed"
@@ -490,7 +509,7 @@ class Client:
         args = [sys.executable, "-m", "desktop_agent", "--db", str(self.db_path), "worker"]
         if until_idle:
             args.append("--until-idle")
-        with open(log_path, "ab") as log:
+        with _private_log(log_path) as log:
             proc = subprocess.Popen(
                 args,
                 stdin=subprocess.DEVNULL,
@@ -516,6 +535,18 @@ class Client:
         """
         wanted = any(self.store.wants_worker(self.run(r).id) for r in run_ids)
         return wanted and not self.worker_status().alive
+
+
+def _private_log(path: Path) -> BinaryIO:
+    """``path`` opened for appending, readable by the user only (0600), even if it existed.
+
+    The worker's log holds goals, file names and tool errors of every run: as private as
+    the database beside it.
+    """
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    with contextlib.suppress(OSError):  # not the owner (a shared folder): the mode stays
+        os.fchmod(fd, 0o600)
+    return os.fdopen(fd, "ab")
 
 
 def _hostname() -> str:

@@ -664,11 +664,23 @@ class Activation:
         exc: TransientError | PermanentError,
         streamer: compaction.PartialStreamer,
     ) -> NoReturn:
-        """Record a failed model call (and what it spent) and decide what the run does next."""
+        """Record a failed model call (and what it spent) and decide what the run does next.
+
+        A call that keeps failing the same way (answers cut off, streams that do not parse,
+        an API that cannot be reached) is retried with growing waits, but only
+        :meth:`model_attempts` times in a row: then the run asks the analyst instead of
+        retrying, and spending, until its budget ends. Rate limits are not failures of the
+        call (the API said when to come back) and do not count.
+        """
         output: dict[str, JSON] = {
             "partial": streamer.text,
             "error_code": getattr(exc, "code", ""),
         }
+        in_a_row = 0
+        if isinstance(exc, TransientError) and not isinstance(exc, RateLimitedError):
+            in_a_row = self._failed_in_a_row(seq)
+            if in_a_row >= self.model_attempts():
+                output["attempts_exhausted"] = True  # the next failure counts from one
         outcome = StepOutcome(
             seq,
             StepStatus.FAILED,
@@ -689,6 +701,19 @@ class Activation:
                         if str(exc).startswith("no API key")
                         else f"API key rejected: set a valid key ({exc})"
                     ),
+                )
+            )
+        if output.get("attempts_exhausted"):
+            self.suspend(
+                RunPatch(
+                    status=RunStatus.NEEDS_ATTENTION,
+                    status_message=(
+                        f"The model call failed {in_a_row} times in a row (last: {exc}); "
+                        "it is not retried again by itself. Check the network and the model "
+                        "API, then resume the run to try again (`desktop-agent resume "
+                        f"{self.run.id}`, or Retry in the app), or cancel it."
+                    ),
+                    clear_wait=True,
                 )
             )
         if isinstance(exc, TransientError):
@@ -728,6 +753,38 @@ class Activation:
             )
         )
         raise Finish(RunStatus.FAILED)
+
+    MODEL_ATTEMPTS = 5
+    """Failed attempts in a row of a model call before the analyst is asked (setting
+    ``model_attempts``)."""
+
+    def model_attempts(self) -> int:
+        """How many failed attempts in a row of a model call are retried by themselves."""
+        value = self.cfg.settings.get("model_attempts", self.MODEL_ATTEMPTS)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            return self.MODEL_ATTEMPTS
+        return value
+
+    def _failed_in_a_row(self, seq: int) -> int:
+        """Failed model attempts in a row, the one at ``seq`` included.
+
+        Counted back through the journal from ``seq``: a completed model call, any other
+        step, or a failure after which the analyst was asked ends the row; rate-limited
+        attempts are skipped.
+        """
+        count = 1
+        first = max(1, seq - 4 * self.model_attempts())
+        for step in reversed(self.store.load_steps(self.run.id, first)):
+            out = step.output if isinstance(step.output, dict) else {}
+            if step.seq >= seq:
+                continue
+            if step.kind not in (StepKind.MODEL_CALL, StepKind.COMPACTION):
+                break
+            if step.status != StepStatus.FAILED or out.get("attempts_exhausted"):
+                break
+            if out.get("error_code") != RateLimitedError.code:
+                count += 1
+        return count
 
     # ------------------------------------------------------------------ endings
 

@@ -80,7 +80,8 @@ class ListFiles(TypedTool[ListArgs]):
         root = confine(ctx.workspace, args.path)
         if not root.is_dir():
             return result(f"{args.path!r} is not a folder", error=True)
-        lines = []
+        lines: list[str] = []
+        skipped: list[str] = []
         for dirpath, dirnames, filenames in os.walk(root):
             dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
             for name in sorted(filenames):
@@ -88,15 +89,27 @@ class ListFiles(TypedTool[ListArgs]):
                     continue
                 p = Path(dirpath) / name
                 try:
-                    confine(ctx.workspace, relative(ctx.workspace, p))
+                    rel = relative(ctx.workspace, p)
+                    confine(ctx.workspace, rel)
                     size = p.stat().st_size
+                except RuntimeError:  # Path.resolve() on a symlink loop
+                    skipped.append(f"[skipped {_shown(ctx.workspace, p)}: a symlink loop]")
+                    continue
                 except (ToolInputError, OSError, ValueError):
                     continue
-                lines.append(f"{relative(ctx.workspace, p)}  {size} bytes")
+                lines.append(f"{rel}  {size} bytes")
                 if len(lines) >= MAX_LIST:
                     lines.append(f"[listing stopped at {MAX_LIST} files]")
-                    return result("\n".join(lines))
-        return result("\n".join(lines) if lines else "(no files)")
+                    return result("\n".join(lines + skipped))
+        return result("\n".join(lines + skipped) if lines or skipped else "(no files)")
+
+
+def _shown(workspace: Path, path: Path) -> str:
+    """``path`` as the model knows it (relative to the workspace), without resolving it."""
+    try:
+        return path.relative_to(workspace).as_posix()
+    except ValueError:
+        return path.name
 
 
 class ReadArgs(ToolArgs):

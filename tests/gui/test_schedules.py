@@ -306,5 +306,6 @@ def test_storage_warning_in_the_status_bar(
     window = open_window()
     note = window.scheduling.storage_note
     qtbot.waitUntil(note.isVisible)
-    assert note.text().startswith("The disk holding the database is full (700 KB free)")
-    assert note.toolTip().startswith("the disk holding the database is full")
+    # Low, not full: commits still fit in 700 KB.
+    assert note.text().startswith("The disk holding the database is low on space (700 KB free)")
+    assert note.toolTip().startswith("the disk holding the database is low on space")

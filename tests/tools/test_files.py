@@ -232,3 +232,19 @@ def test_search_finds_lines_and_list_shows_sizes(make_ctx: MakeCtx, ws: Path) ->
     assert found == ["a.md:2: The Market grew", "sub/b.txt:1: market share"]
     listing = run_tool(ListFiles(), {}, ctx).content
     assert "a.md  22 bytes" in listing and "sub/b.txt" in listing and ".cache" not in listing
+
+
+def test_a_symlink_loop_in_the_workspace_is_skipped_with_a_note_when_listing(
+    make_ctx: MakeCtx, ws: Path
+) -> None:
+    (ws / "q3.md").write_text("# Q3\n")
+    (ws / "sub").mkdir()
+    (ws / "sub" / "risks.txt").write_text("Supply risk.\n")
+    os.symlink("loop-b", ws / "loop-a")
+    os.symlink("loop-a", ws / "loop-b")
+    res = run_tool(ListFiles(), {}, make_ctx())
+    assert not res.is_error, res.content
+    lines = res.content.splitlines()
+    assert "q3.md  5 bytes" in lines and "sub/risks.txt  13 bytes" in lines
+    assert "[skipped loop-a: a symlink loop]" in lines
+    assert "[skipped loop-b: a symlink loop]" in lines
