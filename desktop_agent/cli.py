@@ -368,7 +368,7 @@ def cmd_show(args: argparse.Namespace, out: Out) -> int:
     )
     hint = next_step_hint(run)
     if hint:
-        print(f"  next:      {hint}")
+        echo(f"  next:      {hint}")
     print()
     for step in steps:
         echo(step_line(step))
