@@ -13,7 +13,6 @@ import getpass
 import json
 import logging
 import os
-import re
 import signal
 import sys
 from collections.abc import Callable, Sequence
@@ -38,6 +37,7 @@ from desktop_agent.cli_output import (
     step_line,
     usd,
 )
+from desktop_agent.client.messages import plain_error
 from desktop_agent.domain import (
     ApprovalState,
     Run,
@@ -720,21 +720,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             "internal",
         )
         return EXIT_USAGE
-
-
-_SQL = re.compile(r"\s*\[SQL:.*|\s*\(Background on this error at:.*", re.DOTALL)
-_WRAPPER = re.compile(r"^\((?:[A-Za-z_][\w.]*)\)\s*")
-
-
-def plain_error(exc: BaseException) -> str:
-    """What went wrong, for a user: no SQL statement, no Python exception names.
-
-    Database drivers put the failing statement and its parameters into their message, and
-    SQLAlchemy prefixes it with the driver's exception class: both are cut off here.
-    """
-    text = _SQL.sub("", str(exc)).strip()
-    text = _WRAPPER.sub("", text).strip()
-    return " ".join(text.split()) or "something went wrong"
 
 
 def _error(out: Out, message: str, code: str) -> None:

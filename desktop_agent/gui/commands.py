@@ -15,6 +15,7 @@ from PySide6.QtWidgets import QWidget
 
 from desktop_agent.client.api import Client
 from desktop_agent.client.checks import CheckResult, check_arguments, final_check
+from desktop_agent.client.messages import plain_error
 from desktop_agent.client.views import ToolInfo
 from desktop_agent.domain import JSON, Approval, ApprovalState, Run
 from desktop_agent.gui.dialogs.approval import ApprovalDialog
@@ -62,7 +63,7 @@ class RunCommands(QObject):
             if then is not None:
                 then(result)
 
-        self.tasks.submit(fn, ok, lambda exc: self.failed.emit(str(exc)))
+        self.tasks.submit(fn, ok, lambda exc: self.failed.emit(plain_error(exc)))
 
     # ------------------------------------------------------------------ simple
 
@@ -131,9 +132,9 @@ class RunCommands(QObject):
             self.decided.discard(approval.id)
             self.decisions_changed.emit()
             if dialog is not None and self.approval_dialog is dialog:
-                dialog.show_error(str(exc))
+                dialog.show_error(plain_error(exc))
             else:
-                self.failed.emit(str(exc))
+                self.failed.emit(plain_error(exc))
 
         self.tasks.submit(record, recorded, refused)
 

@@ -24,6 +24,7 @@ from PySide6.QtWidgets import (
 
 from desktop_agent.client.api import Client, WorkerStatus
 from desktop_agent.client.checks import RecoveryReport, recovery_report
+from desktop_agent.client.messages import plain_error
 from desktop_agent.client.views import (
     RunRow,
     RunsDelta,
@@ -462,7 +463,7 @@ class MainWindow(QMainWindow):
 
     @Slot(object)
     def _on_tasks_task_failed(self, exc: Exception) -> None:
-        self.show_error(str(exc))
+        self.show_error(plain_error(exc))
 
     @Slot(str)
     def show_error(self, message: str) -> None:
@@ -501,7 +502,7 @@ class MainWindow(QMainWindow):
 
         def failed(exc: Exception) -> None:
             if dialog is not None:
-                dialog.show_error(str(exc))
+                dialog.show_error(plain_error(exc))
 
         self.commands.start_run(request, failed)
 

@@ -30,6 +30,7 @@ from PySide6.QtWidgets import (
 )
 
 from desktop_agent.client.checks import CheckResult
+from desktop_agent.client.messages import plain_error
 from desktop_agent.domain import JSON, Approval, ApprovalState, RunStatus
 from desktop_agent.gui import fmt, resources, theme
 from desktop_agent.gui.dialogs.prompts import TextPrompt
@@ -296,7 +297,7 @@ class ApprovalDialog(QDialog):
         try:
             edited = self.edited_arguments()
         except FormError as exc:
-            self.show_error(str(exc))
+            self.show_error(plain_error(exc))
             return
         self.error.setText("")
         self.approve_button.setEnabled(False)

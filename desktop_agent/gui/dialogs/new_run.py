@@ -27,6 +27,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from desktop_agent.client.messages import plain_error
 from desktop_agent.client.views import ModelChoice, ToolInfo
 from desktop_agent.config import Settings
 from desktop_agent.domain import EffectClass, RunStatus
@@ -266,7 +267,7 @@ class NewRunDialog(QDialog):
         try:
             request = self.request()
         except InvalidInputError as exc:
-            self.show_error(str(exc))
+            self.show_error(plain_error(exc))
             return
         self.error.setText("")
         self.start.setEnabled(False)

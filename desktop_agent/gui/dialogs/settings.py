@@ -32,6 +32,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from desktop_agent.client.messages import plain_error
 from desktop_agent.client.views import ModelChoice
 from desktop_agent.config import Settings
 from desktop_agent.domain import RunStatus
@@ -396,7 +397,7 @@ class SettingsDialog(QDialog):
         try:
             new = self.collect()
         except InvalidInputError as exc:
-            self._show_error(str(exc))
+            self._show_error(plain_error(exc))
             return
         path = self.db_path
 

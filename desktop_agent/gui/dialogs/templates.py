@@ -33,6 +33,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from desktop_agent.client.messages import plain_error
 from desktop_agent.client.schedules import RunOptions
 from desktop_agent.client.scheduling_views import cron_words, interval_words, upcoming_firings
 from desktop_agent.client.views import ModelChoice, ToolInfo
@@ -241,7 +242,7 @@ class TemplateDialog(NewRunDialog):
         try:
             request = self.make_request(self.request())
         except InvalidInputError as exc:
-            self.show_error(str(exc))
+            self.show_error(plain_error(exc))
             return
         self.error.setText("")
         self.start.setEnabled(False)

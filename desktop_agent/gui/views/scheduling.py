@@ -17,6 +17,7 @@ from PySide6.QtCore import QEvent, QObject, Qt, QTimer, Signal, Slot
 from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QSizePolicy, QWidget
 
+from desktop_agent.client.messages import plain_error
 from desktop_agent.client.schedules import Scheduling
 from desktop_agent.client.scheduling_views import (
     SchedulingState,
@@ -307,7 +308,7 @@ class SchedulingViews(QObject):
             if failed is not None:
                 failed(exc)
             else:
-                self.window.show_error(str(exc))
+                self.window.show_error(plain_error(exc))
             self.window.poller.refresh()
 
         self.window.tasks.submit(fn, done, error)
@@ -442,9 +443,9 @@ class SchedulingViews(QObject):
 
         def failed(exc: Exception) -> None:
             if dialog is not None and dialog is self.template_dialog:
-                dialog.show_error(str(exc))
+                dialog.show_error(plain_error(exc))
             else:
-                self.window.show_error(str(exc))
+                self.window.show_error(plain_error(exc))
 
         self.window.tasks.submit(fn, done, failed)
 
