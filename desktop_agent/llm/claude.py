@@ -372,8 +372,9 @@ class ClaudeModel:
                 ApiConnectionError(f"cannot reach the model API: {exc.message}{cause}"), headers
             ) from None
         except (anthropic.AnthropicError, httpx2.HTTPError, ValueError, AssertionError) as exc:
-            # Broken connections mid-stream, malformed events, events out of order.
-            text = redact(f"{type(exc).__name__}: {exc}", key)
+            # Broken connections mid-stream, malformed events, events out of order. The
+            # message is the analyst's: what happened, not the exception's class name.
+            text = redact(_broke_off(exc), key)
             raise _AttemptFailedError(
                 ApiConnectionError(f"the model API's answer broke off: {text}"), headers
             ) from None
@@ -597,3 +598,12 @@ def _lower(headers: Any) -> dict[str, str]:
 def _fingerprint(key: str) -> str:
     """Tells keys apart in memory without keeping another copy of the key."""
     return hashlib.sha256(key.encode("utf-8", "replace")).hexdigest()[:16]
+
+
+def _broke_off(exc: BaseException) -> str:
+    """Why a streamed answer broke off, in the analyst's words (no exception class names)."""
+    if isinstance(exc, json.JSONDecodeError):
+        return f"an event was not valid JSON ({exc.msg} at character {exc.pos})"
+    if isinstance(exc, AssertionError):
+        return "its events came out of order"
+    return " ".join(str(exc).split()) or "the connection closed without a reason"

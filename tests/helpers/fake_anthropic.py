@@ -77,6 +77,8 @@ class Stream:
         error: mid-stream ``error`` event (type, message) sent after ``error_after`` deltas.
         error_after: deltas before the error event.
         cut_after: deltas after which the connection is closed without ``message_stop``.
+        garbage_after: deltas after which an event whose data is not JSON is sent, and the
+            stream ends.
     """
 
     blocks: list[Block] = field(default_factory=list)
@@ -93,6 +95,7 @@ class Stream:
     error: tuple[str, str] | None = None
     error_after: int = 0
     cut_after: int | None = None
+    garbage_after: int | None = None
 
 
 @dataclass
@@ -305,6 +308,10 @@ class FakeAnthropic:
                     )
                     return
                 if reply.cut_after is not None and deltas > reply.cut_after:
+                    return
+                if reply.garbage_after is not None and deltas > reply.garbage_after:
+                    h.wfile.write(b"event: content_block_delta\ndata: {not json\n\n")
+                    h.wfile.flush()
                     return
                 if reply.hold_after is not None and deltas == reply.hold_after + 1:
                     assert reply.gate is not None

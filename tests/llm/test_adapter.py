@@ -440,6 +440,17 @@ def test_stream_cut_before_message_stop_is_a_connection_error(
     assert len(fake.requests) == 1
 
 
+def test_garbage_event_is_a_connection_error_in_plain_words(
+    start_fake: StartFake, make_model: MakeModel
+) -> None:
+    fake = start_fake([Stream([Text("half an answer", chunk=4)], garbage_after=2)])
+    with pytest.raises(ApiConnectionError) as caught:
+        _call(make_model(fake))
+    message = str(caught.value)
+    assert message.startswith("the model API's answer broke off: an event was not valid JSON")
+    assert "Error" not in message  # no exception class name (JSONDecodeError, ValueError)
+
+
 def test_unreachable_api_is_a_connection_error(make_model: MakeModel) -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
