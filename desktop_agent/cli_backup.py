@@ -18,6 +18,7 @@ from urllib.parse import quote
 from desktop_agent import config
 from desktop_agent.domain.errors import InvalidInputError, InvalidStateError
 from desktop_agent.persistence import backup
+from desktop_agent.persistence.ledger import ledger_path
 
 if TYPE_CHECKING:
     from desktop_agent.cli_output import Out
@@ -82,12 +83,21 @@ def _restore(db_path: Path, args: argparse.Namespace, out: Out) -> int:
             return 0
     done = backup.restore(db_path, chosen)
     kept = f"; the previous file is kept as {done.damaged.name}" if done.damaged else ""
+    found = done.reconciled
+    ledger = ledger_path(db_path)
     out.emit(
-        f"restored {done.backup.describe()}{kept}",
+        f"restored {done.backup.describe()}{kept}; {found.summary(ledger)}",
         {
             "restored": str(done.backup.path),
             "created_at": done.backup.created_at,
             "previous": str(done.damaged) if done.damaged else None,
+            "backup_at": found.backup_at,
+            "effect_ledger": found.ledger,
+            "effect_ledger_path": str(ledger),
+            "needs_attention": list(found.held),
+            "effects_in_doubt": found.in_doubt,
+            "effects_of_runs_not_in_backup": found.orphaned,
+            "unreadable_ledger_lines": found.skipped_lines,
         },
     )
     return 0

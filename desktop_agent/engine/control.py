@@ -563,25 +563,35 @@ def recover_tool_call(act: Activation, step: Step) -> None:
     use = {"id": (step.input or {}).get("tool_use_id"), "name": step.name}
     args = (step.input or {}).get("arguments", {})
     use["input"] = args
-    if step.effect != EffectClass.UNSAFE:
-        attempt = act.store.restart_step(act.run.id, step.seq, salvaged=None)
-        act._mark_running()
-        _rerun(act, step, use, args, attempt)
-        return
     resolution = None
     for cmd in act.store.pending_commands(act.run.id):
         if cmd.kind == CommandKind.RESOLVE:
             resolution = cmd
             break
+    # An idempotent effect is repeated, unless the analyst was asked about it (after a
+    # restore, see engine/restored.py) and has answered.
+    if step.effect != EffectClass.UNSAFE and resolution is None and not _held(act, step):
+        attempt = act.store.restart_step(act.run.id, step.seq, salvaged=None)
+        act._mark_running()
+        _rerun(act, step, use, args, attempt)
+        return
     if resolution is None:
+        # Asked already (after a crash, or a restore): the reason given then stands.
         act._needs_attention(
-            f"Step {step.seq} ({step.name}) was in flight when the worker stopped, and its "
-            "effect cannot be safely repeated: it may or may not have happened. Probe it, "
-            "mark it done, retry it with the same idempotency key, or skip it.",
+            act.run.status_message
+            if _held(act, step) and act.run.status_message
+            else f"Step {step.seq} ({step.name}) was in flight when the worker stopped, and "
+            "its effect cannot be safely repeated: it may or may not have happened. Probe "
+            "it, mark it done, retry it with the same idempotency key, or skip it.",
             step.seq,
         )
         return
     _resolve_in_doubt(act, step, use, args, resolution)
+
+
+def _held(act: Activation, step: Step) -> bool:
+    """Whether the run waits for the analyst's decision about ``step``."""
+    return act.run.status == RunStatus.NEEDS_ATTENTION and act.run.attention_seq == step.seq
 
 
 def _rerun(act: Activation, step: Step, use: Mapping[str, Any], args: JSON, attempt: int) -> None:

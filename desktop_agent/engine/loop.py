@@ -41,7 +41,7 @@ from desktop_agent.domain.errors import (
     TransientError,
 )
 from desktop_agent.engine import budget as budgets
-from desktop_agent.engine import compaction, control, report, sanitize, waits
+from desktop_agent.engine import compaction, control, report, restored, sanitize, waits
 from desktop_agent.engine.ports import (
     CancelToken,
     Clock,
@@ -470,6 +470,11 @@ class Activation:
                 # Delivered when the wait ends, so that the open step stays last.
                 self._read_commands = True
                 return
+            if restored.is_restore_step(self.open_step):
+                # Held after a restore: the note cannot follow the open step, nor wait
+                # (a waiting note would wake the run again and again).
+                self.commit(applied=[(cmd.id, restored.NOTE_REFUSED)])
+                return
             text = str((cmd.payload or {}).get("text", ""))
             self._deliver_note(cmd, {"text": text}, "delivered as step {seq}")
         elif kind == CommandKind.EXTEND_BUDGET:
@@ -530,6 +535,8 @@ class Activation:
 
     def _resolves_open_step(self) -> bool:
         step = self.open_step
+        if restored.is_restore_step(step):
+            return True  # effects a restore left in doubt (engine/restored.py)
         return step is not None and step.kind == StepKind.TOOL_CALL and step.effect is not None
 
     # ------------------------------------------------------------------ steps
@@ -553,6 +560,8 @@ class Activation:
                 compaction.compaction(self, step.seq, attempt)
         elif step.kind == StepKind.TOOL_CALL:
             control.recover_tool_call(self, step)
+        elif restored.is_restore_step(step):
+            restored.recover_restore(self, step)
         else:
             raise NondeterminismError(f"step {step.seq} of kind {step.kind} cannot be open")
 

@@ -14,15 +14,21 @@ A damaged database (``database disk image is malformed``, ``file is not a databa
 reported with the offer to restore: :func:`restore` checks the backup, moves the damaged
 file (and its ``-wal``/``-shm``) aside rather than deleting it, and copies the backup in
 its place. What changed after the backup was made is not in it; the damaged file stays
-for whoever wants to dig it out.
+for whoever wants to dig it out. The effects the runs started after the backup are not in
+it either, but the effect ledger beside the database has them: before the copy is put in
+place, :func:`~desktop_agent.persistence.restored.reconcile` holds every run whose effects
+after the backup are unknown, so that none is repeated blindly. After each backup, the
+ledger's lines older than the oldest backup kept are dropped (they cannot matter to a
+restore of any of them: :meth:`~desktop_agent.persistence.ledger.EffectLedger.compact`).
 
-Only the standard library is used here, so that a damaged database can be dealt with even
-when nothing else can open it.
+Only the standard library (and plain modules of this package) is used here, so that a
+damaged database can be dealt with even when nothing else can open it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import re
 import shutil
@@ -34,6 +40,10 @@ from pathlib import Path
 from urllib.parse import quote
 
 from desktop_agent.domain.errors import StorageError
+from desktop_agent.persistence.ledger import COMPACT_MARGIN_S, EffectLedger
+from desktop_agent.persistence.restored import Reconciled, reconcile
+
+log = logging.getLogger(__name__)
 
 BACKUP_DIR = "backups"
 KEEP = 5
@@ -214,7 +224,25 @@ def make_backup(
         with contextlib.suppress(OSError):
             tmp.unlink()
     prune(db_path, keep)
+    compact_ledger(db_path)
     return BackupInfo(final, now, final.stat().st_size, reason)
+
+
+def compact_ledger(db_path: Path) -> int:
+    """Drop the effect ledger's lines older than the oldest backup kept; returns how many.
+
+    Such a line's intent was committed before that backup was taken, so every backup kept
+    holds its step: none of them can be missing it (see :mod:`~desktop_agent.persistence.
+    ledger`). A day's margin is kept. A failure only leaves the ledger longer: it is logged.
+    """
+    backups = list_backups(db_path)
+    if not backups:
+        return 0
+    try:
+        return EffectLedger.beside(db_path).compact(backups[-1].created_at - COMPACT_MARGIN_S)
+    except StorageError as exc:
+        log.warning("effect ledger not compacted: %s", exc)
+        return 0
 
 
 def prune(db_path: Path, keep: int = KEEP) -> list[Path]:
@@ -259,10 +287,12 @@ class Restored:
     Attributes:
         backup: the backup put in place.
         damaged: where the replaced database now is (None if there was none).
+        reconciled: the runs held because effects may have happened after the backup.
     """
 
     backup: BackupInfo
     damaged: Path | None
+    reconciled: Reconciled
 
 
 def restore(
@@ -270,8 +300,11 @@ def restore(
 ) -> Restored:
     """Put a backup (by default the newest sound one) in place of the database.
 
-    The current file and its ``-wal``/``-shm`` are renamed ``*.damaged-STAMP``, never
-    deleted. Nothing must have the database open (no worker, no app).
+    The copy is first reconciled with the effect ledger (runs whose effects after the
+    backup are unknown are held for the analyst), then put in place: a restore that fails
+    leaves the database as it was. The current file and its ``-wal``/``-shm`` are renamed
+    ``*.damaged-STAMP``, never deleted. The ledger is left as it is. Nothing must have the
+    database open (no worker, no app).
 
     Raises:
         StorageError: no usable backup, or the files cannot be moved.
@@ -305,6 +338,10 @@ def restore(
             shutil.copyfileobj(src, out, 1 << 20)
             out.flush()
             os.fsync(out.fileno())
+        # A file given by hand: the time it stands for is read from it, not its mtime.
+        made = None if info.reason == "given" else info.created_at
+        reconciled = reconcile(tmp, EffectLedger.beside(db_path), made, clock())
+        _fsync_file(tmp)
         for suffix in ("", "-wal", "-shm"):
             current = Path(f"{db_path}{suffix}")
             if current.exists():
@@ -317,4 +354,7 @@ def restore(
         _fsync_dir(db_path.parent)
     except OSError as exc:
         raise StorageError(f"cannot restore {db_path}: {exc.strerror}: {exc.filename}") from None
-    return Restored(info, damaged)
+    finally:
+        with contextlib.suppress(OSError):
+            tmp.unlink()  # gone when it was put in place
+    return Restored(info, damaged, reconciled)

@@ -254,6 +254,12 @@ class SqlStore(WorkerQueries):
             self._touched.pop(run_id, None)
         elif touch and not self._pg:
             self._touched[run_id] = now
+        path = self.db.settings.sqlite_path
+        if intents and path is not None:
+            # Effects about to start go to the file a restore reads, before they can start.
+            from desktop_agent.persistence.ledger import EffectLedger
+
+            EffectLedger.beside(path).record(run_id, intents)
 
     def _write_journal(self, fn: Callable[[_Exec], None]) -> None:
         """One write transaction of the journal's hot path.

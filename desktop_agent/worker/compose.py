@@ -13,6 +13,7 @@ from desktop_agent.engine.loop import EngineConfig, RunExecutor
 from desktop_agent.engine.ports import Clock, ModelPort, SystemClock
 from desktop_agent.llm.demo import DEMO_MODEL, DemoModel
 from desktop_agent.persistence.db import Database, DbSettings
+from desktop_agent.persistence.ledger import EffectLedger, journal_has_effects
 from desktop_agent.persistence.store import SqlStore
 from desktop_agent.tools.registry import ToolRegistry
 from desktop_agent.worker.crash import crash_hook_from_env
@@ -68,7 +69,18 @@ def build_executor(
     model_for: Callable[[str], ModelPort] | None = None,
     config: EngineConfig | None = None,
 ) -> RunExecutor:
-    """The engine wired to real adapters."""
+    """The engine wired to real adapters.
+
+    On SQLite, the effect ledger beside the database is created here if it does not exist
+    yet (the store appends to it before every effect): from now on it covers every backup,
+    including the one a worker makes when it starts; for a database that never started an
+    effect, every backup ever made.
+    """
+    path = store.db.settings.sqlite_path
+    if path is not None:
+        ledger = EffectLedger.beside(path)
+        if not ledger.path.exists():
+            ledger.ensure(since=None if journal_has_effects(path) else 0.0)
     cfg = config or EngineConfig(
         crash_hook=crash_hook_from_env(),
         settings=settings.engine_settings(),
