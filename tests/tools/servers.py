@@ -6,6 +6,7 @@ Each records what it received so that tests can assert on the wire, not on mocks
 from __future__ import annotations
 
 import base64
+import contextlib
 import shlex
 import socketserver
 import threading
@@ -26,6 +27,8 @@ class Request:
     path: str
     headers: dict[str, str]
     body: bytes
+    peer: tuple[str, int] | None = None
+    """The client's (address, port): which process sent it, for tests that need to know."""
 
 
 @dataclass
@@ -60,6 +63,7 @@ class HttpServer:
                     self.path,
                     {k.lower(): v for k, v in self.headers.items()},
                     body,
+                    (str(self.client_address[0]), int(self.client_address[1])),
                 )
                 with server._lock:
                     server.requests.append(req)
@@ -138,12 +142,25 @@ class Mail:
     sender: str
     recipients: list[str]
     data: bytes
+    peer: tuple[str, int] | None = None
+    """The client's (address, port): which process sent it, for tests that need to know."""
 
 
 class SmtpServer:
-    """A minimal SMTP server (EHLO, AUTH PLAIN, MAIL, RCPT, DATA, QUIT)."""
+    """A minimal SMTP server (EHLO, AUTH PLAIN, MAIL, RCPT, DATA, QUIT).
 
-    def __init__(self) -> None:
+    Args:
+        on_connect: called with the client's (address, port) before the greeting; the
+            client waits for the greeting until it returns.
+        on_mail: called with each mail once it is recorded, before the server confirms
+            it; the client waits for the confirmation until it returns.
+    """
+
+    def __init__(
+        self,
+        on_connect: Callable[[tuple[str, int]], None] | None = None,
+        on_mail: Callable[[Mail], None] | None = None,
+    ) -> None:
         self.mails: list[Mail] = []
         self.logins: list[tuple[str, str]] = []
         outer = self
@@ -153,6 +170,14 @@ class SmtpServer:
                 self.wfile.write(line.encode() + b"\r\n")
 
             def handle(self) -> None:
+                # The client may go away at any point (a test killed it).
+                with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                    self.converse()
+
+            def converse(self) -> None:
+                peer = (str(self.client_address[0]), int(self.client_address[1]))
+                if on_connect is not None:
+                    on_connect(peer)
                 self.send("220 127.0.0.1 ESMTP test")
                 sender, rcpts = "", list[str]()
                 while True:
@@ -181,10 +206,15 @@ class SmtpServer:
                         lines = []
                         while True:
                             data = self.rfile.readline()
-                            if data in (b".\r\n", b""):
+                            if not data:
+                                return  # cut off before the final dot: not delivered
+                            if data == b".\r\n":
                                 break
                             lines.append(data[1:] if data.startswith(b"..") else data)
-                        outer.mails.append(Mail(sender, rcpts, b"".join(lines)))
+                        mail = Mail(sender, rcpts, b"".join(lines), peer)
+                        outer.mails.append(mail)
+                        if on_mail is not None:
+                            on_mail(mail)
                         self.send("250 queued")
                     elif verb == "QUIT":
                         self.send("221 bye")
