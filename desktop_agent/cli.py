@@ -26,6 +26,8 @@ from desktop_agent.cli_output import (
     Out,
     clip,
     echo,
+    event_json,
+    event_line,
     exit_code,
     follow,
     json_line,
@@ -344,8 +346,16 @@ def cmd_show(args: argparse.Namespace, out: Out) -> int:
     _warn_storage(client)
     run = client.run(args.run)
     steps = client.steps(run.id)
+    events = client.events(run.id)
     if out.as_json:
-        out.emit("", {**run_json(run), "journal": [step_json(s) for s in steps]})
+        out.emit(
+            "",
+            {
+                **run_json(run),
+                "journal": [step_json(s) for s in steps],
+                "events": [event_json(e) for e in events],
+            },
+        )
         return EXIT_OK
     u = run.usage
     b = run.budget
@@ -369,6 +379,8 @@ def cmd_show(args: argparse.Namespace, out: Out) -> int:
     hint = next_step_hint(run)
     if hint:
         echo(f"  next:      {hint}")
+    for event in events:
+        echo(event_line(event))
     print()
     for step in steps:
         echo(step_line(step))

@@ -12,6 +12,7 @@ from typing import Any, TextIO
 
 from desktop_agent.domain import (
     Run,
+    RunEvent,
     RunStatus,
     Step,
     StepKind,
@@ -133,6 +134,24 @@ def step_json(step: Step) -> dict[str, Any]:
         "started_at": step.started_at,
         "finished_at": step.finished_at,
     }
+
+
+def event_json(event: RunEvent) -> dict[str, Any]:
+    """A run event as plain data."""
+    return {
+        "id": event.id,
+        "kind": str(event.kind),
+        "seq": event.seq,
+        "message": event.message,
+        "created_at": event.created_at,
+        "data": event.data,
+    }
+
+
+def event_line(event: RunEvent) -> str:
+    """One line for a run event, marked to stand out from the run's own fields."""
+    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(event.created_at))
+    return f"  ! {when}  {' '.join(event.message.split())}"
 
 
 def model_label(model: str) -> str:

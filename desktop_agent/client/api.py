@@ -27,6 +27,7 @@ from desktop_agent.domain import (
     CommandKind,
     Resolution,
     Run,
+    RunEvent,
     RunStatus,
     Step,
     WaitReason,
@@ -258,6 +259,10 @@ class Client:
     def steps(self, run_id: str, from_seq: int = 1, limit: int | None = None) -> list[Step]:
         """The run's journal."""
         return self.store.load_steps(run_id, from_seq, limit)
+
+    def events(self, run_id: str) -> list[RunEvent]:
+        """What happened to the run outside its journal (e.g. a late worker's effects)."""
+        return self.store.run_events(run_id)
 
     # ------------------------------------------------------------------ commands
 

@@ -125,3 +125,13 @@ class Resolution(StrEnum):
     MARK_DONE = "mark_done"
     RETRY = "retry"
     SKIP = "skip"
+
+
+class RunEventKind(StrEnum):
+    """What a run event records (see :class:`~desktop_agent.domain.models.RunEvent`)."""
+
+    LATE_EFFECT = "late_effect"
+    """A worker that had lost its lease performed an effect (or paid for a model call)
+    anyway; its outcome is not in the journal."""
+    ABANDONED_EFFECT = "abandoned_effect"
+    """A worker that had lost its lease gave an effect up before its point of no return."""

@@ -121,3 +121,14 @@ class ControlFlowInterrupt(BaseException):
 
 class RunCancelled(ControlFlowInterrupt):
     """The analyst cancelled the run."""
+
+
+class LeaseLost(ControlFlowInterrupt):
+    """This worker no longer holds the run: another worker claimed it since (fencing).
+
+    Raised by a journal write, a lease renewal or an effect's last check that finds the
+    run's lease owned by someone else or at a newer epoch. It ends the activation at
+    once and writes nothing to the run: the new owner's journal stands. A
+    ``BaseException`` (as :class:`RunCancelled`) so that tool code and model adapters
+    that catch ``Exception`` cannot swallow it.
+    """

@@ -11,6 +11,7 @@ from desktop_agent.domain.enums import (
     ApprovalState,
     CommandKind,
     EffectClass,
+    RunEventKind,
     RunStatus,
     StepKind,
     StepStatus,
@@ -223,6 +224,8 @@ class Run:
     definition_hash: str = ""
     parent_id: str | None = None
     schedule_id: str | None = None
+    lease_epoch: int = 0
+    """The fencing token of the newest claim (0: never claimed)."""
 
     @property
     def model(self) -> str:
@@ -308,6 +311,46 @@ class Command:
     created_at: float = 0.0
     applied_at: float | None = None
     result: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """A worker's claim of a run, with its fencing token.
+
+    Attributes:
+        owner: the worker's id.
+        epoch: the fencing token: the run's lease epoch, which grows by one with every
+            claim, so that a later claim (by anyone) always carries a larger one.
+    """
+
+    owner: str
+    epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class RunEvent:
+    """Something that happened to a run outside its journal, shown to the analyst.
+
+    For now: what a worker that lost its lease did after the run moved on (an effect it
+    finished anyway, one it abandoned, a model call it paid for).
+
+    Attributes:
+        id: increasing number.
+        run_id: the run.
+        kind: what happened.
+        message: one line for the analyst.
+        created_at: when it was recorded.
+        seq: the step it concerns, if any.
+        data: details (tool, outcome, cost, worker, epoch).
+    """
+
+    id: int
+    run_id: str
+    kind: RunEventKind
+    message: str
+    created_at: float
+    seq: int | None = None
+    data: JSON = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,8 +29,8 @@ from desktop_agent.domain import (
     StepStatus,
     WaitReason,
 )
-from desktop_agent.domain.errors import RunCancelled
-from desktop_agent.engine import edits, sanitize
+from desktop_agent.domain.errors import LeaseLost, RunCancelled
+from desktop_agent.engine import edits, fencing, sanitize
 from desktop_agent.engine.ports import (
     RunPatch,
     StepIntent,
@@ -193,8 +193,15 @@ def definition_problem(run: Run, tools: ToolProvider) -> str | None:
 # --------------------------------------------------------------------------- tool uses
 
 
-def _tool_context(act: Activation, seq: int, attempt: int = 1) -> ToolContext:
-    return ToolContext(
+def _tool_context(
+    act: Activation, seq: int, attempt: int = 1, timeout_s: float | None = None
+) -> ToolContext:
+    """The context of a tool call; with ``timeout_s``, of the call that performs the effect.
+
+    Only the effect's context carries the lease check for its point of no return (which
+    renews the lease for ``timeout_s`` more) and the fencing token.
+    """
+    ctx = ToolContext(
         run_id=act.run.id,
         seq=seq,
         idempotency_key=f"{act.run.id}:{seq}",
@@ -204,6 +211,29 @@ def _tool_context(act: Activation, seq: int, attempt: int = 1) -> ToolContext:
         settings=act.cfg.settings,
         attempt=attempt,
     )
+    if timeout_s is None:
+        return ctx
+    return dataclasses.replace(
+        ctx, check_lease=act.lease_check(timeout_s), fencing_token=act.fencing_token
+    )
+
+
+def _timeout_of(act: Activation, tool: Tool, args: Mapping[str, JSON], ctx: ToolContext) -> float:
+    """How long the tool's effect may take: its own ``timeout_s()``, or the engine's default.
+
+    A tool without the method, or whose answer is unusable, gets the default.
+    """
+    default = act.cfg.effect_timeout_s
+    own = getattr(tool, "timeout_s", None)
+    if not callable(own):
+        return default
+    try:
+        value = own(args, ctx)
+    except Exception:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return default
+    return float(value) if 0 < value < math.inf else default
 
 
 def _policy(act: Activation, tool: Tool) -> ApprovalPolicy:
@@ -500,7 +530,8 @@ def execute_tool_use(
         _immediate_result(act, use, why, True)
         return
     seq = open_seq if open_seq is not None else act.next_seq
-    ctx = _tool_context(act, seq, attempt)
+    timeout = _timeout_of(act, tool, args, _tool_context(act, seq, attempt))
+    ctx = _tool_context(act, seq, attempt, timeout)
     input_ = {"tool_use_id": use["id"], "arguments": args}
     if decided and open_seq is None:
         try:
@@ -512,6 +543,8 @@ def execute_tool_use(
                 act, use, f"Not executed: the check before running failed: {problem}", True
             )
             return
+    # Never start an effect on a lease about to expire: it must outlast the effect.
+    act.ensure_lease(timeout)
     if open_seq is None:
         act.crash_point("before_intent")
         act.commit(
@@ -526,7 +559,12 @@ def execute_tool_use(
             ]
         )
         act.crash_point("after_intent")
-    result = run_tool(tool, args, ctx)
+    try:
+        result = run_tool(tool, args, ctx)
+    except LeaseLost:
+        # The tool's last check (ctx.check_lease) found the run taken: it did not act.
+        fencing.report_abandoned(act, seq, name)
+        raise
     act.finish_step(
         seq,
         StepKind.TOOL_CALL,

@@ -34,6 +34,7 @@ from desktop_agent.domain.errors import (
     AuthenticationError,
     BadRequestError,
     ControlFlowInterrupt,
+    LeaseLost,
     NondeterminismError,
     PermanentError,
     RateLimitedError,
@@ -41,11 +42,12 @@ from desktop_agent.domain.errors import (
     TransientError,
 )
 from desktop_agent.engine import budget as budgets
-from desktop_agent.engine import compaction, control, report, restored, sanitize, waits
+from desktop_agent.engine import compaction, control, fencing, report, restored, sanitize, waits
 from desktop_agent.engine.ports import (
     CancelToken,
     Clock,
     JournalStore,
+    LeaseGuard,
     ModelPort,
     ModelRequest,
     ModelResponse,
@@ -88,6 +90,8 @@ class EngineConfig:
         backoff_base_s: first wait after a transient API failure.
         backoff_cap_s: longest wait after repeated transient failures.
         crash_hook: test seam called with a named crash point (see ``tests/crash``).
+        effect_timeout_s: how long a tool's effect may take when the tool does not say
+            (``timeout_s``): the worker's lease must last that long before it starts.
     """
 
     snapshot_every: int = 25
@@ -98,6 +102,7 @@ class EngineConfig:
     backoff_cap_s: float = 600.0
     crash_hook: Callable[[str], None] | None = None
     settings: dict[str, JSON] = field(default_factory=dict)
+    effect_timeout_s: float = 30.0
 
 
 class Suspend(ControlFlowInterrupt):
@@ -133,10 +138,17 @@ class RunExecutor:
         self.clock = clock
         self.config = config or EngineConfig()
 
-    def execute(self, run_id: str, cancel: CancelToken | None = None) -> RunStatus:
-        """Run one activation of ``run_id`` and return the run's status at its end."""
+    def execute(
+        self, run_id: str, cancel: CancelToken | None = None, lease: LeaseGuard | None = None
+    ) -> RunStatus:
+        """Run one activation of ``run_id`` and return the run's status at its end.
+
+        A worker passes the ``lease`` it claimed the run with: every write of the
+        activation is then fenced by it, and :class:`LeaseLost` ends the activation (it
+        propagates, with nothing written) once another worker has claimed the run.
+        """
         run = self.store.get_run(run_id)
-        activation = Activation(self, run, cancel or CancelToken())
+        activation = Activation(self, run, cancel or CancelToken(), lease)
         activation.go()
         return self.store.get_run(run_id).status
 
@@ -172,15 +184,27 @@ def restore_state(store: JournalStore, run: Run) -> tuple[AgentState, Step | Non
 class Activation:
     """One pass of a run through the loop; see the module docstring."""
 
-    def __init__(self, executor: RunExecutor, run: Run, cancel: CancelToken) -> None:
+    def __init__(
+        self,
+        executor: RunExecutor,
+        run: Run,
+        cancel: CancelToken,
+        guard: LeaseGuard | None = None,
+    ) -> None:
         self.x = executor
-        self.store = executor.store
+        self.guard = guard
+        """The worker's lease on the run (None: unfenced, e.g. tests driving the engine)."""
+        self.store: JournalStore = (
+            executor.store if guard is None else fencing.FencedJournal(executor.store, guard.lease)
+        )
         self.clock = executor.clock
         self.cfg = executor.config
         self.run = run
         self.cancel = cancel
         self.state = AgentState.initial(run.goal)
         self._outcome: StepOutcome | None = None
+        self._effect: tuple[StepKind, str] | None = None
+        """Kind and name of the effect whose outcome is buffered in ``_outcome``."""
         self._mark = self.clock.now()
         self.active_seconds = run.active_seconds
         """Time worked so far (the run's total plus what this activation added)."""
@@ -215,12 +239,18 @@ class Activation:
         applied: Sequence[tuple[int, str]] = (),
         approvals: Sequence[Approval] = (),
     ) -> None:
-        """Write the buffered outcome, new intents and run changes in one transaction."""
+        """Write the buffered outcome, new intents and run changes in one transaction.
+
+        Raises:
+            LeaseLost: another worker has claimed the run; nothing was written. An effect
+                whose outcome was buffered is reported as an event on the run.
+        """
         now = self.clock.now()
         active = now - self._mark if self.run.status == RunStatus.RUNNING else 0.0
         self._mark = now
         active = max(0.0, active)
         outcome, self._outcome = self._outcome, None
+        effect, self._effect = self._effect, None
         # The store adds the outcome's cost and tokens to the run's totals itself.
         if patch is None:
             patch = RunPatch(add_active_seconds=active)
@@ -235,15 +265,20 @@ class Activation:
                 self._since_snapshot = 0
         if snapshot is not None:
             self.crash_point("before_snapshot")
-        self.store.commit(
-            self.run.id,
-            outcome=outcome,
-            intents=intents,
-            patch=patch,
-            snapshot=snapshot,
-            applied_commands=applied,
-            approvals=approvals,
-        )
+        try:
+            self.store.commit(
+                self.run.id,
+                outcome=outcome,
+                intents=intents,
+                patch=patch,
+                snapshot=snapshot,
+                applied_commands=applied,
+                approvals=approvals,
+            )
+        except LeaseLost:
+            if outcome is not None and effect is not None:
+                fencing.report_late_outcome(self, outcome, *effect)
+            raise
         if snapshot is not None:
             self.crash_point("after_snapshot")
         if outcome is not None:
@@ -318,7 +353,29 @@ class Activation:
         """Buffer the outcome of an effect; it is written with the next commit."""
         self.crash_point("after_effect")
         self._outcome = outcome
+        self._effect = (kind, name)
         self._fold_local(seq, kind, name, input_, outcome=outcome)
+
+    def ensure_lease(self, seconds: float) -> None:
+        """Before an effect that may take ``seconds``: the lease must last that long.
+
+        Raises:
+            LeaseLost: another worker has claimed the run.
+        """
+        if self.guard is not None:
+            self.guard.ensure(seconds)
+
+    def lease_check(self, seconds: float) -> Callable[[], None]:
+        """The check an effect makes at its point of no return (see ``ToolContext``)."""
+        guard = self.guard
+        if guard is None:
+            return lambda: None
+        return lambda: guard.confirm(seconds)
+
+    @property
+    def fencing_token(self) -> int | None:
+        """The epoch of the worker's claim of the run (None: unfenced)."""
+        return self.guard.lease.epoch if self.guard is not None else None
 
     def suspend(self, patch: RunPatch, **kw: Any) -> None:
         """Commit ``patch`` and end the activation."""
@@ -637,8 +694,12 @@ class Activation:
 
         A cancel or a failure records the step's outcome (with what the call streamed and
         spent) and unwinds: cancellation raises, failures end the activation as
-        :meth:`model_failed` decides.
+        :meth:`model_failed` decides. A lost lease (found by a fenced save of the partial
+        text) drops the call and reports what it spent as an event on the run.
         """
+        # Not on a lease about to expire. The call changes nothing outside: its answer is
+        # fenced at every save of the streamed text, so it needs no more time than that.
+        self.ensure_lease(0.0)
         streamer = compaction.PartialStreamer(self, seq)
         try:
             response = model.complete(
@@ -662,7 +723,15 @@ class Activation:
             raise
         except (TransientError, PermanentError) as exc:
             self.model_failed(seq, kind, input_, exc, streamer)
-        streamer.flush()
+        except LeaseLost:
+            # Found by a fenced save while it streamed: the call is dropped, its cost told.
+            fencing.report_model_spend(self, seq, kind, request.model, streamer)
+            raise
+        try:
+            streamer.flush()
+        except LeaseLost:
+            fencing.report_model_spend(self, seq, kind, request.model, streamer)
+            raise
         return response
 
     def model_failed(

@@ -18,7 +18,9 @@ from desktop_agent.domain import (
     ApprovalPolicy,
     Command,
     EffectClass,
+    Lease,
     Run,
+    RunEventKind,
     RunStatus,
     Step,
     StepKind,
@@ -166,6 +168,10 @@ class ToolResult:
     data: JSON = None
 
 
+def _no_lease_check() -> None:
+    """The lease check of a context without a lease (tests, the analyst's side)."""
+
+
 @dataclass(frozen=True, slots=True)
 class ToolContext:
     """What a tool may know about the step that calls it."""
@@ -179,6 +185,16 @@ class ToolContext:
     settings: Mapping[str, JSON] = field(default_factory=dict)
     attempt: int = 1
     """2 or more when this step's effect was started before (the process died meanwhile)."""
+    check_lease: Callable[[], None] = _no_lease_check
+    """Call at the effect's point of no return, as late as the protocol allows (before an
+    e-mail is handed over, before a request is sent). It raises
+    :class:`~desktop_agent.domain.errors.LeaseLost` when another worker took the run
+    meanwhile (this worker was frozen, say): the tool then must not act, and need not
+    catch it. Otherwise it renews the lease for the rest of the effect."""
+    fencing_token: int | None = None
+    """The lease epoch of the worker executing the step: it grows with every claim of the
+    run. A target that remembers the largest token it saw for a key can refuse a late
+    request from a worker that lost the run. None without a lease."""
 
 
 class ToolInputError(ValueError):
@@ -198,7 +214,9 @@ class Tool(Protocol):
 
     A tool may also define ``effect_of(args, ctx) -> EffectClass`` to give one call a
     different class than its own (e.g. a POST to an endpoint that honours idempotency
-    keys is idempotent); the journal records that class for the step.
+    keys is idempotent); the journal records that class for the step. And it may define
+    ``timeout_s(args, ctx) -> float | None``: how long its effect may take at most. The
+    worker's lease is made to last that long (plus a margin) before the effect starts.
     """
 
     @property
@@ -253,6 +271,39 @@ class ToolProvider(Protocol):
 
     def get(self, name: str) -> Tool | None:
         """The tool called ``name``, or None."""
+        ...
+
+
+# --------------------------------------------------------------------------- lease
+
+
+class LeaseGuard(Protocol):
+    """The worker's hold on the run an activation executes: its fencing token and expiry.
+
+    Every journal write of the activation carries :attr:`lease` and fails with
+    :class:`~desktop_agent.domain.errors.LeaseLost` once another worker has claimed the
+    run. Effects check it before they start and again at their point of no return.
+    """
+
+    @property
+    def lease(self) -> Lease:
+        """The claim: owner and epoch (the fencing token)."""
+        ...
+
+    def ensure(self, seconds: float) -> None:
+        """Before an effect: make sure the lease has comfortably more than ``seconds`` left.
+
+        Renews it when it has not (no database access otherwise). Raises
+        :class:`~desktop_agent.domain.errors.LeaseLost` when the run is no longer ours.
+        """
+        ...
+
+    def confirm(self, seconds: float) -> None:
+        """At an effect's point of no return: check with the database that the run is ours.
+
+        Renews the lease for ``seconds`` more (plus a margin) in the same statement.
+        Raises :class:`~desktop_agent.domain.errors.LeaseLost` when it is not.
+        """
         ...
 
 
@@ -336,12 +387,22 @@ class JournalStore(Protocol):
         snapshot: Snapshot | None = None,
         applied_commands: Sequence[tuple[int, str]] = (),
         approvals: Sequence[Approval] = (),
+        lease: Lease | None = None,
     ) -> None:
-        """Write all of it in one transaction (one fsync)."""
+        """Write all of it in one transaction (one fsync).
+
+        With ``lease``, only while it still holds the run (checked in the same
+        transaction); else nothing is written and ``LeaseLost`` is raised.
+        """
         ...
 
-    def restart_step(self, run_id: str, seq: int, *, salvaged: str | None) -> int:
-        """Count another attempt of an in-flight step; keep its partial text. Returns attempt."""
+    def restart_step(
+        self, run_id: str, seq: int, *, salvaged: str | None, lease: Lease | None = None
+    ) -> int:
+        """Count another attempt of an in-flight step; keep its partial text. Returns attempt.
+
+        Fenced by ``lease`` as :meth:`commit` is.
+        """
         ...
 
     def save_partial(
@@ -351,8 +412,21 @@ class JournalStore(Protocol):
         text: str,
         usage: Usage | None = None,
         cost_usd: float = 0.0,
+        lease: Lease | None = None,
     ) -> None:
-        """Persist what an in-flight model call streamed and spent so far."""
+        """Persist what an in-flight model call streamed and spent so far (fenced by ``lease``)."""
+        ...
+
+    def record_event(
+        self,
+        run_id: str,
+        kind: RunEventKind,
+        message: str,
+        *,
+        seq: int | None = None,
+        data: JSON = None,
+    ) -> None:
+        """Add an event to the run for the analyst (never fenced: it changes no state)."""
         ...
 
     def pending_commands(self, run_id: str) -> list[Command]:

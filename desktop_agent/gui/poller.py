@@ -16,6 +16,7 @@ from PySide6.QtCore import QObject, QTimer, Signal, Slot
 
 from desktop_agent.client.api import Client
 from desktop_agent.client.views import RunsDelta, RunsTracker, StepEntry, timeline_entries
+from desktop_agent.domain import RunEvent
 from desktop_agent.gui.tasks import TaskRunner
 
 log = logging.getLogger(__name__)
@@ -30,12 +31,14 @@ class StepsBatch:
         generation: selection counter when the read was asked for (stale batches are dropped).
         from_seq: first step read.
         entries: steps ``from_seq`` onwards.
+        events: every event of the run (what happened outside its journal).
     """
 
     run_id: str
     generation: int
     from_seq: int
     entries: tuple[StepEntry, ...]
+    events: tuple[RunEvent, ...] = ()
 
 
 class PollSource(Protocol):
@@ -170,7 +173,8 @@ class LivePoller(QObject):
             touched = delta is not None and any(r.run.id == run_id for r in delta.rows)
             if run_id is not None and (steps_due or touched):
                 entries = tuple(timeline_entries(client, run_id, from_seq))
-                batch = StepsBatch(run_id, generation, from_seq, entries)
+                events = tuple(client.events(run_id))
+                batch = StepsBatch(run_id, generation, from_seq, entries, events)
             extras = tuple((source, read()) for source, read in reads)
             return _PollResult(delta, batch, extras)
 

@@ -35,6 +35,7 @@ _JSON_COLUMNS = {
     "steps": ("input", "output", "salvaged"),
     "approvals": ("arguments", "decided_arguments"),
     "commands": ("payload",),
+    "run_events": ("data",),
 }
 _KEY_LIKE = re.compile(r"sk-ant-[A-Za-z0-9_\-]{8,}")
 ARCHIVE_FORMAT = "desktop-agent-archive-1"
@@ -161,6 +162,7 @@ class Archiver:
             steps = table(conn, "steps", "run_id", "run_id, seq")
             approvals = table(conn, "approvals", "run_id", "run_id, created_at")
             commands = table(conn, "commands", "run_id", "run_id, id")
+            events = table(conn, "run_events", "run_id", "run_id, id")
         return [
             {
                 "format": ARCHIVE_FORMAT,
@@ -168,6 +170,7 @@ class Archiver:
                 "steps": steps.get(run_id, []),
                 "approvals": approvals.get(run_id, []),
                 "commands": commands.get(run_id, []),
+                "events": events.get(run_id, []),
             }
             for run_id in ids
             if run_id in runs
@@ -180,6 +183,7 @@ class Archiver:
                 conn.execute(sa.text(SYNC_ITEMS), {"now": self.now()})
                 for name, key in (
                     ("run_alerts", "run_id"),
+                    ("run_events", "run_id"),
                     ("commands", "run_id"),
                     ("approvals", "run_id"),
                     ("snapshots", "run_id"),

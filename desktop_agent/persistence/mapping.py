@@ -16,6 +16,8 @@ from desktop_agent.domain import (
     CommandKind,
     EffectClass,
     Run,
+    RunEvent,
+    RunEventKind,
     RunStatus,
     Step,
     StepKind,
@@ -66,6 +68,7 @@ def run_from_row(r: Mapping[str, Any]) -> Run:
         active_seconds=r["active_seconds"],
         lease_owner=r["lease_owner"],
         lease_expires_at=r["lease_expires_at"],
+        lease_epoch=int(r["lease_epoch"] or 0),
         definition_hash=r["definition_hash"],
         parent_id=r["parent_id"],
         schedule_id=r["schedule_id"],
@@ -160,6 +163,19 @@ def command_from_row(r: Mapping[str, Any]) -> Command:
         created_at=r["created_at"],
         applied_at=r["applied_at"],
         result=r["result"] or "",
+    )
+
+
+def event_from_row(r: Mapping[str, Any]) -> RunEvent:
+    """Map a ``run_events`` row."""
+    return RunEvent(
+        id=r["id"],
+        run_id=r["run_id"],
+        kind=RunEventKind(r["kind"]),
+        message=r["message"] or "",
+        created_at=r["created_at"],
+        seq=r["seq"],
+        data=loads(r["data"]),
     )
 
 

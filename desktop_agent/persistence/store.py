@@ -22,7 +22,10 @@ from desktop_agent.domain import (
     ApprovalState,
     Command,
     CommandKind,
+    Lease,
     Run,
+    RunEvent,
+    RunEventKind,
     RunStatus,
     Step,
     StepStatus,
@@ -36,13 +39,14 @@ from desktop_agent.persistence.mapping import (
     approval_params,
     command_from_row,
     dumps,
+    event_from_row,
     loads,
     run_from_row,
     run_params,
     step_from_row,
 )
 from desktop_agent.persistence.sqlbase import _now, _storage_message
-from desktop_agent.persistence.workers import WorkerQueries
+from desktop_agent.persistence.workers import FENCE, WorkerQueries, lease_lost
 
 _Exec = Callable[[str, dict[str, Any]], int]
 """Runs one statement (named ``:param`` style) in the current transaction; returns rowcount."""
@@ -96,7 +100,7 @@ _RUN_COLUMNS = (
     "id, goal, title, status, wait_reason, wake_at, status_message, attention_seq, spec, "
     "definition_hash, workspace, budget, created_at, updated_at, started_at, finished_at, "
     "last_seq, cost_usd, input_tokens, output_tokens, cache_write_tokens, cache_read_tokens, "
-    "active_seconds, lease_owner, lease_expires_at, parent_id, schedule_id"
+    "active_seconds, lease_owner, lease_expires_at, lease_epoch, parent_id, schedule_id"
 )
 
 
@@ -160,8 +164,15 @@ class SqlStore(WorkerQueries):
         snapshot: Snapshot | None = None,
         applied_commands: Sequence[tuple[int, str]] = (),
         approvals: Sequence[Approval] = (),
+        lease: Lease | None = None,
     ) -> None:
-        """Write all of it in one transaction (one fsync)."""
+        """Write all of it in one transaction (one fsync).
+
+        With ``lease`` (a worker's write), only while the worker still holds the run at
+        the lease's epoch, checked first in the same transaction: else nothing is written
+        and :class:`~desktop_agent.domain.errors.LeaseLost` is raised. The analyst's side
+        writes without a lease.
+        """
         now = self.now()
         touch = (
             self._pg
@@ -173,6 +184,8 @@ class SqlStore(WorkerQueries):
 
         def txn(run: _Exec) -> None:
             nonlocal touch
+            if lease is not None and run(FENCE, _fence(run_id, lease)) != 1:
+                raise lease_lost(run_id, lease)
             # A patch that changes the run's row (status, wait, budget, ...) moves updated_at.
             if patch is not None and self._apply_patch(run, run_id, patch):
                 touch = True
@@ -361,14 +374,18 @@ class SqlStore(WorkerQueries):
             vals = ", ".join(f":{k}" for k in params)
             run(f"INSERT INTO approvals ({cols}) VALUES ({vals})", params)
 
-    def restart_step(self, run_id: str, seq: int, *, salvaged: str | None) -> int:
+    def restart_step(
+        self, run_id: str, seq: int, *, salvaged: str | None, lease: Lease | None = None
+    ) -> int:
         """Count another attempt of an in-flight step; keep its partial text and cost.
 
         What the interrupted attempt streamed and spent (saved while it streamed) moves to
         the step's salvage, and its cost is added to the run's totals: it was paid for.
+        Fenced by ``lease`` as :meth:`commit` is.
         """
 
         def txn(conn: Connection) -> int:
+            self._check_fence(conn, run_id, lease)
             rows = self._rows(
                 conn,
                 "SELECT attempt, salvaged, input_tokens, output_tokens, cache_write_tokens, "
@@ -435,10 +452,16 @@ class SqlStore(WorkerQueries):
         text: str,
         usage: Usage | None = None,
         cost_usd: float = 0.0,
+        lease: Lease | None = None,
     ) -> None:
-        """Persist what an in-flight model call streamed and spent so far."""
+        """Persist what an in-flight model call streamed and spent so far.
+
+        Fenced by ``lease`` as :meth:`commit` is: a worker that lost the run learns it here,
+        while it streams.
+        """
 
         def txn(conn: Connection) -> None:
+            self._check_fence(conn, run_id, lease)
             u = usage or Usage()
             self._exec(
                 conn,
@@ -459,6 +482,51 @@ class SqlStore(WorkerQueries):
             )
 
         self._write(txn)
+
+    def _check_fence(self, conn: Connection, run_id: str, lease: Lease | None) -> None:
+        """Raise LeaseLost (rolling back) unless ``lease`` still holds the run (None: no check)."""
+        if lease is not None and self._exec(conn, FENCE, **_fence(run_id, lease)) != 1:
+            raise lease_lost(run_id, lease)
+
+    def record_event(
+        self,
+        run_id: str,
+        kind: RunEventKind,
+        message: str,
+        *,
+        seq: int | None = None,
+        data: Any = None,
+    ) -> None:
+        """Add an event to the run, for the analyst (never fenced: it changes no state).
+
+        The run's ``updated_at`` moves so that the views read the run again and show it.
+        """
+
+        def txn(conn: Connection) -> None:
+            now = self.now()
+            self._exec(
+                conn,
+                "INSERT INTO run_events (run_id, seq, kind, message, data, created_at) "
+                "VALUES (:id, :seq, :kind, :m, :data, :now)",
+                id=run_id,
+                seq=seq,
+                kind=str(kind),
+                m=message,
+                data=dumps(data),
+                now=now,
+            )
+            self._exec(conn, "UPDATE runs SET updated_at = :now WHERE id = :id", now=now, id=run_id)
+
+        self._write(txn)
+
+    def run_events(self, run_id: str) -> list[RunEvent]:
+        """The run's events, oldest first."""
+        rows = self._read(
+            lambda c: self._rows(
+                c, "SELECT * FROM run_events WHERE run_id = :id ORDER BY id", id=run_id
+            )
+        )
+        return [event_from_row(r) for r in rows]
 
     def pending_commands(self, run_id: str) -> list[Command]:
         """Commands not yet applied, oldest first."""
@@ -629,3 +697,7 @@ class SqlStore(WorkerQueries):
         for run in runs:
             self.add_command(run.id, CommandKind.RESUME, {"why": f"{reason} resolved"})
         return len(runs)
+
+
+def _fence(run_id: str, lease: Lease) -> dict[str, Any]:
+    return {"id": run_id, "owner": lease.owner, "epoch": lease.epoch}

@@ -36,6 +36,8 @@ class RunRow(SQLModel, table=True):
     active_seconds: float = 0.0
     lease_owner: str | None = Field(default=None, index=True, max_length=128)
     lease_expires_at: float | None = None
+    lease_epoch: int = 0
+    """The fencing token: grows by one with every claim (migration 0003)."""
     parent_id: str | None = Field(default=None, max_length=64)
     schedule_id: str | None = Field(default=None, max_length=64)
 
@@ -124,6 +126,20 @@ class WorkerRow(SQLModel, table=True):
     started_at: float
     heartbeat_at: float
     stopped_at: float | None = None
+
+
+class RunEventRow(SQLModel, table=True):
+    """Something that happened to a run outside its journal (migration 0003)."""
+
+    __tablename__ = "run_events"
+
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: str = Field(foreign_key="runs.id", index=True, max_length=64)
+    seq: int | None = None
+    kind: str = Field(max_length=32)
+    message: str = ""
+    data: str | None = None
+    created_at: float
 
 
 # --------------------------------------------------------------------------- scheduling

@@ -2,20 +2,46 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from sqlalchemy.engine import Connection
 
 from desktop_agent.domain import (
+    Lease,
     WorkerInfo,
 )
+from desktop_agent.domain.errors import LeaseLost
 from desktop_agent.persistence.mapping import (
     worker_from_row,
 )
 from desktop_agent.persistence.sqlbase import SqlBase
 
-"""Runs one statement (named ``:param`` style) in the current transaction; returns rowcount."""
+HELD = "id = :id AND lease_owner = :owner AND lease_epoch = :epoch"
+"""The fence: the run is still held by this owner at this epoch (no one claimed it since)."""
+
+FENCE = f"UPDATE runs SET lease_epoch = :epoch WHERE {HELD}"
+"""Checks the fence inside a write transaction: one row when it holds, none otherwise.
+
+An UPDATE rather than a SELECT so that on PostgreSQL it also locks the run's row until
+the commit: a concurrent claim waits, then finds the new epoch. (On SQLite the writer
+already holds the database's write lock.)
+"""
+
+_RENEW = f"""
+UPDATE runs SET lease_expires_at =
+    CASE WHEN lease_expires_at > :until THEN lease_expires_at ELSE :until END
+WHERE {HELD}
+"""
+"""Lengthen a lease still held (never shorten it: a renewal before a long effect stays)."""
+
+
+def lease_lost(run_id: str, lease: Lease) -> LeaseLost:
+    """The error of a write that found the run taken by another worker."""
+    return LeaseLost(
+        f"run {run_id} was taken over by another worker (this worker's claim, "
+        f"epoch {lease.epoch}, is gone); nothing more is written for it here"
+    )
 
 
 _HAS_WORK = """(
@@ -63,18 +89,40 @@ class WorkerQueries(SqlBase):
 
     def claim_run(
         self, run_id: str, owner: str, now: float, lease_s: float, dead_owners: Sequence[str] = ()
-    ) -> bool:
-        """Take the run's lease if it is free, expired, or held by a dead worker."""
+    ) -> Lease | None:
+        """Take the run's lease if it is free, expired, or held by a dead worker.
+
+        Every claim increments the run's lease epoch. The lease returned carries it: the
+        fencing token that every write of the activation that follows must present
+        (None: the run was not free).
+        """
         dead = ", ".join(f":d{i}" for i in range(len(dead_owners))) or "NULL"
         params: dict[str, Any] = {f"d{i}": o for i, o in enumerate(dead_owners)}
         sql = f"""
-        UPDATE runs SET lease_owner = :owner, lease_expires_at = :exp
+        UPDATE runs SET lease_owner = :owner, lease_expires_at = :exp,
+               lease_epoch = lease_epoch + 1
         WHERE id = :id AND (lease_owner IS NULL OR lease_expires_at < :now
                             OR lease_owner IN ({dead}))
         """
+
+        def txn(conn: Connection) -> Lease | None:
+            n = self._exec(conn, sql, owner=owner, exp=now + lease_s, id=run_id, now=now, **params)
+            if n != 1:
+                return None
+            rows = self._rows(conn, "SELECT lease_epoch FROM runs WHERE id = :id", id=run_id)
+            return Lease(owner, int(rows[0]["lease_epoch"]))
+
+        return self._write(txn)
+
+    def renew_lease(self, run_id: str, lease: Lease, until: float) -> bool:
+        """Make the lease last at least until ``until``, if it is still held at its epoch.
+
+        Returns False when another worker claimed the run since (or it was released): the
+        lease is lost, and nothing was changed.
+        """
         n = self._write(
             lambda c: self._exec(
-                c, sql, owner=owner, exp=now + lease_s, id=run_id, now=now, **params
+                c, _RENEW, until=until, id=run_id, owner=lease.owner, epoch=lease.epoch
             )
         )
         return n == 1
@@ -91,21 +139,32 @@ class WorkerQueries(SqlBase):
             )
         )
 
-    def heartbeat(self, worker_id: str, now: float, lease_s: float) -> None:
-        """Renew the worker's heartbeat and the leases of the runs it holds."""
+    def heartbeat(
+        self, worker_id: str, now: float, lease_s: float, held: Mapping[str, int] | None = None
+    ) -> set[str]:
+        """Renew the worker's heartbeat and the leases it still holds; return those it lost.
 
-        def txn(conn: Connection) -> None:
+        ``held`` maps the runs the worker is executing to the epochs of its claims. Each
+        lease is extended to ``now + lease_s`` only where the worker still holds the run
+        at that epoch: a lease another worker claimed since is never extended, and neither
+        is one the worker released or keeps for no activation. Runs whose lease is gone
+        are returned: their activations must stop.
+        """
+
+        def txn(conn: Connection) -> set[str]:
             self._exec(
                 conn, "UPDATE workers SET heartbeat_at = :now WHERE id = :id", now=now, id=worker_id
             )
-            self._exec(
-                conn,
-                "UPDATE runs SET lease_expires_at = :exp WHERE lease_owner = :id",
-                exp=now + lease_s,
-                id=worker_id,
-            )
+            lost = set()
+            for run_id, epoch in sorted((held or {}).items()):
+                n = self._exec(
+                    conn, _RENEW, until=now + lease_s, id=run_id, owner=worker_id, epoch=epoch
+                )
+                if n != 1:
+                    lost.add(run_id)
+            return lost
 
-        self._write(txn)
+        return self._write(txn)
 
     def register_worker(self, info: WorkerInfo, proc_started_at: float) -> None:
         """Record a starting worker."""
@@ -194,22 +253,31 @@ class WorkerQueries(SqlBase):
         )
         return [(r["id"], float(r["wake_at"])) for r in rows]
 
-    def park_for_storage(self, run_id: str, message: str, retry_at: float) -> bool:
+    def park_for_storage(
+        self, run_id: str, message: str, retry_at: float, lease: Lease | None = None
+    ) -> bool:
         """Pause a run that storage stopped, to be retried at ``retry_at`` by the worker.
 
         A paused run never has a wake time otherwise: ``wake_at`` on a paused run marks
-        this kind of pause (see :meth:`storage_paused_due`). Returns whether it was parked.
+        this kind of pause (see :meth:`storage_paused_due`). With ``lease``, only while the
+        worker still holds the run at its epoch. Returns whether it was parked.
         """
+        fence = ""
+        held: dict[str, Any] = {}
+        if lease is not None:
+            fence = " AND lease_owner = :owner AND lease_epoch = :epoch"
+            held = {"owner": lease.owner, "epoch": lease.epoch}
         n = self._write(
             lambda c: self._exec(
                 c,
                 "UPDATE runs SET status = 'paused', wait_reason = NULL, wake_at = :at, "
                 "status_message = :m, updated_at = :now "
-                "WHERE id = :id AND status IN ('queued', 'running', 'waiting', 'paused')",
+                "WHERE id = :id AND status IN ('queued', 'running', 'waiting', 'paused')" + fence,
                 at=retry_at,
                 m=message,
                 now=self.now(),
                 id=run_id,
+                **held,
             )
         )
         return n == 1

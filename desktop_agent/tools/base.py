@@ -97,6 +97,14 @@ class TypedTool(Generic[A]):
         """The effect class of this particular call (by default the tool's own)."""
         return self.effect
 
+    def timeout_s(self, args: Mapping[str, JSON], ctx: ToolContext) -> float | None:
+        """How long the effect may take at most (None: the engine's default).
+
+        The worker makes its lease outlast this (plus a margin) before the effect starts,
+        so that no other worker can take the run over while it runs.
+        """
+        return None
+
 
 class ToolSettings:
     """Typed reads of ``ctx.settings``.

@@ -5,6 +5,12 @@ the same when the step is retried. Whether that makes a repeat harmless depends 
 endpoint: one the user lists as honouring keys (setting ``idempotent_post_prefixes``)
 deduplicates repeats, so calls to it are ``idempotent``; any other POST is ``unsafe`` and
 never repeated blindly after a crash.
+
+Requests also carry a ``Fencing-Token`` header: the lease epoch of the worker sending it,
+which grows each time a worker claims the run. An endpoint that keeps the largest token it
+saw for a key can refuse a late request from a worker that lost the run to another one.
+Right before sending (the point of no return), the tool asks whether the worker still
+holds the run (``ctx.check_lease``), and abandons the request if not.
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ _RESERVED = {
     "transfer-encoding",
     "connection",
     "idempotency-key",
+    "fencing-token",
 }
 
 
@@ -120,6 +127,10 @@ class HttpPost(TypedTool[PostArgs]):
             return False
         return None
 
+    def timeout_s(self, args: Mapping[str, JSON], ctx: ToolContext) -> float | None:
+        """The HTTP timeout (setting ``http_timeout_s``), per operation."""
+        return float(net.timeout(ctx).read or net.DEFAULT_TIMEOUT_S)
+
     def check(self, args: PostArgs, ctx: ToolContext) -> str | None:
         """Right before an approved POST: the endpoint must still be reachable and allowed."""
         try:
@@ -134,12 +145,15 @@ class HttpPost(TypedTool[PostArgs]):
         headers = _headers(args.headers)
         headers["Content-Type"] = content_type
         headers["Idempotency-Key"] = ctx.idempotency_key
+        if ctx.fencing_token is not None:
+            headers["Fencing-Token"] = str(ctx.fencing_token)
         try:
             target = net.check_target(args.url, ctx)
         except net.AddressRefusedError as exc:
             return result(f"refused: {exc}", error=True)
         with net.http_client(ctx) as client:
             req = net.request(client, "POST", target, headers=headers, content=content)
+            ctx.check_lease()  # the last moment before anything leaves: still our run?
             try:
                 resp = client.send(req, stream=True)
             except httpx.ConnectError as exc:

@@ -6,6 +6,11 @@ from the settings (``smtp_*``); the password comes from the OS keyring (service
 The Message-ID is a pure function of the idempotency key, so the same step always sends
 the same Message-ID: a mail server that keeps a copy in the Sent folder can later be asked
 (over IMAP, settings ``imap_*``) whether the message went out.
+
+The point of no return of a send is the SMTP ``DATA`` command: until then (connected,
+logged in, sender and recipients accepted) nothing has gone out. Right before it, the tool
+asks whether the worker still holds the run (``ctx.check_lease``): a worker that was
+frozen meanwhile, and whose run another worker took over, abandons the send there.
 """
 
 from __future__ import annotations
@@ -16,9 +21,10 @@ import imaplib
 import re
 import smtplib
 import ssl
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from email.message import EmailMessage
 from email.utils import formatdate
+from typing import Any
 
 import keyring
 import keyring.errors
@@ -67,6 +73,10 @@ class SendEmail(TypedTool[EmailArgs]):
         """Right before an approved send: the account must still be configured."""
         return _config_problem(ToolSettings(ctx))
 
+    def timeout_s(self, args: Mapping[str, JSON], ctx: ToolContext) -> float | None:
+        """The mail server's timeout (setting ``smtp_timeout_s``, 30 s by default)."""
+        return _timeout(ToolSettings(ctx))
+
     def call(self, args: EmailArgs, ctx: ToolContext) -> ToolResult:
         """Build the message and hand it to the SMTP server."""
         settings = ToolSettings(ctx)
@@ -75,7 +85,7 @@ class SendEmail(TypedTool[EmailArgs]):
             return result(problem, error=True)
         msg = build_message(args, ctx, settings)
         try:
-            refused = _send(msg, settings)
+            refused = _send(msg, settings, ctx.check_lease)
         except (smtplib.SMTPAuthenticationError, smtplib.SMTPSenderRefused) as exc:
             return result(f"the mail server refused the account: {exc}", error=True)
         except smtplib.SMTPRecipientsRefused as exc:
@@ -143,18 +153,46 @@ def _password(user: str) -> str | None:
         return None
 
 
-def _send(msg: EmailMessage, settings: ToolSettings) -> dict[str, tuple[int, bytes]]:
+def _timeout(settings: ToolSettings) -> float:
+    return settings.number("smtp_timeout_s", 30.0)
+
+
+class _Smtp(smtplib.SMTP):
+    """An SMTP session that makes a last check right before ``DATA``.
+
+    ``send_message`` sends the envelope (MAIL, RCPT) and then DATA in one call; this is
+    the only place between the two. ``last_check`` raises to abandon the send, and the
+    session then ends with QUIT, the message never handed over.
+    """
+
+    def __init__(self, *args: Any, last_check: Callable[[], None], **kwargs: Any) -> None:
+        self._last_check = last_check
+        super().__init__(*args, **kwargs)
+
+    def data(self, msg: Any) -> tuple[int, bytes]:
+        """Check, then hand the message over (the point of no return)."""
+        self._last_check()
+        return super().data(msg)
+
+
+class _SmtpSsl(_Smtp, smtplib.SMTP_SSL):
+    """:class:`_Smtp` over TLS from the start."""
+
+
+def _send(
+    msg: EmailMessage, settings: ToolSettings, last_check: Callable[[], None]
+) -> dict[str, tuple[int, bytes]]:
     host = settings.text("smtp_host")
     security = settings.text("smtp_security", "starttls")
     port = int(settings.number("smtp_port", 465 if security == "ssl" else 587))
-    timeout = settings.number("smtp_timeout_s", 30.0)
+    timeout = _timeout(settings)
     username = settings.text("smtp_username")
     context = ssl.create_default_context()
     smtp: smtplib.SMTP
     if security == "ssl":
-        smtp = smtplib.SMTP_SSL(host, port, timeout=timeout, context=context)
+        smtp = _SmtpSsl(host, port, timeout=timeout, context=context, last_check=last_check)
     else:
-        smtp = smtplib.SMTP(host, port, timeout=timeout)
+        smtp = _Smtp(host, port, timeout=timeout, last_check=last_check)
     with smtp:
         smtp.ehlo()
         if security == "starttls":

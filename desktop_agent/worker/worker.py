@@ -4,6 +4,10 @@ A run is executed by one pool thread per activation (until it waits, pauses or e
 waiting and paused runs hold no thread. Leases are renewed by a heartbeat; a worker found
 dead (same host: its process is gone; elsewhere: its lease expired) loses its runs to the
 next worker, which recovers them from their journals.
+
+Each claim carries a fencing token (the run's lease epoch, see :mod:`~desktop_agent.worker.lease`):
+a worker that was frozen past its lease and finds the run claimed by another worker stops
+that activation (:class:`~desktop_agent.domain.errors.LeaseLost`) without writing to it.
 """
 
 from __future__ import annotations
@@ -22,12 +26,13 @@ from dataclasses import dataclass
 import psutil
 
 from desktop_agent.domain import CommandKind, RunStatus, WorkerInfo
-from desktop_agent.domain.errors import DesktopAgentError, StorageError
+from desktop_agent.domain.errors import DesktopAgentError, LeaseLost, StorageError
 from desktop_agent.engine.loop import RunExecutor
 from desktop_agent.engine.ports import CancelToken, Clock, RunPatch, SystemClock
 from desktop_agent.persistence import backup
 from desktop_agent.persistence.store import SqlStore
 from desktop_agent.procs import process_alive
+from desktop_agent.worker.lease import RunLease
 from desktop_agent.worker.notify import Notifier
 
 log = logging.getLogger(__name__)
@@ -86,7 +91,7 @@ class Worker:
         self._wakeup = threading.Event()
         self.on_activation_end = on_activation_end
         self.notifier = notifier
-        self._in_flight: dict[str, tuple[Future[None], CancelToken]] = {}
+        self._in_flight: dict[str, tuple[Future[None], CancelToken, RunLease]] = {}
         self._pool = ThreadPoolExecutor(self.config.max_runs, thread_name_prefix="run")
         self._last_heartbeat = 0.0
         self._dead: list[str] = []
@@ -159,8 +164,7 @@ class Worker:
         """One round of bookkeeping and dispatch; returns whether anything is going on."""
         now = self.clock.now()
         if now - self._last_heartbeat >= self.config.lease_s / 3:
-            self.store.heartbeat(self.id, now, self.config.lease_s)
-            self._last_heartbeat = now
+            self._heartbeat(now)
         if now - self._last_dead_check >= 2.0 or not self._last_dead_check:
             self._dead = self._find_dead_workers(now)
             self._last_dead_check = now
@@ -179,17 +183,49 @@ class Worker:
             r for r in runnable if r not in self._in_flight and self._cooldown.get(r, 0.0) <= now
         ]
         for run_id in candidates[: max(0, free)]:
-            if self.store.claim_run(run_id, self.id, now, self.config.lease_s, self._dead):
+            claim = self.store.claim_run(run_id, self.id, now, self.config.lease_s, self._dead)
+            if claim is not None:
+                lease = RunLease(
+                    self.store,
+                    run_id,
+                    claim,
+                    now + self.config.lease_s,
+                    self.config.lease_s,
+                    self.clock,
+                )
                 token = CancelToken(hinted=True)
-                fut = self._pool.submit(self._activate, run_id, token)
+                fut = self._pool.submit(self._activate, run_id, token, lease)
                 fut.add_done_callback(lambda _f: self.nudge())
-                self._in_flight[run_id] = (fut, token)
+                self._in_flight[run_id] = (fut, token, lease)
         return bool(self._in_flight) or bool(candidates)
 
-    def _activate(self, run_id: str, token: CancelToken) -> None:
+    def _heartbeat(self, now: float) -> None:
+        """Say we are alive and extend the leases of the runs we execute (at their epochs).
+
+        A run found claimed by another worker meanwhile (this process was frozen past its
+        lease, say) is marked lost: its activation stops at its next write or effect.
+        """
+        leases = {run_id: lease for run_id, (_f, _t, lease) in self._in_flight.items()}
+        held = {run_id: lease.lease.epoch for run_id, lease in leases.items()}
+        lost = self.store.heartbeat(self.id, now, self.config.lease_s, held)
+        self._last_heartbeat = now
+        for run_id, lease in leases.items():
+            if run_id in lost:
+                if not lease.lost:
+                    log.warning(
+                        "run %s: another worker took it over (lease epoch %d lost); "
+                        "its activation here stops without writing",
+                        run_id,
+                        lease.lease.epoch,
+                    )
+                lease.mark_lost()
+            else:
+                lease.extended(now + self.config.lease_s)
+
+    def _activate(self, run_id: str, token: CancelToken, lease: RunLease) -> None:
         before = self._progress_mark(run_id)
         try:
-            self._execute(run_id, token)
+            self._execute(run_id, token, lease)
         finally:
             if before is not None and self._progress_mark(run_id) == before:
                 # Nothing moved: don't spin on a run whose commands cannot apply yet.
@@ -205,36 +241,43 @@ class Worker:
             return None
         return (run.last_seq, run.status, run.updated_at, cmds)
 
-    def _execute(self, run_id: str, token: CancelToken) -> None:
+    def _execute(self, run_id: str, token: CancelToken, lease: RunLease) -> None:
         try:
-            self.executor.execute(run_id, token)
+            self.executor.execute(run_id, token, lease)
             self._storage_backoff.pop(run_id, None)
+        except LeaseLost as exc:
+            # The run belongs to another worker now: its journal and status stand.
+            log.warning("run %s: activation dropped: %s", run_id, exc)
         except StorageError as exc:
             log.error("run %s: storage problem: %s", run_id, exc)
-            self._park_storage(run_id, exc)
+            self._park_storage(run_id, exc, lease)
         except DesktopAgentError as exc:
             log.error("run %s: %s", run_id, exc)
-            self._park(run_id, RunStatus.NEEDS_ATTENTION, f"Error: {exc}")
+            self._park(run_id, lease, RunStatus.NEEDS_ATTENTION, f"Error: {exc}")
         except Exception as exc:
             if backup.is_corruption(str(exc)) and self.store.db.settings.sqlite_path:
                 message = backup.damaged_message(self.store.db.settings.sqlite_path, str(exc))
                 log.error("run %s: %s", run_id, message)
-                self._park(run_id, RunStatus.NEEDS_ATTENTION, message)
+                self._park(run_id, lease, RunStatus.NEEDS_ATTENTION, message)
                 return
             log.exception("run %s: internal error", run_id)
             self._park(
                 run_id,
+                lease,
                 RunStatus.NEEDS_ATTENTION,
                 f"Internal error ({type(exc).__name__}: {exc}); resume to retry",
             )
 
-    def _park(self, run_id: str, status: RunStatus, message: str) -> None:
-        with contextlib.suppress(DesktopAgentError):
-            self.store.commit(run_id, patch=RunPatch(status=status, status_message=message))
+    def _park(self, run_id: str, lease: RunLease, status: RunStatus, message: str) -> None:
+        """Set the run's status after an error, if the run is still ours (fenced)."""
+        with contextlib.suppress(DesktopAgentError, LeaseLost):
+            self.store.commit(
+                run_id, patch=RunPatch(status=status, status_message=message), lease=lease.lease
+            )
 
     # ------------------------------------------------------------------ storage faults
 
-    def _park_storage(self, run_id: str, exc: StorageError) -> None:
+    def _park_storage(self, run_id: str, exc: StorageError, lease: RunLease) -> None:
         """Pause a run that storage stopped; :meth:`_retry_storage_pauses` resumes it.
 
         Nothing committed is lost: the failed commit rolled back, and the next activation
@@ -254,7 +297,7 @@ class Worker:
             f"written again (next try at {when})."
         )
         try:
-            self.store.park_for_storage(run_id, message, retry_at)
+            self.store.park_for_storage(run_id, message, retry_at, lease.lease)
         except DesktopAgentError as again:
             # Not even that can be written (a really full disk): the run stays "running"
             # without a lease; it is tried again at retry_at, and readers see the disk
@@ -308,7 +351,7 @@ class Worker:
         self._backup_thread.start()
 
     def _reap(self) -> None:
-        for run_id, (fut, _token) in list(self._in_flight.items()):
+        for run_id, (fut, _token, _lease) in list(self._in_flight.items()):
             if not fut.done():
                 continue
             del self._in_flight[run_id]
@@ -328,7 +371,7 @@ class Worker:
         if not self._in_flight:
             return
         pending = self.store.pending_command_kinds()
-        for run_id, (_fut, token) in self._in_flight.items():
+        for run_id, (_fut, token, _lease) in self._in_flight.items():
             kinds = pending.get(run_id)
             if not kinds:
                 continue

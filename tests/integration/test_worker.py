@@ -13,7 +13,7 @@ from pathlib import Path
 from desktop_agent.client.api import Client
 from desktop_agent.domain import RunStatus
 from desktop_agent.engine.loop import RunExecutor
-from desktop_agent.engine.ports import CancelToken
+from desktop_agent.engine.ports import CancelToken, LeaseGuard
 from desktop_agent.worker.worker import Worker, WorkerConfig
 from tests.conftest import MakeExecutor
 from tests.helpers.fakes import FakeClock, Reply, ScriptedModel
@@ -29,13 +29,15 @@ class _Tracking(RunExecutor):
     overlaps: list[str] = []  # noqa: RUF012
     lock = threading.Lock()
 
-    def execute(self, run_id: str, cancel: CancelToken | None = None) -> RunStatus:
+    def execute(
+        self, run_id: str, cancel: CancelToken | None = None, lease: LeaseGuard | None = None
+    ) -> RunStatus:
         with self.lock:
             self.active[run_id] = self.active.get(run_id, 0) + 1
             if self.active[run_id] > 1:
                 self.overlaps.append(run_id)
         try:
-            return super().execute(run_id, cancel)
+            return super().execute(run_id, cancel, lease)
         finally:
             with self.lock:
                 self.active[run_id] -= 1

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Sequence
+
 from PySide6.QtCore import QItemSelection, QModelIndex, Qt, QTimer, Signal, Slot
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import (
@@ -15,7 +18,7 @@ from PySide6.QtWidgets import (
 )
 
 from desktop_agent.client.views import RunRow, StepEntry, model_text, tool_uses
-from desktop_agent.domain import RunStatus, StepKind
+from desktop_agent.domain import RunEvent, RunStatus, StepKind
 from desktop_agent.gui import resources
 from desktop_agent.gui.models.steps import StepTimelineModel
 from desktop_agent.gui.poller import StepsBatch
@@ -49,6 +52,12 @@ class RunDetailPane(QWidget):
         self.row: RunRow | None = None
         self.header = RunHeader(self)
         self.header.open_workspace_requested.connect(self.open_workspace_requested)
+        self.events_label = QLabel(self)
+        """The run's events (e.g. what a worker that lost its lease did), when it has any."""
+        self.events_label.setTextFormat(Qt.TextFormat.PlainText)
+        self.events_label.setWordWrap(True)
+        self.events_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.events_label.hide()
         self.timeline = TimelineView(self)
         self.timeline.setModel(model)
         self.follow_button = QToolButton(self)
@@ -85,6 +94,7 @@ class RunDetailPane(QWidget):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(6, 0, 6, 4)
         layout.addWidget(self.header)
+        layout.addWidget(self.events_label)
         layout.addWidget(split, 1)
         self.timeline.selectionModel().selectionChanged.connect(self._on_timeline_selection_changed)
         self.inspector.currentChanged.connect(self._on_inspector_current_changed)
@@ -103,6 +113,7 @@ class RunDetailPane(QWidget):
         self.timeline.set_following(True)
         self.inspector.show_entry(None)
         self._show_stream()
+        self.show_events(())
         self.charts.set_entries(())
         self.timeline_label.setText(
             "<b>Timeline</b>" if row else "<b>Timeline</b> (no run selected)"
@@ -123,12 +134,24 @@ class RunDetailPane(QWidget):
             self.model.reset(batch.run_id, batch.entries)
         else:
             self.model.merge(batch.entries)
+        self.show_events(batch.events)
         self._show_stream()
         current = self.current_entry()
         if current is not None:
             self.inspector.show_entry(current, self.thought_of)
         if self.inspector.currentWidget() is self.charts:
             self._charts_timer.start()
+
+    def show_events(self, events: Sequence[RunEvent]) -> None:
+        """Show the run's events above the timeline (hidden when it has none)."""
+        lines = [
+            f"{time.strftime('%H:%M:%S', time.localtime(e.created_at))}  {e.message}"
+            for e in events
+        ]
+        text = "\n".join(lines)
+        if text != self.events_label.text():
+            self.events_label.setText(text)
+        self.events_label.setVisible(bool(lines))
 
     def tick(self) -> None:
         """Once a second: the running time of open steps."""

@@ -1,0 +1,184 @@
+"""Worker child processes that a test freezes (SIGSTOP) past their lease and wakes again.
+
+Every worker is ``python -m tests.fencing.child_worker DB SCENARIO LEASE_S`` (production
+wiring, a short lease). A frozen worker keeps its pid and its sockets; its lease runs out
+because its heartbeat stops. Every child is continued, killed if still alive and reaped
+when the test ends, whatever happened.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from desktop_agent.client.api import Client
+from desktop_agent.config import Settings
+from desktop_agent.domain import Run, RunEvent, Step
+from tests.helpers.polling import wait_for
+
+REPO = Path(__file__).resolve().parents[2]
+
+LEASE_S = 1.0
+"""The children's lease: a frozen worker loses its run a few seconds later."""
+
+EFFECT_TIMEOUT_S = 4.0
+"""The mail and HTTP timeouts of the children: a lease must outlast one effect."""
+
+CHILD_TIMEOUT_S = 60.0
+"""Longest a worker child may take to finish its runs before the test fails."""
+
+
+def lab_settings(**more: object) -> Settings:
+    """No budgets, no approvals (fencing is the subject), short effect timeouts."""
+    extra = {"smtp_timeout_s": EFFECT_TIMEOUT_S, "http_timeout_s": EFFECT_TIMEOUT_S}
+    return Settings(
+        default_max_cost_usd=None,
+        default_max_steps=None,
+        ask_unsafe=False,
+        ask_overwrite=False,
+        allow_private_fetch=True,
+        extra=extra,
+        **more,  # type: ignore[arg-type]
+    )
+
+
+@dataclass
+class FenceLab:
+    """One database, its client, and the worker children of a test."""
+
+    root: Path
+    scenario: str
+    env: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.db = self.root / "data" / "agent.db"
+        self.log = self.root / "workers.log"
+        self.procs: list[subprocess.Popen[bytes]] = []
+        self.client: Client | None = None
+
+    def open(self, settings: Settings) -> Client:
+        """Write the settings and open the client."""
+        settings.save(self.db)
+        self.client = Client(self.db, settings)
+        return self.client
+
+    @property
+    def c(self) -> Client:
+        """The client (after :meth:`open`)."""
+        assert self.client is not None
+        return self.client
+
+    # ------------------------------------------------------------------ children
+
+    def start(self) -> subprocess.Popen[bytes]:
+        """Start a worker child; it exits once no run is runnable."""
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("ANTHROPIC_", "DESKTOP_AGENT_CRASH"))
+        }
+        env.update(
+            PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+            PYTHONWARNINGS="ignore::DeprecationWarning",
+            **self.env,
+        )
+        argv = [
+            sys.executable,
+            "-m",
+            "tests.fencing.child_worker",
+            str(self.db),
+            self.scenario,
+            str(LEASE_S),
+        ]
+        with self.log.open("ab") as out:
+            out.write(f"\n=== worker {len(self.procs) + 1}\n".encode())
+            out.flush()
+            proc = subprocess.Popen(
+                argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out, env=env, cwd=REPO
+            )
+        self.procs.append(proc)
+        return proc
+
+    def finish(self, proc: subprocess.Popen[bytes]) -> None:
+        """Wait for a child to exit by itself; it must exit cleanly."""
+        try:
+            rc = proc.wait(CHILD_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"a worker did not finish:\n{self.tail()}") from None
+        assert rc == 0, f"worker exit {rc}:\n{self.tail()}"
+
+    def run_worker(self) -> None:
+        """Run one more worker child to its end."""
+        self.finish(self.start())
+
+    def close(self) -> None:
+        """Continue, kill and reap every child still alive; close the client."""
+        for proc in self.procs:
+            if proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(proc.pid, signal.SIGCONT)
+                    os.kill(proc.pid, signal.SIGKILL)
+            proc.wait()
+        if self.client is not None:
+            self.client.close()
+
+    def tail(self) -> str:
+        """The end of the children's log, for failure messages."""
+        return self.log.read_text(errors="replace")[-4000:] if self.log.exists() else ""
+
+    # ------------------------------------------------------------------ freezing
+
+    @staticmethod
+    def freeze(proc: subprocess.Popen[bytes]) -> None:
+        """SIGSTOP the child: it keeps its pid and sockets, its heartbeat stops."""
+        os.kill(proc.pid, signal.SIGSTOP)
+
+    @staticmethod
+    def wake(proc: subprocess.Popen[bytes]) -> None:
+        """SIGCONT the child: it goes on from where it was frozen."""
+        os.kill(proc.pid, signal.SIGCONT)
+
+    def wait_lease_expired(self, run_id: str) -> Run:
+        """Wait until the frozen worker's lease on the run has run out (read in the DB)."""
+
+        def expired() -> Run | None:
+            run = self.c.run(run_id)
+            gone = run.lease_expires_at is not None and run.lease_expires_at < time.time()
+            return run if gone else None
+
+        return wait_for(expired, what=f"the lease on run {run_id} to expire")
+
+    # ------------------------------------------------------------------ state
+
+    def steps(self, run_id: str) -> list[Step]:
+        """The run's journal."""
+        return self.c.steps(run_id)
+
+    def events(self, run_id: str) -> list[RunEvent]:
+        """The run's events."""
+        return self.c.store.run_events(run_id)
+
+
+def journal(steps: list[Step]) -> list[tuple[object, ...]]:
+    """What two reads of a journal must agree on (the attempt too: nobody added one)."""
+    return [
+        (s.seq, str(s.kind), s.name, str(s.status), s.attempt, s.input, s.output, s.finished_at)
+        for s in steps
+    ]
+
+
+@contextlib.contextmanager
+def fence_lab(root: Path, scenario: str, **env: str) -> Iterator[FenceLab]:
+    """A lab whose children are always reaped."""
+    lab = FenceLab(root, scenario, dict(env))
+    try:
+        yield lab
+    finally:
+        lab.close()
