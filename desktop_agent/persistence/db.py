@@ -114,19 +114,34 @@ def _prepare_private_file(path: Path) -> None:
 
 
 def _check_sqlite_file(path: Path) -> None:
-    """Fail with a clear message when the file is not a readable SQLite database."""
+    """Fail with a clear message when the file is not a readable SQLite database.
+
+    The header is read through SQLite itself, never with a descriptor of our own: closing
+    any descriptor of the file drops every POSIX lock this process holds on it, including
+    the shared lock an open connection keeps in WAL mode. Without that lock, another process
+    closing its last connection takes itself for the last user and deletes the write-ahead
+    log under ours, whose later commits are then lost. SQLite keeps such descriptors open
+    while other connections of the process hold locks.
+    """
     if not path.exists() or path.stat().st_size == 0:
         return
+    uri = f"{path.resolve().as_uri()}?mode=rw"
     try:
-        with path.open("rb") as f:
-            header = f.read(16)
-    except OSError as exc:
-        raise StorageError(f"cannot read the database {path}: {exc.strerror}") from None
-    if header != b"SQLite format 3\x00":
-        raise StorageError(
-            f"{path} is not a desktop-agent database (not SQLite, or damaged); "
-            f"{backup.restore_offer(path)}; or point --db elsewhere"
-        )
+        conn = sqlite3.connect(uri, uri=True, timeout=busy_timeout_ms() / 1000)
+        try:
+            conn.execute("PRAGMA schema_version").fetchone()
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError as exc:
+        text = str(exc)
+        if "not a database" in text:
+            raise StorageError(
+                f"{path} is not a desktop-agent database (not SQLite, or damaged); "
+                f"{backup.restore_offer(path)}; or point --db elsewhere"
+            ) from None
+        if "unable to open" in text:
+            raise StorageError(f"cannot read the database {path}: {text}") from None
+        # Anything else (locked, damaged pages) is reported by the real open that follows.
 
 
 def _sqlite_engine(settings: DbSettings, *, writer: bool) -> Engine:
