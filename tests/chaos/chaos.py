@@ -34,6 +34,9 @@ from tests.chaos.harness import ChaosLab, owner_pid, pid_of_peer
 TAKEOVER_BOUND_S = 8.0
 """Longest a worker stays frozen waiting for the other to take its runs over."""
 
+REFREEZE_TRIES = 200
+"""How many times a worker frozen inside a write transaction is let go on and frozen again."""
+
 REPORT_BOUND_S = 5.0
 """Longest the driver holds its strikes while a woken worker records its lost effects."""
 
@@ -433,10 +436,20 @@ class Driver:
     ) -> None:
         """SIGSTOP ``pid``, to be woken after ``seconds`` or once ``runs`` were taken over.
 
-        ``runs`` default to every run the worker holds.
+        ``runs`` default to every run the worker holds. A worker to be frozen until a
+        takeover is not left frozen inside a write transaction: another of its threads may
+        be committing, which would lock the other worker out of the database. It is let go
+        on until the commit is done, and stopped again (the thread the blow is about waits
+        for the sink meanwhile).
         """
         if not self.lab.workers.signal(pid, signal.SIGSTOP):
             return
+        for _ in range(REFREEZE_TRIES if seconds is None else 0):
+            if not self._holds_write_lock(pid):
+                break
+            self.lab.workers.signal(pid, signal.SIGCONT)
+            time.sleep(0.002)
+            self.lab.workers.signal(pid, signal.SIGSTOP)
         held = [r for r in self.lab.runs() if owner_pid(r.lease_owner) == pid]
         ids = [r.id for r in held]
         runs = [r for r in runs if r in ids] if runs is not None else ids

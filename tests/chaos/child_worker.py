@@ -45,10 +45,8 @@ def main(db: Path) -> None:
     settings = Settings.load(db)
     store = open_store(db, settings)
     executor = build_executor(store, settings)
-    if any(f.name == "effect_timeout_s" for f in dataclasses.fields(executor.config)):
-        # Effects reserve their lease for this long: keep takeovers within a test.
-        shorter: dict[str, Any] = {"effect_timeout_s": EFFECT_TIMEOUT_S}
-        executor.config = dataclasses.replace(executor.config, **shorter)
+    # Effects reserve their lease for this long: keep takeovers within a test.
+    executor.config = dataclasses.replace(executor.config, effect_timeout_s=EFFECT_TIMEOUT_S)
     worker = Worker(
         store,
         executor,

@@ -27,7 +27,6 @@ built-in ``write_file`` there) and lets the other worker redo it.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import signal
 import time
@@ -53,17 +52,6 @@ FINISH_S = 30.0
 """How long the runs may take to end once the chaos stopped."""
 
 
-FENCED = importlib.util.find_spec("desktop_agent.engine.fencing") is not None
-"""Whether the engine fences its writes with lease epochs (the work this test proves)."""
-
-
-@pytest.mark.xfail(
-    not FENCED,
-    strict=True,
-    reason="waits for fencing (lease epochs on every journal write, a lease check at each "
-    "effect's point of no return, run events): without it a frozen worker that lost its run "
-    "still sends and overwrites the run's journal and status",
-)
 def test_effects_happen_at_most_once_while_workers_are_killed_and_frozen(
     tmp_path: Path,
 ) -> None:
