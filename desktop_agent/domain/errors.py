@@ -7,6 +7,8 @@ is our bug. Independently, ``TransientError`` may succeed when tried again and
 
 from __future__ import annotations
 
+import re
+
 
 class DesktopAgentError(Exception):
     """Root of every error this package raises on purpose.
@@ -132,3 +134,26 @@ class LeaseLost(ControlFlowInterrupt):
     ``BaseException`` (as :class:`RunCancelled`) so that tool code and model adapters
     that catch ``Exception`` cannot swallow it.
     """
+
+
+_SQL = re.compile(r"\s*\[SQL:.*|\s*\(Background on this error at:.*", re.DOTALL)
+"""What SQLAlchemy appends to a driver's message: the statement, its parameters, a link."""
+
+_WRAPPER = re.compile(r"^\((?:[A-Za-z_][\w.]*)\)\s*")
+"""The driver's exception class SQLAlchemy puts in front, e.g. ``(sqlite3.IntegrityError)``."""
+
+
+def plain_error(exc: BaseException, empty: str = "something went wrong") -> str:
+    """What went wrong, for a user: no SQL statement, no Python exception names.
+
+    Database drivers put the failing statement and its parameters into their message, and
+    SQLAlchemy prefixes it with the driver's exception class: both are cut off here. A
+    ``KeyError``, whose text is only the key, says which key was missing. The result is
+    one line; ``empty`` when the exception says nothing at all (the caller words what
+    happened). Log the exception's class where it is caught, for whoever debugs.
+    """
+    if isinstance(exc, KeyError) and len(exc.args) == 1:
+        return " ".join(f"missing key {exc.args[0]!r}".split())
+    text = _SQL.sub("", str(exc)).strip()
+    text = _WRAPPER.sub("", text).strip()
+    return " ".join(text.split()) or empty

@@ -8,6 +8,7 @@ Split from :mod:`desktop_agent.engine.loop` (as are :mod:`waits`, :mod:`compacti
 from __future__ import annotations
 
 import dataclasses
+import logging
 import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -29,7 +30,7 @@ from desktop_agent.domain import (
     StepStatus,
     WaitReason,
 )
-from desktop_agent.domain.errors import LeaseLost, RunCancelled
+from desktop_agent.domain.errors import LeaseLost, RunCancelled, plain_error
 from desktop_agent.engine import edits, fencing, sanitize
 from desktop_agent.engine.ports import (
     RunPatch,
@@ -45,6 +46,8 @@ from desktop_agent.engine.waits import resume_question, resume_sleep, resume_wai
 
 if TYPE_CHECKING:
     from desktop_agent.engine.loop import Activation
+
+log = logging.getLogger(__name__)
 
 CONTROL_TOOL_VERSION = "engine-1"
 
@@ -254,7 +257,11 @@ def _approval_rule(act: Activation, tool: Tool, args: Mapping[str, JSON]) -> str
         # Malformed: it will not run, and the model reads why at once; no one to bother.
         return None
     except Exception as exc:  # a tool that cannot check a call gets a human look at it
-        reason = f"{tool.name} could not check this call ({type(exc).__name__}: {exc})"
+        log.warning("%s could not check a call", tool.name, exc_info=True)
+        why = plain_error(exc, empty="")
+        reason = f"{tool.name} could not check this call" + (
+            f": {why}" if why else " (its check gave no reason)"
+        )
     if policy == ApprovalPolicy.ASK:
         return f"the policy for {tool.name} is to ask"
     rules = act.cfg.settings.get("approval_rules", {})
@@ -587,8 +594,10 @@ def run_tool(tool: Tool, args: Mapping[str, JSON], ctx: ToolContext) -> ToolResu
     except ToolInputError as exc:
         return ToolResult(f"invalid arguments for {tool.name}: {exc}", is_error=True)
     except Exception as exc:  # a tool's bug must not kill the run
-        text = sanitize.clean_text(f"{tool.name} failed: {type(exc).__name__}: {exc}")
-        return ToolResult(text, is_error=True)
+        log.warning("tool %s failed", tool.name, exc_info=True)  # the class, for debugging
+        why = plain_error(exc, empty="")
+        text = f"{tool.name} failed: {why}" if why else f"{tool.name} failed without saying why"
+        return ToolResult(sanitize.clean_text(text), is_error=True)
     result = sanitize.clean_result(result)
     if len(result.content) > 200_000:
         cut = result.content[:200_000]

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import psutil
 
 from desktop_agent.domain import CommandKind, RunStatus, WorkerInfo
-from desktop_agent.domain.errors import DesktopAgentError, LeaseLost, StorageError
+from desktop_agent.domain.errors import DesktopAgentError, LeaseLost, StorageError, plain_error
 from desktop_agent.engine.loop import RunExecutor
 from desktop_agent.engine.ports import CancelToken, Clock, RunPatch, SystemClock
 from desktop_agent.persistence import backup
@@ -260,12 +260,12 @@ class Worker:
                 log.error("run %s: %s", run_id, message)
                 self._park(run_id, lease, RunStatus.NEEDS_ATTENTION, message)
                 return
-            log.exception("run %s: internal error", run_id)
+            log.exception("run %s: internal error", run_id)  # class and traceback: the log's
+            why = plain_error(
+                exc, empty="something failed without saying why (the worker's log has the details)"
+            )
             self._park(
-                run_id,
-                lease,
-                RunStatus.NEEDS_ATTENTION,
-                f"Internal error ({type(exc).__name__}: {exc}); resume to retry",
+                run_id, lease, RunStatus.NEEDS_ATTENTION, f"Internal error: {why}; resume to retry"
             )
 
     def _park(self, run_id: str, lease: RunLease, status: RunStatus, message: str) -> None:
