@@ -340,8 +340,8 @@ class ChaosLab:
             DESKTOP_AGENT_TEST_KEYRING=str(self.root / "keyring.json"),
             PYTHONWARNINGS="ignore::DeprecationWarning",
             CHAOS_LEASE_S=str(self.lease_s),
-            **self.worker_env,
         )
+        env.update(self.worker_env)
         self.cli_env = dict(env)
         self.workers = Workers(self.db, self.logs, env)
         self.markers: dict[str, str] = {}

@@ -1,13 +1,18 @@
-"""A test-only plugin for worker children: ``write_file`` that stalls half-way through a write.
+"""A test-only plugin for worker children: ``write_file`` that stalls at a chosen point.
 
 Loaded through ``DESKTOP_AGENT_TEST_TOOLS=tests.chaos.slow_write:tools``. The tool is the
 built-in :class:`~desktop_agent.tools.files.WriteFile` (same name, same version, same
-code); only the file object that :func:`desktop_agent.tools.files._atomic_write` writes
-through is slowed down. The first write whose content contains the text in
-:data:`CONTENT_ENV` writes half its content, flushes it to disk, leaves a flag file saying
-so (with the process id) in the folder named by :data:`FLAGS_ENV`, and then stalls, so
-that the test can SIGKILL the process in the middle of the write. Any later write (another
-worker repeating the step) runs at full speed.
+code); only the first write whose content contains the text in :data:`CONTENT_ENV`
+stalls, leaving a flag file with the process id in the folder named by :data:`FLAGS_ENV`:
+
+- ``half`` (:data:`STALL_ENV`, the default): half-way through writing the temporary file.
+  Only the file object that :func:`desktop_agent.tools.files._atomic_write` writes through
+  is slowed down: it writes half the content, flushes it to disk, leaves ``half`` and
+  stalls, so that the test can SIGKILL the process in the middle of the write.
+- ``start``: when the tool is called, before it touches the file. It leaves ``stalled``
+  and waits until the test creates ``go``.
+
+Any later write (another worker repeating the step) runs at full speed.
 """
 
 from __future__ import annotations
@@ -25,6 +30,9 @@ from desktop_agent.tools.files import WriteArgs, WriteFile
 
 CONTENT_ENV = "CHAOS_SLOW_WRITE"
 """Text in the content of the write that stalls (the first one only)."""
+
+STALL_ENV = "CHAOS_STALL_AT"
+"""Where the chosen write stalls: ``half`` (default) or ``start``."""
 
 FLAGS_ENV = "CHAOS_FLAGS"
 """Folder for the flag files (``claimed``: a stalling write began; ``half``: half written)."""
@@ -89,11 +97,22 @@ class StallingWriteFile(WriteFile):
         flags = Path(os.environ[FLAGS_ENV])
         wanted = os.environ.get(CONTENT_ENV, "")
         if wanted and wanted in args.content and _claim(flags / "claimed"):
-            _slow.flags = flags
+            if os.environ.get(STALL_ENV, "half") == "start":
+                _stall_until_go(flags)
+            else:
+                _slow.flags = flags
         try:
             return super().call(args, ctx)
         finally:
             _slow.flags = None
+
+
+def _stall_until_go(flags: Path) -> None:
+    """Say so, then wait for the test's go (at most :data:`STALL_S`)."""
+    (flags / "stalled").write_text(str(os.getpid()), encoding="utf-8")
+    deadline = time.monotonic() + STALL_S
+    while not (flags / "go").exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
 
 
 def _claim(path: Path) -> bool:

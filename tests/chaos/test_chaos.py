@@ -22,7 +22,9 @@ picks another), not the machine's timing: a failure message names the seed, what
 driver did, what the analyst decided and what the workers logged.
 
 A second test kills a worker half-way through an idempotent write (a plugin stalls the
-built-in ``write_file`` there) and lets the other worker redo it.
+built-in ``write_file`` there) and lets the other worker redo it. A third freezes a worker
+inside a write until the other worker has taken the run over and written the file anew,
+then wakes it: its late write must not replace the newer file.
 """
 
 from __future__ import annotations
@@ -180,9 +182,63 @@ def test_a_write_killed_half_way_is_redone_whole_by_the_other_worker(tmp_path: P
         assert len(closes) == 1, [w.describe() for w in closes]
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="fencing does not reach file writes: write_file (tools/files.py _atomic_write) "
+    "never checks the lease before its os.replace, so a worker woken after its run was taken "
+    "over still replaces the file, over the newer content the new owner wrote since",
+)
+def test_a_write_woken_after_its_run_moved_on_leaves_the_newer_file_alone(
+    tmp_path: Path,
+) -> None:
+    flags = tmp_path / "flags"
+    flags.mkdir()
+    env = {
+        "DESKTOP_AGENT_TEST_TOOLS": "tests.chaos.slow_write:tools",
+        "CHAOS_SLOW_WRITE": "v1 line",
+        "CHAOS_STALL_AT": "start",
+        "CHAOS_FLAGS": str(flags),
+    }
+    with ChaosLab(tmp_path / "lab", worker_env=env) as lab:
+        v1, v2 = file_content("v1"), file_content("v2")
+        run_id = lab.start("w", [write("w-1", v1, "report.md"), write("w-2", v2, "report.md")])
+        report = lab.root / "ws" / "w" / "report.md"
+        lab.workers.start(0)
+        lab.workers.start(1)
+
+        def stalled() -> str | None:
+            lab.workers.check()
+            return _flag(flags / "stalled")
+
+        # Frozen inside write_file of v1, before it touched the file; its lease runs out.
+        pid = int(wait_for(stalled, what="write_file to stall before writing"))
+        assert lab.workers.signal(pid, signal.SIGSTOP)
+
+        def ended() -> bool:
+            lab.workers.check()
+            return run_status(lab, run_id).is_terminal
+
+        wait_until(ended, what=f"the other worker to take run {run_id} over and finish it")
+        assert lab.client.run(run_id).status == RunStatus.COMPLETED, lab.describe_runs()
+        assert report.read_text(encoding="utf-8") == v2
+        seq = next(s.seq for s in lab.client.steps(run_id) if _use_id(s) == "toolu_w-1")
+
+        # Woken, the stale worker goes on with its write of v1, finds the run gone and says
+        # what it did (or gave up) as an event on the run.
+        (flags / "go").touch()
+        assert lab.workers.signal(pid, signal.SIGCONT)
+        event = wait_for(
+            lambda: [e for e in audit.events(lab.db) or [] if e.run_id == run_id and e.seq == seq],
+            what="the woken worker to record what became of its write",
+        )
+        assert report.read_text(encoding="utf-8") == v2, (
+            f"the stale write of step {seq} replaced the newer report.md: {event[0].message}"
+        )
+
+
 def _use_id(step: Step) -> str:
     """The tool_use id a tool step answers."""
-    return str(step.input["tool_use_id"]) if isinstance(step.input, dict) else ""
+    return str(step.input.get("tool_use_id", "")) if isinstance(step.input, dict) else ""
 
 
 def _flag(path: Path) -> str | None:
