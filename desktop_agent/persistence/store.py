@@ -22,12 +22,14 @@ from desktop_agent.domain import (
     ApprovalState,
     Command,
     CommandKind,
+    EffectClass,
     Lease,
     Run,
     RunEvent,
     RunEventKind,
     RunStatus,
     Step,
+    StepKind,
     StepStatus,
     Usage,
 )
@@ -267,9 +269,20 @@ class SqlStore(WorkerQueries):
             self._touched.pop(run_id, None)
         elif touch and not self._pg:
             self._touched[run_id] = now
+        self._ledger(run_id, intents)
+
+    def _ledger(self, run_id: str, intents: Sequence[StepIntent]) -> None:
+        """Append the effects among ``intents`` to the effect ledger (SQLite).
+
+        Called right after the transaction that started them committed (one that failed or
+        was refused writes no line) and before returning, so before the engine can start
+        them: a restore from an older backup reads the ledger to find them.
+
+        Raises:
+            StorageError: the ledger cannot be written (the effect must then not start).
+        """
         path = self.db.settings.sqlite_path
         if intents and path is not None:
-            # Effects about to start go to the file a restore reads, before they can start.
             from desktop_agent.persistence.ledger import EffectLedger
 
             EffectLedger.beside(path).record(run_id, intents)
@@ -381,15 +394,18 @@ class SqlStore(WorkerQueries):
 
         What the interrupted attempt streamed and spent (saved while it streamed) moves to
         the step's salvage, and its cost is added to the run's totals: it was paid for.
-        Fenced by ``lease`` as :meth:`commit` is.
+        Fenced by ``lease`` as :meth:`commit` is. An effect started again gets its line in
+        the effect ledger, as a new one does in :meth:`commit`: a restore from a backup
+        older than this attempt must know it may have happened.
         """
 
-        def txn(conn: Connection) -> int:
+        def txn(conn: Connection) -> tuple[int, StepIntent]:
             self._check_fence(conn, run_id, lease)
             rows = self._rows(
                 conn,
-                "SELECT attempt, salvaged, input_tokens, output_tokens, cache_write_tokens, "
-                "cache_read_tokens, cost_usd FROM steps WHERE run_id = :id AND seq = :seq",
+                "SELECT kind, name, effect, input, attempt, salvaged, input_tokens, "
+                "output_tokens, cache_write_tokens, cache_read_tokens, cost_usd "
+                "FROM steps WHERE run_id = :id AND seq = :seq",
                 id=run_id,
                 seq=seq,
             )
@@ -397,6 +413,14 @@ class SqlStore(WorkerQueries):
                 raise NotFoundError(f"run {run_id} has no step {seq}")
             r = rows[0]
             attempt = int(r["attempt"]) + 1
+            again = StepIntent(
+                seq=seq,
+                kind=StepKind(r["kind"]),
+                name=str(r["name"]),
+                input=loads(r["input"]),
+                effect=EffectClass(r["effect"]) if r["effect"] else None,
+                attempt=attempt,
+            )
             kept = list(loads(r["salvaged"]) or [])
             usage = Usage(
                 int(r["input_tokens"]),
@@ -441,9 +465,11 @@ class SqlStore(WorkerQueries):
                 id=run_id,
                 **spent,
             )
-            return attempt
+            return attempt, again
 
-        return self._write(txn)
+        attempt, again = self._write(txn)
+        self._ledger(run_id, [again])
+        return attempt
 
     def save_partial(
         self,

@@ -13,9 +13,13 @@ import signal
 import time
 from pathlib import Path
 
+import pytest
+
 from desktop_agent.domain import EffectClass, RunStatus, StepKind, StepStatus
 from desktop_agent.engine.restored import NOTE_REFUSED
 from desktop_agent.persistence.backup import list_backups
+from desktop_agent.persistence.ledger import EffectLedger
+from tests.helpers.polling import wait_until
 from tests.restore.child_worker import NOT_AGAIN
 from tests.restore.lab import RestoreLab, lab_settings
 
@@ -237,3 +241,56 @@ def test_an_idempotent_effect_open_in_the_restored_journal_is_not_redone_unasked
     lab.work()
     assert lab.keys(r) == [f"{r}:2"] and lab.run(r).status == RunStatus.COMPLETED
     assert lab.client.store.get_step(r, 2).output["resolved"] == "skipped"
+
+
+@pytest.mark.parametrize("how", ["resolve retry", "idempotent, by itself"])
+def test_an_effect_started_again_after_the_backup_is_held_by_the_restore(
+    lab: RestoreLab, how: str
+) -> None:
+    """A step started again (``restart_step``) writes its own ledger line.
+
+    The run's first POST was left in doubt by a crash long before the backup: the backup
+    shows its step open, and the compaction after a later backup drops the first attempt's
+    line (it is older than every kept backup). The POST is then sent again, after the
+    backup: by the analyst's ``resolve retry``, or by the worker itself for an endpoint that
+    honours keys. Only the line of that second attempt tells a restore of the backup that
+    the POST may have happened since.
+    """
+    r = lab.order("again")
+    if how.startswith("idempotent"):
+        settings = lab_settings()
+        settings.idempotent_post_prefixes = [lab.server.url("/orders/")]
+        settings.save(lab.db)
+    assert lab.worker(DESKTOP_AGENT_CRASH_AT="after_effect:2") == -signal.SIGKILL
+    (first,) = _ledgered(lab, r)
+    wait_until(lambda: int(time.time()) > int(first[2]), what="the next second")
+    b = lab.backup()  # in a later second than the first attempt's line
+    assert EffectLedger.beside(lab.db).compact(b_at(b)) == 1  # older than the oldest backup
+
+    if how == "resolve retry":
+        lab.work()  # the unsafe POST waits for the analyst
+        assert lab.run(r).status == RunStatus.NEEDS_ATTENTION
+        lab.resolve(r, "retry")
+    lab.work()
+    assert lab.keys(r) == [f"{r}:2", f"{r}:2"] and lab.run(r).status == RunStatus.COMPLETED
+    assert [(seq, attempt) for seq, attempt, _at in _ledgered(lab, r)] == [(2, 2)]
+
+    lab.corrupt()
+    out = lab.restore(b)
+    lab.work()
+
+    assert lab.keys(r) == [f"{r}:2", f"{r}:2"]  # not sent a third time
+    assert (out["needs_attention"], out["effects_in_doubt"]) == ([r], 1)
+    run = lab.run(r)
+    assert run.status == RunStatus.NEEDS_ATTENTION and run.attention_seq == 2
+    assert run.status_message.startswith(
+        f"Restored from a backup taken at {taken_at(b_at(b))}; this effect may have happened "
+        "after it: http_post"
+    ), run.status_message
+
+
+def _ledgered(lab: RestoreLab, run_id: str) -> list[tuple[int, int, float]]:
+    """(seq, attempt, time) of the run's lines in the effect ledger."""
+    read = EffectLedger.beside(lab.db).read()
+    assert read is not None
+    return [(e.seq, e.attempt, e.at) for e in read.entries if e.run == run_id]
