@@ -38,7 +38,8 @@ import pytest
 
 from desktop_agent.domain import RunStatus, Step, StepStatus
 from tests.chaos import audit, verdict
-from tests.chaos.chaos import Analyst, Driver, Observer
+from tests.chaos.analyst import Analyst
+from tests.chaos.chaos import Driver, Observer
 from tests.chaos.harness import ChaosLab, file_content, mail, post, run_status, write
 from tests.crash.harness import stray_temp_files, workspace_files
 from tests.helpers.polling import wait_for, wait_until

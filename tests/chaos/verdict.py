@@ -11,7 +11,8 @@ from collections import defaultdict
 
 from desktop_agent.domain import RunStatus, StepStatus
 from tests.chaos import audit
-from tests.chaos.chaos import Analyst, Driver, Observer, short
+from tests.chaos.analyst import Analyst
+from tests.chaos.chaos import Driver, Observer, short
 from tests.chaos.harness import ChaosLab, owner_pid
 
 _TERMINAL = {str(s) for s in RunStatus if s.is_terminal}
