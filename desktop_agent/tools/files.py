@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import os
 from pathlib import Path
@@ -203,22 +204,31 @@ class WriteArgs(ToolArgs):
     )
 
 
-def _atomic_write(path: Path, content: str, key: str) -> None:
-    """Replace ``path`` with ``content`` atomically.
+def _atomic_write(path: Path, content: str, ctx: ToolContext) -> None:
+    """Replace ``path`` with ``content`` atomically, if this worker still holds the run.
 
-    The temporary file is named after the step's idempotency key, so that if the process
-    dies between writing it and renaming it, the repeat of the same step (same key) takes
-    it over instead of leaving a stray file in the workspace.
+    The content goes to a temporary file of this writer's own (named after the step's
+    idempotency key and the process), which is synced and then renamed over ``path``. The
+    rename is the point of no return: the lease is checked right before it, so a worker
+    that was frozen while the run moved on to another worker never replaces what the new
+    owner wrote since (:class:`~desktop_agent.domain.errors.LeaseLost` is raised and the
+    temporary file removed). A temporary file of the same step left by a process that died
+    before its rename is removed by the step's repeat, so none stays in the workspace.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
-    safe = "".join(c if c.isalnum() else "-" for c in key)
-    tmp = path.with_name(f".{path.name}.{safe}.tmp")
+    safe = "".join(c if c.isalnum() else "-" for c in ctx.idempotency_key)
+    stem = f".{path.name}.{safe}"
+    for stray in path.parent.glob(f"{glob.escape(stem)}.*.tmp"):
+        if stray.name.removeprefix(f"{stem}.").removesuffix(".tmp").isdigit():
+            stray.unlink(missing_ok=True)  # an earlier attempt's, never renamed
+    tmp = path.with_name(f"{stem}.{os.getpid()}.tmp")
     fd = os.open(tmp, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o644)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(content)
             f.flush()
             os.fsync(f.fileno())
+        ctx.check_lease()
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
@@ -267,7 +277,7 @@ class WriteFile(TypedTool[WriteArgs]):
             if ctx.attempt > 1:
                 return result(wrote)
             return result(f"{args.path} already has this content (sha {digest}); unchanged")
-        _atomic_write(path, args.content, ctx.idempotency_key)
+        _atomic_write(path, args.content, ctx)
         return result(wrote)
 
 
@@ -319,5 +329,5 @@ class AppendNote(TypedTool[AppendArgs]):
         appended = f"appended {len(text)} characters to {args.path}"
         if ctx.attempt > 1 and existing.endswith(text):
             return result(appended)  # this step's own append, before the crash
-        _atomic_write(path, existing + text, ctx.idempotency_key)
+        _atomic_write(path, existing + text, ctx)
         return result(appended)

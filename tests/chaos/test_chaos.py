@@ -183,12 +183,6 @@ def test_a_write_killed_half_way_is_redone_whole_by_the_other_worker(tmp_path: P
         assert len(closes) == 1, [w.describe() for w in closes]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="fencing does not reach file writes: write_file (tools/files.py _atomic_write) "
-    "never checks the lease before its os.replace, so a worker woken after its run was taken "
-    "over still replaces the file, over the newer content the new owner wrote since",
-)
 def test_a_write_woken_after_its_run_moved_on_leaves_the_newer_file_alone(
     tmp_path: Path,
 ) -> None:

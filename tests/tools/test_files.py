@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from desktop_agent.domain.errors import LeaseLost
 from desktop_agent.engine.control import run_tool
 from desktop_agent.tools.files import AppendNote, ListFiles, ReadFile, SearchFiles, WriteFile
 from desktop_agent.tools.workspace import confine
@@ -248,3 +249,39 @@ def test_a_symlink_loop_in_the_workspace_is_skipped_with_a_note_when_listing(
     assert "q3.md  5 bytes" in lines and "sub/risks.txt  13 bytes" in lines
     assert "[skipped loop-a: a symlink loop]" in lines
     assert "[skipped loop-b: a symlink loop]" in lines
+
+
+def _hidden(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir() if p.name.startswith("."))
+
+
+def test_a_write_whose_lease_is_gone_leaves_the_file_and_no_temporary(
+    make_ctx: MakeCtx, ws: Path
+) -> None:
+    (ws / "report.md").write_text("the new owner's version\n")
+
+    def taken() -> None:
+        raise LeaseLost("run1 was taken over by another worker")
+
+    ctx = dataclasses.replace(make_ctx(), check_lease=taken)
+    for tool, args in (
+        (WriteFile(), {"path": "report.md", "content": "a late version\n"}),
+        (AppendNote(), {"path": "report.md", "text": "a late note"}),
+    ):
+        with pytest.raises(LeaseLost):
+            run_tool(tool, args, ctx)
+        assert (ws / "report.md").read_text() == "the new owner's version\n"
+        assert _hidden(ws) == []
+
+
+def test_a_repeat_removes_the_temporary_file_of_its_dead_attempt(
+    make_ctx: MakeCtx, ws: Path
+) -> None:
+    # What a worker killed between writing its temporary file and renaming it leaves.
+    (ws / ".report.md.run1-3.4242.tmp").write_text("half of it")
+    (ws / ".report.md.run1-30.4242.tmp").write_text("another step's, still in progress")
+    ctx = dataclasses.replace(make_ctx(), attempt=2)
+    res = run_tool(WriteFile(), {"path": "report.md", "content": "whole\n"}, ctx)
+    assert not res.is_error, res.content
+    assert (ws / "report.md").read_text() == "whole\n"
+    assert _hidden(ws) == [".report.md.run1-30.4242.tmp"]
