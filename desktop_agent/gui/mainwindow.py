@@ -308,6 +308,8 @@ class MainWindow(QMainWindow):
         for notice in notify.transitions(self._states, rows):
             if wanted[notice.kind]:
                 self.tray.notify(notice)
+        if delta.full:  # runs gone from the list (archived, deleted) are forgotten
+            self._states = {}
         for r in rows:
             self._states[r.run.id] = notify.state_of(r.run)
         needing = sum(1 for r in self.runs_model.rows() if theme.needs_user(r.run))

@@ -116,6 +116,11 @@ class LivePoller(QObject):
         return self._selected
 
     @property
+    def busy(self) -> bool:
+        """Whether a poll is being read now."""
+        return self._in_flight
+
+    @property
     def generation(self) -> int:
         """Counter of selection changes."""
         return self._generation

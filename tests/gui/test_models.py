@@ -7,9 +7,10 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
+from pytestqt.qtbot import QtBot
 
 from desktop_agent.client.checks import RecoveryItem, RecoveryReport
-from desktop_agent.client.views import PlanItem, RunRow, StepEntry
+from desktop_agent.client.views import PlanItem, RunRow, RunsDelta, StepEntry
 from desktop_agent.domain import (
     AgentSpec,
     Approval,
@@ -20,6 +21,7 @@ from desktop_agent.domain import (
     WaitReason,
 )
 from desktop_agent.gui.dialogs.recovery import RecoveryModel
+from desktop_agent.gui.mainwindow import MainWindow
 from desktop_agent.gui.models.approvals import ApprovalListModel, ApprovalRow
 from desktop_agent.gui.models.runs import (
     RunColumn,
@@ -196,3 +198,17 @@ def test_recovery_model(qtmodeltester: ModelTesterFixture) -> None:
     assert model.index(0, 2).data() == "resumed"
     assert model.index(1, 2).data() == "needs you"
     qtmodeltester.check(model)
+
+
+def test_the_window_forgets_the_notice_state_of_runs_gone_from_the_list(
+    qtbot: QtBot, window: MainWindow
+) -> None:
+    """Left open for weeks, the window must not keep something for every run it ever saw."""
+    window.poller.stop()
+    qtbot.waitUntil(lambda: not window.poller.busy, timeout=10_000)
+    seen = [RunRow(run(i)) for i in range(1, 6)]
+    window._on_poller_runs_changed(RunsDelta((1, 0.0, 5, 0), tuple(seen), True, ()))
+    # Runs 2-5 finish and are archived: the next full poll lists run 1 only.
+    window._on_poller_runs_changed(RunsDelta((2, 0.0, 1, 0), tuple(seen[:1]), True, ()))
+    assert window.runs_model.rowCount() == 1
+    assert set(window._states or {}) == {"run001"}
