@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from desktop_agent.domain import JSON, Budget, RunStatus, Step, StepKind, WaitReason
 from desktop_agent.domain.units import format_duration, format_usd
+from desktop_agent.engine import fencing
 from desktop_agent.engine.ports import RunPatch, StepIntent
 
 if TYPE_CHECKING:
@@ -44,17 +45,32 @@ def spent_steps(act: Activation) -> int:
     return sc.model_calls + sc.tool_calls
 
 
+def spent(act: Activation) -> tuple[int, float]:
+    """Tokens and dollars spent on the run so far.
+
+    The journal's fold, plus what workers that lost the run spent on it beyond their last
+    save (recorded with their events, outside the journal; read only when a budget
+    counts tokens or dollars).
+    """
+    sc = act.state.scalars
+    b = act.run.budget
+    if b.max_cost_usd is None and b.max_tokens is None:
+        return sc.usage.total, sc.cost_usd
+    late, late_usd = fencing.late_spend(act)
+    return sc.usage.total + late.total, sc.cost_usd + late_usd
+
+
 def exceeded(act: Activation, worst_case_usd: float = 0.0) -> str | None:
     """Which limit the run has reached (``cost``, ``steps``, ``time``, ``tokens``), if any."""
     b = act.run.budget
-    sc = act.state.scalars
-    if b.max_cost_usd is not None and sc.cost_usd + worst_case_usd > b.max_cost_usd:
+    tokens, cost_usd = spent(act)
+    if b.max_cost_usd is not None and cost_usd + worst_case_usd > b.max_cost_usd:
         return "cost"
     if b.max_steps is not None and spent_steps(act) >= b.max_steps:
         return "steps"
     if b.max_time_s is not None and elapsed_s(act) >= b.max_time_s:
         return "time"
-    if b.max_tokens is not None and sc.usage.total >= b.max_tokens:
+    if b.max_tokens is not None and tokens >= b.max_tokens:
         return "tokens"
     return None
 
@@ -63,25 +79,26 @@ def spend_report(act: Activation, limit: str, worst_case_usd: float) -> dict[str
     """Spend breakdown shown with an extend-budget request."""
     sc = act.state.scalars
     b = act.run.budget
+    tokens, cost_usd = spent(act)
     hours = max(elapsed_s(act), 1.0) / 3600.0
     plan = sc.plan
     done = sum(1 for item in plan if item.get("done"))
     projected = None
     if plan and done:
-        projected = sc.cost_usd * len(plan) / done
+        projected = cost_usd * len(plan) / done
     return {
         "limit": limit,
         "budget": b.to_json(),
         "spent": {
-            "cost_usd": sc.cost_usd,
+            "cost_usd": cost_usd,
             "steps": spent_steps(act),
             "time_s": elapsed_s(act),
-            "tokens": sc.usage.total,
+            "tokens": tokens,
         },
         "next_call_worst_case_usd": worst_case_usd,
         "by_model": dict(sc.cost_by_model),
         "by_step": _costly_steps(act),
-        "burn_rate_usd_per_hour": sc.cost_usd / hours,
+        "burn_rate_usd_per_hour": cost_usd / hours,
         "projected_cost_usd": projected,
     }
 

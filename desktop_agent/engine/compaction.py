@@ -36,6 +36,7 @@ class PartialStreamer:
         self._last = time.monotonic()
         self._dirty = False
         self._usage_saved = False
+        act.saved_spend[seq] = (Usage(), 0.0)  # a new attempt: its row holds nothing yet
 
     @property
     def text(self) -> str:
@@ -63,9 +64,9 @@ class PartialStreamer:
     def flush(self) -> None:
         """Persist the text streamed and the usage reported so far, if they changed."""
         if self._dirty:
-            self.act.store.save_partial(
-                self.act.run.id, self.seq, self.text, self.usage, self.cost_usd
-            )
+            usage, cost_usd = self.usage, self.cost_usd
+            self.act.store.save_partial(self.act.run.id, self.seq, self.text, usage, cost_usd)
+            self.act.saved_spend[self.seq] = (usage, cost_usd)
             self._dirty = False
             self._last = time.monotonic()
 

@@ -22,6 +22,7 @@ from desktop_agent.domain import (
     Command,
     Lease,
     Run,
+    RunEvent,
     RunEventKind,
     Step,
     StepKind,
@@ -119,9 +120,23 @@ class FencedJournal:
         *,
         seq: int | None = None,
         data: JSON = None,
+        add_usage: Usage | None = None,
+        add_cost_usd: float = 0.0,
     ) -> None:
-        """Add an event to the run (not fenced: it changes no state)."""
-        self.inner.record_event(run_id, kind, message, seq=seq, data=data)
+        """Add an event to the run, and spend to its totals (not fenced: no journal write)."""
+        self.inner.record_event(
+            run_id,
+            kind,
+            message,
+            seq=seq,
+            data=data,
+            add_usage=add_usage,
+            add_cost_usd=add_cost_usd,
+        )
+
+    def run_events(self, run_id: str) -> list[RunEvent]:
+        """The run's events, oldest first."""
+        return self.inner.run_events(run_id)
 
     def pending_commands(self, run_id: str) -> list[Command]:
         """Commands not yet applied, oldest first."""
@@ -158,29 +173,78 @@ def _summary(outcome: StepOutcome) -> str:
 
 
 def _record(
-    act: Activation, kind: RunEventKind, seq: int, message: str, data: dict[str, JSON]
+    act: Activation,
+    kind: RunEventKind,
+    seq: int,
+    message: str,
+    data: dict[str, JSON],
+    unsaved: tuple[Usage, float] | None = None,
 ) -> None:
-    """Write the event; a storage failure is logged, never raised over the lost lease."""
+    """Write the event (and ``unsaved`` spend to the run's totals, in the same commit).
+
+    A storage failure is logged, never raised over the lost lease.
+    """
     lease = act.guard.lease if act.guard is not None else None
     if lease is not None:
         data = {**data, "worker": lease.owner, "epoch": lease.epoch}
+    add_usage, add_cost = unsaved if unsaved is not None else (Usage(), 0.0)
+    if unsaved is not None:
+        data = {**data, "added_usage": add_usage.to_json(), "added_cost_usd": add_cost}
     log.warning("run %s: %s", act.run.id, message)
     try:
-        act.store.record_event(act.run.id, kind, message, seq=seq, data=data)
+        act.store.record_event(
+            act.run.id,
+            kind,
+            message,
+            seq=seq,
+            data=data,
+            add_usage=add_usage,
+            add_cost_usd=add_cost,
+        )
     except DesktopAgentError as exc:
         log.error("run %s: could not record that event: %s", act.run.id, exc)
 
 
+def _unsaved(act: Activation, seq: int, usage: Usage, cost_usd: float) -> tuple[Usage, float]:
+    """What of a call's spend (``usage``, ``cost_usd``) its last fenced save did not hold.
+
+    What a save held is on the step's row, and the run's totals get it from there when the
+    new owner starts the step again (its salvage) or closes it: counting it here as well
+    would count it twice. The rest is known to this worker alone.
+    """
+    saved, saved_usd = act.saved_spend.get(seq, (Usage(), 0.0))
+    rest = Usage(
+        max(0, usage.input_tokens - saved.input_tokens),
+        max(0, usage.output_tokens - saved.output_tokens),
+        max(0, usage.cache_write_tokens - saved.cache_write_tokens),
+        max(0, usage.cache_read_tokens - saved.cache_read_tokens),
+    )
+    return rest, max(0.0, cost_usd - saved_usd)
+
+
+def _spent(cost_usd: float, what: str) -> str:
+    """`` It spent $0.0123 on the call, counted in the run's cost.`` (nothing when free)."""
+    if not cost_usd:
+        return ""
+    return f" It spent {format_usd(cost_usd)} on {what}, counted in the run's cost."
+
+
 def report_late_outcome(act: Activation, outcome: StepOutcome, kind: StepKind, name: str) -> None:
-    """An effect this worker finished after losing the run: its outcome, as an event."""
+    """An effect this worker finished after losing the run: its outcome, as an event.
+
+    A model call's cost beyond its last save goes to the run's totals with the event.
+    """
     what = _what(kind, name)
     text = _summary(outcome) if kind == StepKind.TOOL_CALL else ""
-    spent = f" It spent {format_usd(outcome.cost_usd)} on it." if outcome.cost_usd else ""
     message = (
         f"A worker that lost its lease finished {what} (step {outcome.seq}) after the run "
-        f"moved on{': ' + text if text else ''}. Its result is not in the journal.{spent}"
+        f"moved on{': ' + text if text else ''}. Its result is not in the journal."
+        + _spent(outcome.cost_usd, "it")
     )
     usage = outcome.usage.to_json() if outcome.usage is not None else None
+    unsaved = None
+    if outcome.cost_usd or outcome.usage is not None:
+        unsaved = _unsaved(act, outcome.seq, outcome.usage or Usage(), outcome.cost_usd)
     _record(
         act,
         RunEventKind.LATE_EFFECT,
@@ -195,6 +259,7 @@ def report_late_outcome(act: Activation, outcome: StepOutcome, kind: StepKind, n
             "cost_usd": outcome.cost_usd,
             "usage": usage,
         },
+        unsaved,
     )
 
 
@@ -210,12 +275,14 @@ def report_abandoned(act: Activation, seq: int, name: str) -> None:
 def report_model_spend(
     act: Activation, seq: int, kind: StepKind, name: str, streamer: PartialStreamer
 ) -> None:
-    """A model call this worker went on with after losing the run: what it cost."""
+    """A model call this worker went on with after losing the run: what it cost.
+
+    Its spend beyond its last save goes to the run's totals with the event.
+    """
     usage, cost_usd = streamer.usage, streamer.cost_usd
-    spent = f" It spent {format_usd(cost_usd)} on the call." if cost_usd else ""
     message = (
         f"A worker that lost its lease went on with {_what(kind, name)} (step {seq}) after "
-        f"the run moved on; its answer was dropped.{spent}"
+        f"the run moved on; its answer was dropped." + _spent(cost_usd, "the call")
     )
     _record(
         act,
@@ -229,4 +296,21 @@ def report_model_spend(
             "cost_usd": cost_usd,
             "usage": usage.to_json(),
         },
+        _unsaved(act, seq, usage, cost_usd),
     )
+
+
+def late_spend(act: Activation) -> tuple[Usage, float]:
+    """What workers that lost the run spent on it outside its journal (from its events).
+
+    The run's totals hold it already (see :func:`report_model_spend`); budgets, which
+    count from the journal, add it.
+    """
+    usage, cost = Usage(), 0.0
+    for event in act.store.run_events(act.run.id):
+        data = event.data if isinstance(event.data, dict) else {}
+        added = data.get("added_cost_usd")
+        if isinstance(added, int | float) and not isinstance(added, bool):
+            cost += float(added)
+        usage = usage + Usage.from_json(data.get("added_usage"))
+    return usage, cost

@@ -213,6 +213,9 @@ class Activation:
         self.open_step: Step | None = None
         self._read_commands = True  # the first boundary always reads the commands
         self._salvage: dict[int, tuple[Usage, float]] = {}
+        self.saved_spend: dict[int, tuple[Usage, float]] = {}
+        """What the current attempt of each model step had saved with its last save_partial
+        (usage, dollars): on the step's row, counted in the run's totals from there."""
 
     # ------------------------------------------------------------------ plumbing
 
@@ -912,8 +915,12 @@ class Activation:
             self.commit(approvals=stale)
         if self._outcome is None and self.open_step is not None:
             # Close the step left open (a wait, or an effect never resumed) so that the
-            # journal stays a sequence of closed records followed by the report.
-            self._outcome = StepOutcome(self.open_step.seq, StepStatus.FAILED, None, why)
+            # journal stays a sequence of closed records followed by the report. What it
+            # had spent (a model call saves its spend as it streams) stays spent.
+            left = self.open_step
+            self._outcome = StepOutcome(
+                left.seq, StepStatus.FAILED, None, why, usage=left.usage, cost_usd=left.cost_usd
+            )
             self.open_step = None
         seq = self.next_seq
         self.commit(

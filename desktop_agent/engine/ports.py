@@ -20,6 +20,7 @@ from desktop_agent.domain import (
     EffectClass,
     Lease,
     Run,
+    RunEvent,
     RunEventKind,
     RunStatus,
     Step,
@@ -425,8 +426,18 @@ class JournalStore(Protocol):
         *,
         seq: int | None = None,
         data: JSON = None,
+        add_usage: Usage | None = None,
+        add_cost_usd: float = 0.0,
     ) -> None:
-        """Add an event to the run for the analyst (never fenced: it changes no state)."""
+        """Add an event to the run for the analyst (never fenced: it changes no journal).
+
+        ``add_usage`` and ``add_cost_usd`` (what a worker that lost the run spent on it and
+        could not save) go to the run's totals in the same transaction.
+        """
+        ...
+
+    def run_events(self, run_id: str) -> list[RunEvent]:
+        """The run's events, oldest first."""
         ...
 
     def pending_commands(self, run_id: str) -> list[Command]:

@@ -522,11 +522,17 @@ class SqlStore(WorkerQueries):
         *,
         seq: int | None = None,
         data: Any = None,
+        add_usage: Usage | None = None,
+        add_cost_usd: float = 0.0,
     ) -> None:
-        """Add an event to the run, for the analyst (never fenced: it changes no state).
+        """Add an event to the run, for the analyst (never fenced: it changes no journal).
 
         The run's ``updated_at`` moves so that the views read the run again and show it.
+        ``add_usage`` and ``add_cost_usd`` go to the run's totals in the same transaction:
+        what a worker that lost the run spent on it after its last fenced save (nothing
+        else would count it). The journal, its steps and the run's status are not touched.
         """
+        u = add_usage or Usage()
 
         def txn(conn: Connection) -> None:
             now = self.now()
@@ -541,7 +547,20 @@ class SqlStore(WorkerQueries):
                 data=dumps(data),
                 now=now,
             )
-            self._exec(conn, "UPDATE runs SET updated_at = :now WHERE id = :id", now=now, id=run_id)
+            self._exec(
+                conn,
+                "UPDATE runs SET updated_at = :now, cost_usd = cost_usd + :cost, "
+                "input_tokens = input_tokens + :it, output_tokens = output_tokens + :ot, "
+                "cache_write_tokens = cache_write_tokens + :cw, "
+                "cache_read_tokens = cache_read_tokens + :cr WHERE id = :id",
+                now=now,
+                cost=add_cost_usd,
+                it=u.input_tokens,
+                ot=u.output_tokens,
+                cw=u.cache_write_tokens,
+                cr=u.cache_read_tokens,
+                id=run_id,
+            )
 
         self._write(txn)
 

@@ -17,10 +17,11 @@ from typing import Any
 
 import pytest
 
-from desktop_agent.domain import RunEventKind, RunStatus, StepKind
+from desktop_agent.domain import RunEventKind, RunStatus, StepKind, Usage
+from desktop_agent.llm.pricing import model_info
 from tests.fencing.harness import FenceLab, fence_lab, journal, lab_settings
 from tests.fencing.sinks import KeyedEndpoint
-from tests.helpers.fake_anthropic import FakeAnthropic, Reply, Stream, Text, ToolUse
+from tests.helpers.fake_anthropic import FakeAnthropic, Reply, Stream, Text, Thinking, ToolUse
 from tests.helpers.polling import wait_until
 
 pytestmark = pytest.mark.crash
@@ -93,6 +94,69 @@ def test_a_frozen_worker_drops_its_late_model_answer_and_its_cost_is_recorded(
         assert "its answer was dropped. It spent $" in event.message
         assert event.data["status"] == "dropped" and event.data["cost_usd"] > 0
         assert event.data["usage"]["input_tokens"] == 1200 and event.data["epoch"] == 1
+
+
+def test_what_a_frozen_worker_spent_after_its_last_save_is_added_to_the_run_once(
+    tmp_path: Path,
+) -> None:
+    """The run's cost counts the whole call: what A saved (kept by B), then the rest.
+
+    A saves the prompt's usage when its call starts, and is frozen. When it goes on, the
+    rest of its answer (thinking, which streams no text to save) and the answer's final
+    usage arrive before A's next save, which finds the run taken: what the answer cost
+    beyond that last save is known to A alone, and goes to the run's totals with the
+    event. The prompt, already counted through B's salvage, is not counted twice.
+    """
+    gate = threading.Event()
+
+    def script(body: dict[str, Any], index: int) -> Reply:
+        if index == 0:  # A's call: held after its text, before the thinking
+            return Stream(
+                [Text("Let me think.", chunk=8), Thinking("Weighing the options. " * 8)],
+                input_tokens=1200,
+                output_tokens=900,
+                hold_after=2,
+                gate=gate,
+            )
+        return Stream([Text("Nothing more to do.")], input_tokens=1300, output_tokens=10)
+
+    with (
+        FakeAnthropic(script) as fake,
+        fence_lab(tmp_path, "claude", ANTHROPIC_BASE_URL=fake.url) as lab,
+    ):
+        lab.open(lab_settings())
+        run_id = lab.c.start_run("Think it over", model=MODEL, tools=[]).id
+        a = lab.start()
+        wait_until(
+            lambda: (s := lab.c.steps(run_id)) and s[0].usage.input_tokens == 1200,
+            what="A's model call to start streaming",
+        )
+        _freeze_until_b_completed(lab, a, run_id)
+        done = lab.c.run(run_id)
+        before = journal(lab.steps(run_id))
+        kept = lab.c.store.get_step(run_id, 1)  # B kept what A had saved: the prompt
+        assert kept.salvaged_usage == Usage(1200, 1)
+
+        gate.set()
+        lab.wake(a)
+        lab.finish(a)
+
+        (event,) = lab.events(run_id)
+        price = model_info(MODEL)
+        assert event.data["usage"] == Usage(1200, 900).to_json()  # the whole call
+        assert event.data["cost_usd"] == pytest.approx(price.cost(Usage(1200, 900)))
+        assert event.data["added_usage"] == Usage(0, 899).to_json()  # beyond A's last save
+        added = price.cost(Usage(0, 899))
+        assert event.data["added_cost_usd"] == pytest.approx(added)
+        assert "counted in the run's cost" in event.message
+        after = lab.c.run(run_id)
+        assert after.cost_usd == pytest.approx(done.cost_usd + added)
+        assert after.cost_usd == pytest.approx(
+            price.cost(Usage(1200, 900)) + price.cost(Usage(1300, 10))
+        )
+        assert after.usage == done.usage + Usage(0, 899)  # the prompt counted once
+        assert journal(lab.steps(run_id)) == before  # B's journal stands
+        assert after.status == RunStatus.COMPLETED and after.last_seq == done.last_seq
 
 
 def _freeze_until_b_completed(lab: FenceLab, a: Any, run_id: str) -> None:
