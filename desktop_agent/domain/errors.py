@@ -73,9 +73,42 @@ class InvalidStateError(KnownError):
 
 
 class StorageError(KnownError):
-    """The database cannot be opened, read or written."""
+    """The database cannot be opened, read or written.
+
+    Its code says what stopped it when that is known: ``disk_full``, ``locked`` (by
+    another process), ``read_only``, ``damaged``; ``storage`` otherwise.
+    """
 
     code = "storage"
+
+
+_STORAGE_PROBLEMS = {
+    "disk_full": "the disk was full",
+    "locked": "the database was locked by another process",
+    "read_only": "the database was read-only",
+    "damaged": "the database was damaged",
+}
+
+
+def storage_problem(code: str) -> str:
+    """What stopped a write, in words and in the past tense, from a StorageError's code."""
+    return _STORAGE_PROBLEMS.get(code, "the database could not be written")
+
+
+class UnrecordedOutcomeError(StorageError):
+    """An effect ran, but the commit of its outcome failed: the journal shows it started.
+
+    Raised by the engine in place of the StorageError that stopped the commit (same
+    message and code), so that whoever parks the run can say later why the effect's
+    step is open: not a crash, but storage that failed right after the effect.
+
+    Attributes:
+        seq: the effect's step.
+    """
+
+    def __init__(self, cause: StorageError, seq: int) -> None:
+        super().__init__(str(cause), code=cause.code)
+        self.seq = seq
 
 
 class SchemaTooNewError(StorageError):

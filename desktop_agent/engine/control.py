@@ -30,7 +30,7 @@ from desktop_agent.domain import (
     StepStatus,
     WaitReason,
 )
-from desktop_agent.domain.errors import LeaseLost, RunCancelled, plain_error
+from desktop_agent.domain.errors import LeaseLost, RunCancelled, plain_error, storage_problem
 from desktop_agent.engine import edits, fencing, sanitize
 from desktop_agent.engine.ports import (
     RunPatch,
@@ -627,13 +627,28 @@ def recover_tool_call(act: Activation, step: Step) -> None:
         act._needs_attention(
             act.run.status_message
             if _held(act, step) and act.run.status_message
-            else f"Step {step.seq} ({step.name}) was in flight when the worker stopped, and "
-            "its effect cannot be safely repeated: it may or may not have happened. Probe "
-            "it, mark it done, retry it with the same idempotency key, or skip it.",
+            else _doubt_message(act, step),
             step.seq,
         )
         return
     _resolve_in_doubt(act, step, use, args, resolution)
+
+
+def _doubt_message(act: Activation, step: Step) -> str:
+    """Why the effect of ``step`` may or may not have happened, and what the analyst can do."""
+    choices = "Probe it, mark it done, retry it with the same idempotency key, or skip it."
+    lost = act.storage_resume
+    if lost is not None and lost.get("seq") == step.seq:
+        # The worker saw the effect end; storage failed as its outcome was written.
+        problem = storage_problem(str(lost.get("problem", "")))
+        return (
+            f"Step {step.seq} ({step.name}) ran, but {problem} when its outcome was to be "
+            "recorded: whether it happened is unknown, and it cannot be safely repeated. " + choices
+        )
+    return (
+        f"Step {step.seq} ({step.name}) was in flight when the worker stopped, and its "
+        "effect cannot be safely repeated: it may or may not have happened. " + choices
+    )
 
 
 def _held(act: Activation, step: Step) -> bool:

@@ -39,7 +39,9 @@ from desktop_agent.domain.errors import (
     PermanentError,
     RateLimitedError,
     RunCancelled,
+    StorageError,
     TransientError,
+    UnrecordedOutcomeError,
 )
 from desktop_agent.engine import budget as budgets
 from desktop_agent.engine import compaction, control, fencing, report, restored, sanitize, waits
@@ -213,6 +215,9 @@ class Activation:
         self.open_step: Step | None = None
         self._read_commands = True  # the first boundary always reads the commands
         self._salvage: dict[int, tuple[Usage, float]] = {}
+        self.storage_resume: dict[str, JSON] | None = None
+        """Set by a resume after a storage pause whose failed commit held an effect's
+        outcome (``seq``, ``problem``: the storage error's code): recovery says so."""
         self.saved_spend: dict[int, tuple[Usage, float]] = {}
         """What the current attempt of each model step had saved with its last save_partial
         (usage, dollars): on the step's row, counted in the run's totals from there."""
@@ -281,6 +286,11 @@ class Activation:
         except LeaseLost:
             if outcome is not None and effect is not None:
                 fencing.report_late_outcome(self, outcome, *effect)
+            raise
+        except StorageError as exc:
+            if outcome is not None and effect is not None and effect[0] == StepKind.TOOL_CALL:
+                # The tool acted; the journal will show its step started, not how it ended.
+                raise UnrecordedOutcomeError(exc, outcome.seq) from exc
             raise
         if snapshot is not None:
             self.crash_point("after_snapshot")
@@ -513,6 +523,9 @@ class Activation:
                     applied=[(cmd.id, "resumed")],
                     patch=RunPatch(status=RunStatus.RUNNING, status_message="", clear_wait=True),
                 )
+                lost = (cmd.payload or {}).get("storage") if isinstance(cmd.payload, dict) else None
+                if isinstance(lost, dict):
+                    self.storage_resume = lost
             elif status == RunStatus.NEEDS_ATTENTION and self.run.attention_seq is None:
                 # Parked after an internal or storage error: try again.
                 self.commit(

@@ -63,7 +63,7 @@ class SqlBase:
             with transaction() as conn:
                 return fn(conn)
         except OperationalError as exc:
-            raise StorageError(_storage_message(exc, self.db.busy_ms)) from exc
+            raise storage_error(exc, self.db.busy_ms) from exc
         except DatabaseError as exc:
             damaged = self._damaged(exc)
             if damaged is None:
@@ -85,12 +85,18 @@ class SqlBase:
         return conn.exec_driver_sql(self._q(sql), params).rowcount
 
 
-def _storage_message(exc: DBAPIError, busy_ms: int | None = None) -> str:
+def storage_error(exc: DBAPIError, busy_ms: int | None = None) -> StorageError:
+    """The StorageError of a failed database operation: what to do, and a code for what."""
     text = str(exc.orig) if exc.orig is not None else str(exc)
     if "locked" in text:
-        return locked_message(busy_ms)
+        return StorageError(locked_message(busy_ms), code="locked")
     if "disk" in text and "full" in text:
-        return "the disk is full: free some space; nothing committed was lost"
+        return StorageError(
+            "the disk is full: free some space; nothing committed was lost", code="disk_full"
+        )
     if "readonly" in text or "read-only" in text:
-        return "the database is read-only: check the permissions of the data folder"
-    return f"database error: {text}"
+        return StorageError(
+            "the database is read-only: check the permissions of the data folder",
+            code="read_only",
+        )
+    return StorageError(f"database error: {text}")

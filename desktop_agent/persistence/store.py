@@ -47,7 +47,7 @@ from desktop_agent.persistence.mapping import (
     run_params,
     step_from_row,
 )
-from desktop_agent.persistence.sqlbase import _now, _storage_message
+from desktop_agent.persistence.sqlbase import _now, storage_error
 from desktop_agent.persistence.workers import FENCE, WorkerQueries, lease_lost
 
 _Exec = Callable[[str, dict[str, Any]], int]
@@ -324,7 +324,7 @@ class SqlStore(WorkerQueries):
         except sqlite3.Error as exc:
             wrapped = DBAPIError.instance(last[0], last[1], exc, sqlite3.Error)
             if isinstance(wrapped, OperationalError):
-                raise StorageError(_storage_message(wrapped)) from exc
+                raise storage_error(wrapped) from exc
             raise wrapped from exc
         finally:
             raw.close()  # back to the pool

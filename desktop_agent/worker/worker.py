@@ -25,8 +25,14 @@ from dataclasses import dataclass
 
 import psutil
 
-from desktop_agent.domain import CommandKind, RunStatus, WorkerInfo
-from desktop_agent.domain.errors import DesktopAgentError, LeaseLost, StorageError, plain_error
+from desktop_agent.domain import JSON, CommandKind, RunStatus, WorkerInfo
+from desktop_agent.domain.errors import (
+    DesktopAgentError,
+    LeaseLost,
+    StorageError,
+    UnrecordedOutcomeError,
+    plain_error,
+)
 from desktop_agent.engine.loop import RunExecutor
 from desktop_agent.engine.ports import CancelToken, Clock, RunPatch, SystemClock
 from desktop_agent.persistence import backup
@@ -106,6 +112,9 @@ class Worker:
         self._cooldown: dict[str, float] = {}
         self._storage_problem = ""
         self._storage_backoff: dict[str, float] = {}
+        self._unrecorded: dict[str, dict[str, JSON]] = {}
+        """Runs parked because an effect's outcome could not be written: its step and what
+        stopped the write, carried by the storage resume to the recovery's message."""
         self._unreleased: set[str] = set()
         self._last_storage_retry = 0.0
         self._last_backup_check = 0.0
@@ -245,6 +254,7 @@ class Worker:
         try:
             self.executor.execute(run_id, token, lease)
             self._storage_backoff.pop(run_id, None)
+            self._unrecorded.pop(run_id, None)
         except LeaseLost as exc:
             # The run belongs to another worker now: its journal and status stand.
             log.warning("run %s: activation dropped: %s", run_id, exc)
@@ -292,6 +302,14 @@ class Worker:
         retry_at = self.clock.now() + delay
         when = time.strftime("%H:%M:%S", time.localtime(retry_at))
         kept = "" if "nothing committed was lost" in str(exc) else " Nothing committed was lost;"
+        if isinstance(exc, UnrecordedOutcomeError):
+            self._unrecorded[run_id] = {"seq": exc.seq, "problem": exc.code}
+        lost = self._unrecorded.get(run_id)
+        if lost is not None:
+            kept += (
+                f" The outcome of step {lost['seq']} could not be recorded: unless its effect "
+                "can be safely repeated, the run will ask you whether it happened."
+            )
         message = (
             f"Paused: {exc}.{kept} The run resumes by itself once the database can be "
             f"written again (next try at {when})."
@@ -314,7 +332,10 @@ class Worker:
             return
         self._last_storage_retry = now
         for run_id in self.store.storage_paused_due(now):
-            self.store.add_command(run_id, CommandKind.RESUME, {"why": "storage works again"})
+            payload: dict[str, JSON] = {"why": "storage works again"}
+            if run_id in self._unrecorded:
+                payload["storage"] = self._unrecorded[run_id]  # for the recovery's message
+            self.store.add_command(run_id, CommandKind.RESUME, payload)
             log.info("run %s: retrying after the storage problem", run_id)
 
     def _storage_failed(self, exc: StorageError) -> None:

@@ -24,7 +24,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -32,12 +32,15 @@ import pytest
 
 from desktop_agent.client.api import Client
 from desktop_agent.config import Settings
-from desktop_agent.domain import RunStatus, StepStatus
+from desktop_agent.domain import JSON, ApprovalPolicy, EffectClass, RunStatus, StepStatus
+from desktop_agent.engine.ports import ModelPort, ModelRequest, ToolContext, ToolResult
 from desktop_agent.llm.demo import DemoModel
 from desktop_agent.persistence.db import BUSY_TIMEOUT_ENV, MAX_PAGES_ENV, Database, DbSettings
 from desktop_agent.persistence.store import SqlStore
+from desktop_agent.tools.registry import ToolRegistry
 from desktop_agent.worker.compose import build_executor
 from desktop_agent.worker.worker import Worker, WorkerConfig
+from tests.helpers.fakes import Reply, ScriptedModel
 from tests.helpers.polling import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
@@ -60,12 +63,25 @@ class Lab:
             (ws / name).write_text(text, encoding="utf-8")
         self.workers: list[tuple[Worker, threading.Thread, Database]] = []
 
-    def start_worker(self, *, delay: float = 0.02, **config: Any) -> Worker:
-        """A worker with its own database handle (so env seams apply to it alone)."""
+    def start_worker(
+        self,
+        *,
+        delay: float = 0.02,
+        model: ModelPort | None = None,
+        tools: ToolRegistry | None = None,
+        **config: Any,
+    ) -> Worker:
+        """A worker with its own database handle (so env seams apply to it alone).
+
+        The demo model drives its runs unless ``model`` is given.
+        """
         db = Database(DbSettings.for_path(self.db_path))
         store = SqlStore(db)
         executor = build_executor(
-            store, self.settings, model_for=lambda _name: DemoModel(delay=delay)
+            store,
+            self.settings,
+            tools=tools,
+            model_for=lambda _name: model or DemoModel(delay=delay),
         )
         options: dict[str, Any] = {"poll_s": 0.02, "storage_retry_s": 0.2, "backup_every_s": 0}
         cfg = WorkerConfig(**{**options, **config})
@@ -159,6 +175,96 @@ def test_full_database_pauses_the_run_and_it_resumes_when_space_returns(
         conn.exec_driver_sql("DELETE FROM ballast")
     wait_until(lambda: lab.client.run(run.id).status == RunStatus.COMPLETED, what="completion")
     assert_finished_intact(lab, run.id, before)
+
+
+class FillsTheDisk:
+    """An unsafe test tool: while it acts, another program fills the disk up.
+
+    It sends nothing anywhere; it counts its executions. Its result is long, so that
+    recording it needs room the database no longer has.
+    """
+
+    name = "send_report"
+    version = "1"
+    description = "Send the report (cannot be undone)."
+    input_schema: Mapping[str, JSON] = {"type": "object", "properties": {}}
+    effect = EffectClass.UNSAFE
+    approval = ApprovalPolicy.ALWAYS
+
+    def __init__(self, fill: Callable[[], None]) -> None:
+        self.fill = fill
+        self.sent = 0
+
+    def run(self, args: Mapping[str, JSON], ctx: ToolContext) -> ToolResult:
+        self.sent += 1
+        self.fill()
+        return ToolResult("Report delivered. " + "Receipt line. " * 4000)
+
+    def approval_reason(self, args: Mapping[str, JSON], ctx: ToolContext) -> str | None:
+        return None
+
+    def validate(self, args: Mapping[str, JSON], ctx: ToolContext) -> str | None:
+        return None
+
+    def probe(self, args: Mapping[str, JSON], ctx: ToolContext) -> bool | None:
+        return None
+
+
+def _send_then_finish(request: ModelRequest) -> Reply:
+    answered = any(
+        isinstance(b, dict) and b.get("type") == "tool_result"
+        for m in request.messages
+        for b in m["content"]
+    )
+    return Reply("Sent.") if answered else Reply("Sending the report.", [("send_report", {})])
+
+
+def test_an_outcome_the_full_disk_kept_from_the_journal_is_put_to_the_analyst_as_such(
+    lab: Lab, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The effect ran, its outcome could not be written: the run asks the analyst.
+
+    After the automatic resume it says why it does not know (not "the worker stopped").
+    """
+    lab.settings.ask_unsafe = False
+    lab.settings.save(lab.db_path)
+    with lab.client.db.write() as conn:
+        conn.exec_driver_sql("CREATE TABLE ballast (b BLOB)")
+    limit = page_count(lab.client.db) + 400  # room for the run's first steps, not more
+
+    def fill() -> None:  # another program takes every page the worker may still use
+        while page_count(lab.client.db) < limit:
+            with lab.client.db.write() as conn:
+                conn.exec_driver_sql("INSERT INTO ballast VALUES (randomblob(16000))")
+
+    tool = FillsTheDisk(fill)
+    lab.client.tools.add(tool)
+    run = lab.client.start_run("Send the report", model="demo", tools=["send_report"])
+    monkeypatch.setenv(MAX_PAGES_ENV, str(limit))
+    lab.start_worker(model=ScriptedModel(_send_then_finish), tools=ToolRegistry([tool]))
+    monkeypatch.delenv(MAX_PAGES_ENV)
+
+    wait_until(lambda: lab.client.run(run.id).status == RunStatus.PAUSED, what="a pause")
+    paused = lab.client.run(run.id).status_message
+    assert paused.startswith("Paused: the disk is full"), paused
+    assert "The outcome of step 2 could not be recorded: unless its effect can be " in paused
+    step = lab.client.steps(run.id)[-1]
+    assert (step.seq, step.name, step.status) == (2, "send_report", StepStatus.STARTED)
+    with lab.client.db.write() as conn:  # space comes back; the run resumes by itself
+        conn.exec_driver_sql("DELETE FROM ballast")
+
+    wait_until(lambda: lab.client.run(run.id).status == RunStatus.NEEDS_ATTENTION, what="doubt")
+    held = lab.client.run(run.id)
+    assert held.attention_seq == 2
+    assert held.status_message == (
+        "Step 2 (send_report) ran, but the disk was full when its outcome was to be "
+        "recorded: whether it happened is unknown, and it cannot be safely repeated. Probe "
+        "it, mark it done, retry it with the same idempotency key, or skip it."
+    )
+    assert tool.sent == 1
+    lab.client.resolve(run.id, "mark_done")
+    wait_until(lambda: lab.client.run(run.id).status == RunStatus.COMPLETED, what="completion")
+    assert tool.sent == 1
 
 
 @pytest.fixture
