@@ -39,7 +39,7 @@ from desktop_agent.cli_output import (
     step_line,
     usd,
 )
-from desktop_agent.client.messages import plain_error
+from desktop_agent.client.messages import note_delivery, plain_error
 from desktop_agent.domain import (
     ApprovalState,
     Run,
@@ -414,15 +414,13 @@ def cmd_steer(args: argparse.Namespace, out: Out) -> int:
     """Send a note."""
     client = _client(args)
     run = client.steer(args.run, args.text)
-    when = (
-        f"; delivered when the run goes on (it is {run.status})"
-        if run.status in (RunStatus.WAITING, RunStatus.PAUSED, RunStatus.STOPPED)
-        else ""
-    )
+    when = note_delivery(run)
+    if when and run.attention_seq is not None and run.status == RunStatus.NEEDS_ATTENTION:
+        when += f" (`desktop-agent resolve {run.id} ACTION`)"
     _queued(
         out,
-        f"note queued for run {run.id}{when}",
-        {"run": run.id, "queued": True},
+        f"note queued for run {run.id}" + (f"; {when}" if when else ""),
+        {"run": run.id, "queued": True, "delivery": when or "at the run's next step"},
         _carry_out(client, [run.id]),
     )
     return EXIT_OK

@@ -484,9 +484,8 @@ class Activation:
         first, self._read_commands = self._read_commands, False
         hinted = self.cancel.take_commands_hint()
         cmds = self.store.pending_commands(self.run.id) if first or hinted else []
-        waiting_step = open_step is not None and open_step.kind in CONTROL_WAIT_KINDS
         for cmd in cmds:
-            self.apply_command(cmd, waiting_step=waiting_step)
+            self.apply_command(cmd, open_step=open_step)
         if self.run.status in (RunStatus.PAUSED, RunStatus.STOPPED):
             # A stopped run woken by a command that does not resume it (a budget
             # extension) stays stopped, as a paused one stays paused.
@@ -500,8 +499,8 @@ class Activation:
             if self.run.wake_at is not None and self.clock.now() < self.run.wake_at:
                 raise Suspend(self.run.status)
 
-    def apply_command(self, cmd: Command, *, waiting_step: bool) -> None:
-        """Apply one command row (or leave it for the wait it belongs to)."""
+    def apply_command(self, cmd: Command, *, open_step: Step | None) -> None:
+        """Apply one command row (or leave it for the open step it must wait for)."""
         kind = cmd.kind
         status = self.run.status
         if kind == CommandKind.CANCEL:
@@ -539,14 +538,11 @@ class Activation:
             else:
                 self.commit(applied=[(cmd.id, f"ignored: run is {status}")])
         elif kind == CommandKind.STEER:
-            if waiting_step:
-                # Delivered when the wait ends, so that the open step stays last.
+            if open_step is not None:
+                # A note never follows an open step: it is delivered once the step is
+                # closed (a wait ends, an effect in doubt is decided about, an interrupted
+                # call is made again). Meanwhile it wakes nothing (WorkerQueries).
                 self._read_commands = True
-                return
-            if restored.is_restore_step(self.open_step):
-                # Held after a restore: the note cannot follow the open step, nor wait
-                # (a waiting note would wake the run again and again).
-                self.commit(applied=[(cmd.id, restored.NOTE_REFUSED)])
                 return
             text = str((cmd.payload or {}).get("text", ""))
             self._deliver_note(cmd, {"text": text}, "delivered as step {seq}")

@@ -52,9 +52,6 @@ LEDGER_TOO_NEW = "too_new"
 all of them, nothing (no ledger file), nothing (a ledger it could not read), or only those
 after the ledger's start, later than the backup."""
 
-NOTE_REFUSED = "ignored: decide about the restore first (resolve), then send the note again"
-"""The result of a note sent to a run held by its restore step."""
-
 SHOWN = 3
 """Effects named in a status message; the step's input lists them all."""
 

@@ -15,7 +15,7 @@ from PySide6.QtWidgets import QWidget
 
 from desktop_agent.client.api import Client
 from desktop_agent.client.checks import CheckResult, check_arguments, final_check
-from desktop_agent.client.messages import plain_error
+from desktop_agent.client.messages import note_delivery, plain_error
 from desktop_agent.client.views import ToolInfo
 from desktop_agent.domain import JSON, Approval, ApprovalState, Run
 from desktop_agent.gui.dialogs.approval import ApprovalDialog
@@ -224,12 +224,16 @@ class RunCommands(QObject):
         return prompt
 
     def steer(self, run: Run) -> None:
-        """Send the agent a note, read at the next step boundary."""
+        """Send the agent a note, read at the next step boundary (or when the run goes on)."""
+        when = note_delivery(run)
         self._prompt(
             "Steer the agent",
-            "Your note is added to the conversation before the agent's next step.",
+            "Your note is added to the conversation before the agent's next step"
+            + (f": {when}." if when else "."),
             "Send note",
-            lambda text: self._send(lambda: self.client.steer(run.id, text), "Note sent"),
+            lambda text: self._send(
+                lambda: self.client.steer(run.id, text), "Note sent" + (f"; {when}" if when else "")
+            ),
         )
 
     def answer(self, run: Run) -> None:

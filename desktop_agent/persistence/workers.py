@@ -49,8 +49,10 @@ _HAS_WORK = """(
     OR (r.status = 'waiting' AND r.wake_at IS NOT NULL {due})
     OR EXISTS (
         SELECT 1 FROM commands c WHERE c.run_id = r.id AND c.applied_at IS NULL
-        -- a note waits for the run's wait, pause or stop to end; it wakes nothing
-        AND NOT (c.kind = 'steer' AND r.status IN ('waiting', 'paused', 'stopped'))
+        -- a note waits for the run's wait, pause or stop to end, or for the analyst's
+        -- decision about it (a step in doubt): it wakes nothing
+        AND NOT (c.kind = 'steer'
+                 AND r.status IN ('waiting', 'paused', 'stopped', 'needs_attention'))
     )
 )"""
 """When a run gives a worker something to do (``{due}``: an extra condition on the wake
@@ -81,8 +83,8 @@ class WorkerQueries(SqlBase):
         """Whether the run gives a worker something to do, now or at a wake time.
 
         True when it is queued or running, has a command to apply (a note to a run that
-        waits, is paused or stopped wakes nothing), or waits with a wake time someone
-        must keep. Leases aside, the condition of :meth:`runnable_runs`.
+        waits, is paused, stopped or needs attention wakes nothing), or waits with a wake
+        time someone must keep. Leases aside, the condition of :meth:`runnable_runs`.
         """
         sql = f"SELECT 1 FROM runs r WHERE r.id = :id AND {_HAS_WORK.format(due='')}"
         return bool(self._read(lambda c: self._rows(c, sql, id=run_id)))

@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 
 from desktop_agent.domain import EffectClass, RunStatus, StepKind, StepStatus
-from desktop_agent.engine.restored import NOTE_REFUSED
 from desktop_agent.persistence.backup import list_backups
 from desktop_agent.persistence.ledger import EffectLedger
 from tests.helpers.polling import wait_until
@@ -68,20 +67,28 @@ def test_restoring_the_backup_taken_before_the_posts_resends_none(lab: RestoreLa
         assert run.attention_seq == held.seq
         assert [e["key"] for e in held.input["effects"]] == [f"{r}:2"]
 
-    # A note cannot go to a run that waits for a decision about a restore: it is refused,
-    # and the run stays as it is.
-    code, _out, err = lab.command("steer", runs[3], "carry on")
+    # A note to a run that waits for a decision about a restore waits for it too: the
+    # run stays as it is, and a worker goes idle.
+    code, out, err = lab.command("steer", runs[3], "carry on")
     assert code == 0, err
+    assert "it waits while step 3 is in doubt and is delivered once you decide" in out
     lab.work()
-    assert lab.client.store.get_command(1).result == NOTE_REFUSED
+    assert lab.client.store.get_command(1).result == ""  # not applied yet
     assert lab.steps(runs[3])[-1].name == RESTORE_STEP
 
     # The analyst decides, as after a crash.
-    skip, retry, done = runs[:3]
+    skip, retry, done, noted = runs[:4]
     lab.resolve(skip, "skip")
     lab.resolve(retry, "retry")
     lab.resolve(done, "mark_done")
+    lab.resolve(noted, "skip")
     lab.work()
+
+    # The note follows the decision (and the model's note about the restore).
+    marker = next(s for s in lab.steps(noted) if s.name == RESTORE_STEP)
+    notes = [(s.seq, s.input["text"]) for s in lab.steps(noted) if s.kind == StepKind.STEER]
+    assert notes[1:] == [(marker.seq + 2, "carry on")] and notes[0][0] == marker.seq + 1
+    assert lab.run(noted).status == RunStatus.COMPLETED
 
     assert lab.keys(skip) == [f"{skip}:2"]  # not sent again
     assert lab.run(skip).status == RunStatus.COMPLETED
@@ -103,7 +110,7 @@ def test_restoring_the_backup_taken_before_the_posts_resends_none(lab: RestoreLa
     assert first == f"{retry}:2" and int(again.split(":")[1]) > marker.seq
     assert marker.output == {"resolved": "retry"}
 
-    for r in runs[3:]:  # undecided: still waiting, still sent once
+    for r in runs[4:]:  # undecided: still waiting, still sent once
         assert lab.run(r).status == RunStatus.NEEDS_ATTENTION and lab.keys(r) == [f"{r}:2"]
 
 
