@@ -522,7 +522,8 @@ class Activation:
                     applied=[(cmd.id, "resumed")],
                     patch=RunPatch(status=RunStatus.RUNNING, status_message="", clear_wait=True),
                 )
-                lost = (cmd.payload or {}).get("storage") if isinstance(cmd.payload, dict) else None
+                payload = cmd.payload if isinstance(cmd.payload, dict) else {}
+                lost = payload.get("storage")  # the worker's resume after a storage pause
                 if isinstance(lost, dict):
                     self.storage_resume = lost
             elif status == RunStatus.NEEDS_ATTENTION and self.run.attention_seq is None:

@@ -301,7 +301,7 @@ class Worker:
         self._storage_backoff[run_id] = delay
         retry_at = self.clock.now() + delay
         when = time.strftime("%H:%M:%S", time.localtime(retry_at))
-        kept = "" if "nothing committed was lost" in str(exc) else " Nothing committed was lost;"
+        kept = "" if "nothing committed was lost" in str(exc) else " Nothing committed was lost."
         if isinstance(exc, UnrecordedOutcomeError):
             self._unrecorded[run_id] = {"seq": exc.seq, "problem": exc.code}
         lost = self._unrecorded.get(run_id)
