@@ -102,20 +102,20 @@ def test_what_a_frozen_worker_spent_after_its_last_save_is_added_to_the_run_once
     """The run's cost counts the whole call: what A saved (kept by B), then the rest.
 
     A saves the prompt's usage when its call starts, and is frozen. When it goes on, the
-    rest of its answer (thinking, which streams no text to save) and the answer's final
-    usage arrive before A's next save, which finds the run taken: what the answer cost
-    beyond that last save is known to A alone, and goes to the run's totals with the
-    event. The prompt, already counted through B's salvage, is not counted twice.
+    rest of its answer (thinking only: nothing A saves as it streams) and the answer's
+    final usage arrive before A's next save, which finds the run taken: what the answer
+    cost beyond that last save is known to A alone, and goes to the run's totals with
+    the event. The prompt, already counted through B's salvage, is not counted twice.
     """
     gate = threading.Event()
 
     def script(body: dict[str, Any], index: int) -> Reply:
-        if index == 0:  # A's call: held after its text, before the thinking
+        if index == 0:  # A's call: held in the middle of its thinking
             return Stream(
-                [Text("Let me think.", chunk=8), Thinking("Weighing the options. " * 8)],
+                [Thinking("Weighing the options. " * 8)],
                 input_tokens=1200,
                 output_tokens=900,
-                hold_after=2,
+                hold_after=1,
                 gate=gate,
             )
         return Stream([Text("Nothing more to do.")], input_tokens=1300, output_tokens=10)
