@@ -41,7 +41,7 @@ from desktop_agent.tools.registry import ToolRegistry
 from desktop_agent.worker.compose import build_executor
 from desktop_agent.worker.worker import Worker, WorkerConfig
 from tests.helpers.fakes import Reply, ScriptedModel
-from tests.helpers.polling import wait_until
+from tests.helpers.polling import wait_for, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 SOURCES = {f"s{i}.md": f"# Source {i}\nSource {i} finds {i * 3}% growth. More.\n" for i in range(3)}
@@ -244,8 +244,11 @@ def test_an_outcome_the_full_disk_kept_from_the_journal_is_put_to_the_analyst_as
     lab.start_worker(model=ScriptedModel(_send_then_finish), tools=ToolRegistry([tool]))
     monkeypatch.delenv(MAX_PAGES_ENV)
 
-    wait_until(lambda: lab.client.run(run.id).status == RunStatus.PAUSED, what="a pause")
-    paused = lab.client.run(run.id).status_message
+    def pause_message() -> str | None:
+        now = lab.client.run(run.id)
+        return now.status_message if now.status == RunStatus.PAUSED else None
+
+    paused = wait_for(pause_message, what="a pause")
     assert paused.startswith("Paused: the disk is full"), paused
     assert "The outcome of step 2 could not be recorded: unless its effect can be " in paused
     step = lab.client.steps(run.id)[-1]
