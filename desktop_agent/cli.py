@@ -119,6 +119,14 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("worker", "execute runs (leases, recovery, wake-ups)")
     p.add_argument("--until-idle", action="store_true", help="exit when no run is runnable")
     p.add_argument("--max-runs", type=_positive_int, default=None, metavar="N")
+    p.add_argument(
+        "--nice",
+        type=int,
+        choices=range(20),
+        default=0,
+        metavar="N",
+        help="run at a lower CPU priority (0-19; the app starts its worker at 10)",
+    )
 
     p = add("runs", "list runs")
     p.add_argument("--status", action="append", choices=[s.value for s in RunStatus])
@@ -268,6 +276,8 @@ def cmd_worker(args: argparse.Namespace, out: Out) -> int:
     from desktop_agent.worker.worker import Worker, WorkerConfig
 
     db_path = config.resolve_db_path(getattr(args, "db", None))
+    if args.nice:
+        os.nice(args.nice)  # before any thread starts: every thread inherits it
     settings = config.Settings.load(db_path)
     store = open_store(db_path, settings)
     clock = clock_from_env()  # real time unless a test moves it (DESKTOP_AGENT_CLOCK_OFFSET)

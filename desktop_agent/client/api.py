@@ -508,12 +508,19 @@ class Client:
             return WorkerStatus(False, info, now - info.heartbeat_at)
         return WorkerStatus(False, None, None)
 
-    def spawn_worker(self, *, until_idle: bool = False) -> int:
-        """Start a detached worker process (no stdio pipes); returns its pid."""
+    def spawn_worker(self, *, until_idle: bool = False, nice: int = 0) -> int:
+        """Start a detached worker process (no stdio pipes); returns its pid.
+
+        Args:
+            until_idle: the worker exits when no run has work left.
+            nice: how much lower than ours the worker's CPU priority is (0-19).
+        """
         log_path = config.log_dir(self.db_path) / "worker.log"
         args = [sys.executable, "-m", "desktop_agent", "--db", str(self.db_path), "worker"]
         if until_idle:
             args.append("--until-idle")
+        if nice:
+            args += ["--nice", str(nice)]
         with _private_log(log_path) as log:
             proc = subprocess.Popen(
                 args,

@@ -17,7 +17,7 @@ from desktop_agent.client.views import RunRow
 from desktop_agent.domain import RunStatus, WaitReason
 from desktop_agent.gui.controls import Control, allowed_controls
 from desktop_agent.gui.notify import NoticeKind, state_of, transitions
-from desktop_agent.gui.supervisor import StartedWorker, WorkerSupervisor
+from desktop_agent.gui.supervisor import WORKER_NICE, StartedWorker, WorkerSupervisor
 from desktop_agent.gui.tasks import TaskRunner
 from desktop_agent.gui.widgets.schema_form import SchemaForm, diff_lines
 from tests.gui.test_models import run
@@ -96,13 +96,15 @@ class FakeClient:
     def __init__(self) -> None:
         self.alive = False
         self.spawned: list[int] = []
+        self.nices: list[int] = []
         self.children: list[subprocess.Popen[bytes]] = []
         self.store = FakeStore()
 
     def worker_status(self) -> WorkerStatus:
         return WorkerStatus(self.alive, None, None)
 
-    def spawn_worker(self) -> int:
+    def spawn_worker(self, *, nice: int = 0) -> int:
+        self.nices.append(nice)
         child = subprocess.Popen(
             [sys.executable, "-c", "import time; time.sleep(60)"], stdin=subprocess.DEVNULL
         )
@@ -131,6 +133,7 @@ def test_supervisor_starts_restarts_and_stops_only_its_worker(qtbot: QtBot) -> N
         with qtbot.waitSignal(sup.worker_started, timeout=5000):
             pass
         assert len(fake.spawned) == 2
+        assert fake.nices == [WORKER_NICE, WORKER_NICE] and WORKER_NICE > 0  # window first
         assert len(lost) == 1  # the death was reported once, with what it interrupted
         sup.stop()
         stopped = sup.stop_started_workers()

@@ -1,0 +1,47 @@
+"""A worker can run at a lower CPU priority, and the app starts its own that way.
+
+Real ``python -m desktop_agent worker`` processes on a real database; their priority is
+read from ``/proc`` for every thread, since Linux keeps a nice value per thread.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+
+import psutil
+import pytest
+
+from desktop_agent.client.api import Client
+from desktop_agent.config import Settings
+from tests.helpers.polling import wait_until
+
+
+def _thread_nices(pid: int) -> dict[int, int]:
+    """The nice value of each thread of ``pid`` (field 19 of /proc/PID/task/TID/stat)."""
+    out: dict[int, int] = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError):  # a thread that ended while being read
+            stat = (task / "stat").read_text()
+            fields = stat[stat.rindex(")") + 2 :].split()
+            out[int(task.name)] = int(fields[16])
+    return out
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs Linux /proc")
+def test_a_worker_started_nicer_runs_every_thread_at_that_priority(tmp_path: Path) -> None:
+    client = Client(tmp_path / "data" / "desktop-agent.db", Settings())
+    ours = os.getpriority(os.PRIO_PROCESS, 0)
+    if ours > 15:
+        pytest.skip("this test already runs at nearly the lowest priority")
+    pid = client.spawn_worker(nice=3)
+    proc = psutil.Process(pid)
+    try:
+        wait_until(lambda: client.worker_status().alive, what="the worker to report in")
+        nices = _thread_nices(pid)
+        assert len(nices) >= 2, nices  # its pool and heartbeat threads, not only the main one
+        assert set(nices.values()) == {ours + 3}, nices
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
