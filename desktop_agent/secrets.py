@@ -13,7 +13,7 @@ import keyring
 import keyring.errors
 from keyring.backends import fail
 
-from desktop_agent.domain.errors import KnownError
+from desktop_agent.domain.errors import KnownError, plain_error
 
 SERVICE = "desktop-agent"
 USERNAME = "anthropic-api-key"
@@ -179,6 +179,5 @@ def clean_key(key: str) -> str:
 
 
 def _describe(exc: BaseException) -> str:
-    """``Type: message`` of a keyring failure, on one line."""
-    text = " ".join(str(exc).split())[:200]
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    """What a keyring failure says, on one line (its class goes to the log, not here)."""
+    return plain_error(exc, empty="it gave no reason")[:200]

@@ -15,7 +15,7 @@ from PySide6.QtWidgets import QApplication, QMessageBox, QSystemTrayIcon
 from desktop_agent import config
 from desktop_agent.client.api import Client
 from desktop_agent.crashlog import AppSession
-from desktop_agent.domain.errors import DesktopAgentError, KnownError
+from desktop_agent.domain.errors import DesktopAgentError, KnownError, plain_error
 from desktop_agent.gui import resources
 
 log = logging.getLogger(__name__)
@@ -33,7 +33,11 @@ def _install_excepthook(app: QApplication) -> None:
         if isinstance(exc, KnownError):
             text, details = str(exc), ""
         else:
-            text = f"Something went wrong inside desktop-agent: {kind.__name__}: {exc}"
+            text = (
+                "Something went wrong inside desktop-agent: "
+                f"{plain_error(exc, 'an unexpected error')} "
+                "(the details below are for a bug report)"
+            )
             details = "".join(traceback.format_exception(kind, exc, tb))
         box = QMessageBox(QMessageBox.Icon.Critical, "desktop-agent", text)
         if details:

@@ -44,6 +44,7 @@ from desktop_agent.domain.errors import (
     RateLimitedError,
     RunCancelled,
     TransientError,
+    plain_error,
 )
 from desktop_agent.engine.ports import CancelToken, ModelRequest, ModelResponse
 from desktop_agent.llm.pacing import (
@@ -302,7 +303,8 @@ class ClaudeModel:
             key = self.key_source()
         except Exception as exc:  # a broken keyring must read as "no key", not a crash
             raise AuthenticationError(
-                f"the API key cannot be read ({type(exc).__name__}); {NO_KEY_MESSAGE}"
+                f"the API key cannot be read ({plain_error(exc, 'the keyring gave no reason')}); "
+                f"{NO_KEY_MESSAGE}"
             ) from None
         key = (key or "").strip()
         if not key:

@@ -102,7 +102,7 @@ def parse_crontab(expr: str, timezone: str = "") -> CronTrigger:
         fields[4] = crontab_weekdays(fields[4])
         trigger = CronTrigger.from_crontab(" ".join(fields), timezone=timezone or None)
     except (ValueError, LookupError) as exc:
-        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        reason = str(exc).splitlines()[0] if str(exc) else "it cannot be read"
         raise InvalidInputError(
             f"invalid cron expression {expr!r}: {reason}; expected {CRON_HELP}"
         ) from None

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import httpx
 
+from desktop_agent.domain.errors import plain_error
 from desktop_agent.engine.ports import ToolContext
 from desktop_agent.tools.base import ToolSettings
 
@@ -266,6 +267,6 @@ def send(
         except httpx.ConnectTimeout:
             tried.append(f"{address} (no answer within {connect:.3g} s)")
         except httpx.ConnectError as exc:
-            tried.append(f"{address} ({exc or type(exc).__name__})")
+            tried.append(f"{address} ({plain_error(exc, 'connection refused')})")
     port = target.url.port or (443 if target.url.scheme == "https" else 80)
     raise UnreachableError(f"could not connect to {host} port {port}; tried {', '.join(tried)}")
