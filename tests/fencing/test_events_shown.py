@@ -11,6 +11,7 @@ from pytestqt.qtbot import QtBot
 from desktop_agent import cli
 from desktop_agent.client.api import Client
 from desktop_agent.domain import RunEventKind
+from desktop_agent.gui import theme
 from desktop_agent.gui.mainwindow import MainWindow
 
 MESSAGE = (
@@ -61,6 +62,8 @@ def test_the_run_detail_shows_the_event(
     assert window.select_run(run_id)
     label = window.detail.events_label
     qtbot.waitUntil(lambda: label.isVisible() and MESSAGE in label.text())
+    assert label.text().startswith("⚠")  # told apart from the run's header
+    assert theme.warning_color(label.palette()).name() in label.styleSheet()
 
     assert window.select_run(other)  # a run without events: nothing shown
     qtbot.waitUntil(lambda: not label.isVisible())

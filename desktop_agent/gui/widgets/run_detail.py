@@ -19,7 +19,7 @@ from PySide6.QtWidgets import (
 
 from desktop_agent.client.views import RunRow, StepEntry, model_text, tool_uses
 from desktop_agent.domain import RunEvent, RunStatus, StepKind
-from desktop_agent.gui import resources
+from desktop_agent.gui import resources, theme
 from desktop_agent.gui.models.steps import StepTimelineModel
 from desktop_agent.gui.poller import StepsBatch
 from desktop_agent.gui.widgets.charts import ChartsPanel
@@ -145,11 +145,15 @@ class RunDetailPane(QWidget):
     def show_events(self, events: Sequence[RunEvent]) -> None:
         """Show the run's events above the timeline (hidden when it has none)."""
         lines = [
-            f"{time.strftime('%H:%M:%S', time.localtime(e.created_at))}  {e.message}"
+            f"⚠ {time.strftime('%H:%M:%S', time.localtime(e.created_at))}  {e.message}"
             for e in events
         ]
         text = "\n".join(lines)
         if text != self.events_label.text():
+            # Something happened outside the journal: shown in the warning colour, so that
+            # it is not read as one more line of the run's header.
+            color = theme.warning_color(self.palette()).name()
+            self.events_label.setStyleSheet(f"QLabel {{ color: {color}; }}")
             self.events_label.setText(text)
         self.events_label.setVisible(bool(lines))
 
