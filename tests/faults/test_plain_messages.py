@@ -15,24 +15,21 @@ import pytest
 
 from desktop_agent.client.api import Client
 from desktop_agent.client.messages import plain_error
-from desktop_agent.domain import JSON, ApprovalPolicy, EffectClass, RunStatus, StepKind
-from desktop_agent.engine.ports import ModelRequest, ToolContext, ToolResult
+from desktop_agent.domain import JSON, EffectClass, RunStatus, StepKind
+from desktop_agent.engine.ports import ToolContext, ToolResult
 from desktop_agent.tools.registry import ToolRegistry
 from tests.conftest import MakeExecutor, drain
-from tests.helpers.fakes import Reply, ScriptedModel
+from tests.helpers.fakes import QuietTool, Reply, ScriptedModel, call_once
 
 EXCEPTION_NAMES = ("KeyError", "RuntimeError", "Exception", "Error:")
 
 
-class Breaking:
+class Breaking(QuietTool):
     """A test tool whose run (or check of a call) raises the exception it is given."""
 
     name = "breaking"
-    version = "1"
     description = "Break."
-    input_schema: Mapping[str, JSON] = {"type": "object", "properties": {}}
     effect = EffectClass.IDEMPOTENT
-    approval = ApprovalPolicy.ALWAYS
 
     def __init__(self, *, on_run: Exception | None = None, on_check: Exception | None = None):
         self.on_run = on_run
@@ -48,26 +45,14 @@ class Breaking:
             raise self.on_check
         return None
 
-    def validate(self, args: Mapping[str, JSON], ctx: ToolContext) -> str | None:
-        return None
-
-    def probe(self, args: Mapping[str, JSON], ctx: ToolContext) -> bool | None:
-        return None
-
-
-def _call_then_finish(request: ModelRequest) -> Reply:
-    answered = any(
-        isinstance(b, dict) and b.get("type") == "tool_result"
-        for m in request.messages
-        for b in m["content"]
-    )
-    return Reply("Done.") if answered else Reply("Trying.", [("breaking", {})])
-
 
 def _run_with(client: Client, make_executor: MakeExecutor, tool: Breaking) -> str:
     client.tools.add(tool)
     run_id = client.start_run("break something", model="demo", tools=["breaking"]).id
-    executor = make_executor(ScriptedModel(_call_then_finish), tools=ToolRegistry([tool]))
+    executor = make_executor(
+        ScriptedModel(call_once("breaking", saying="Trying.", then="Done.")),
+        tools=ToolRegistry([tool]),
+    )
     drain(client.store, executor)
     return run_id
 

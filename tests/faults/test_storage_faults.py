@@ -32,15 +32,15 @@ import pytest
 
 from desktop_agent.client.api import Client
 from desktop_agent.config import Settings
-from desktop_agent.domain import JSON, ApprovalPolicy, EffectClass, RunStatus, StepStatus
-from desktop_agent.engine.ports import ModelPort, ModelRequest, ToolContext, ToolResult
+from desktop_agent.domain import JSON, EffectClass, RunStatus, StepStatus
+from desktop_agent.engine.ports import ModelPort, ToolContext, ToolResult
 from desktop_agent.llm.demo import DemoModel
 from desktop_agent.persistence.db import BUSY_TIMEOUT_ENV, MAX_PAGES_ENV, Database, DbSettings
 from desktop_agent.persistence.store import SqlStore
 from desktop_agent.tools.registry import ToolRegistry
 from desktop_agent.worker.compose import build_executor
 from desktop_agent.worker.worker import Worker, WorkerConfig
-from tests.helpers.fakes import Reply, ScriptedModel
+from tests.helpers.fakes import QuietTool, ScriptedModel, call_once
 from tests.helpers.polling import wait_for, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
@@ -177,7 +177,7 @@ def test_full_database_pauses_the_run_and_it_resumes_when_space_returns(
     assert_finished_intact(lab, run.id, before)
 
 
-class FillsTheDisk:
+class FillsTheDisk(QuietTool):
     """An unsafe test tool: while it acts, another program fills the disk up.
 
     It sends nothing anywhere; it counts its executions. Its result is long, so that
@@ -185,11 +185,8 @@ class FillsTheDisk:
     """
 
     name = "send_report"
-    version = "1"
     description = "Send the report (cannot be undone)."
-    input_schema: Mapping[str, JSON] = {"type": "object", "properties": {}}
     effect = EffectClass.UNSAFE
-    approval = ApprovalPolicy.ALWAYS
 
     def __init__(self, fill: Callable[[], None]) -> None:
         self.fill = fill
@@ -199,24 +196,6 @@ class FillsTheDisk:
         self.sent += 1
         self.fill()
         return ToolResult("Report delivered. " + "Receipt line. " * 4000)
-
-    def approval_reason(self, args: Mapping[str, JSON], ctx: ToolContext) -> str | None:
-        return None
-
-    def validate(self, args: Mapping[str, JSON], ctx: ToolContext) -> str | None:
-        return None
-
-    def probe(self, args: Mapping[str, JSON], ctx: ToolContext) -> bool | None:
-        return None
-
-
-def _send_then_finish(request: ModelRequest) -> Reply:
-    answered = any(
-        isinstance(b, dict) and b.get("type") == "tool_result"
-        for m in request.messages
-        for b in m["content"]
-    )
-    return Reply("Sent.") if answered else Reply("Sending the report.", [("send_report", {})])
 
 
 def test_an_outcome_the_full_disk_kept_from_the_journal_is_put_to_the_analyst_as_such(
@@ -241,7 +220,10 @@ def test_an_outcome_the_full_disk_kept_from_the_journal_is_put_to_the_analyst_as
     lab.client.tools.add(tool)
     run = lab.client.start_run("Send the report", model="demo", tools=["send_report"])
     monkeypatch.setenv(MAX_PAGES_ENV, str(limit))
-    lab.start_worker(model=ScriptedModel(_send_then_finish), tools=ToolRegistry([tool]))
+    lab.start_worker(
+        model=ScriptedModel(call_once("send_report", saying="Sending the report.", then="Sent.")),
+        tools=ToolRegistry([tool]),
+    )
     monkeypatch.delenv(MAX_PAGES_ENV)
 
     def pause_message() -> str | None:

@@ -14,25 +14,22 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from desktop_agent.client.api import Client
-from desktop_agent.domain import JSON, ApprovalPolicy, EffectClass, RunEventKind, RunStatus
-from desktop_agent.engine.ports import ModelRequest, ToolContext, ToolResult
+from desktop_agent.domain import JSON, EffectClass, RunEventKind, RunStatus
+from desktop_agent.engine.ports import ToolContext, ToolResult
 from desktop_agent.tools.registry import ToolRegistry
 from desktop_agent.worker.worker import Worker, WorkerConfig
 from tests.conftest import MakeExecutor
-from tests.helpers.fakes import Reply, ScriptedModel
+from tests.helpers.fakes import QuietTool, ScriptedModel, call_once
 
 TIMEOUT_S = 20.0
 
 
-class LeaseProbe:
+class LeaseProbe(QuietTool):
     """A test tool that reads the run's lease in the database as it acts."""
 
     name = "lease_probe"
-    version = "1"
     description = "Look at the lease."
-    input_schema: Mapping[str, JSON] = {"type": "object", "properties": {}}
     effect = EffectClass.IDEMPOTENT
-    approval = ApprovalPolicy.ALWAYS  # asks nothing: not unsafe, overwrites nothing
 
     def __init__(self, client: Client, before_last_check: Callable[[str], None]) -> None:
         self.client = client
@@ -56,29 +53,14 @@ class LeaseProbe:
         self.acted += 1
         return ToolResult("done")
 
-    def approval_reason(self, args: Mapping[str, JSON], ctx: ToolContext) -> str | None:
-        return None
-
-    def validate(self, args: Mapping[str, JSON], ctx: ToolContext) -> str | None:
-        return None
-
-    def probe(self, args: Mapping[str, JSON], ctx: ToolContext) -> bool | None:
-        return None
-
-
-def _probe_then_finish(request: ModelRequest) -> Reply:
-    answered = any(
-        isinstance(b, dict) and b.get("type") == "tool_result"
-        for m in request.messages
-        for b in m["content"]
-    )
-    return Reply("Done.") if answered else Reply("Looking.", [("lease_probe", {})])
-
 
 def _run(client: Client, make_executor: MakeExecutor, probe: LeaseProbe) -> str:
     client.tools.add(probe)
     run_id = client.start_run("probe the lease", model="demo", tools=["lease_probe"]).id
-    executor = make_executor(ScriptedModel(_probe_then_finish), tools=ToolRegistry([probe]))
+    executor = make_executor(
+        ScriptedModel(call_once("lease_probe", saying="Looking.", then="Done.")),
+        tools=ToolRegistry([probe]),
+    )
     config = WorkerConfig(max_runs=1, until_idle=True, poll_s=0.01, lease_s=1.0)
     Worker(client.store, executor, config).run()
     return run_id

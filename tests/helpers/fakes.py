@@ -116,11 +116,45 @@ class ScriptedModel:
         )
 
 
-class UnsafeTool:
+class QuietTool:
+    """What a test tool needs beside ``name``, ``description``, ``effect`` and ``run``.
+
+    No arguments, no rule of its own for asking, no pre-run check, no probe; a subclass
+    overrides what it tests.
+    """
+
+    version = "1"
+    input_schema: Mapping[str, JSON] = {"type": "object", "properties": {}}
+    approval = ApprovalPolicy.ALWAYS
+
+    def approval_reason(self, args: Mapping[str, JSON], ctx: ToolContext) -> str | None:
+        return None
+
+    def validate(self, args: Mapping[str, JSON], ctx: ToolContext) -> str | None:
+        return None
+
+    def probe(self, args: Mapping[str, JSON], ctx: ToolContext) -> bool | None:
+        return None
+
+
+def call_once(tool: str, *, saying: str, then: str) -> Callable[[ModelRequest], Reply]:
+    """A model script: call ``tool`` until its result comes back, then say ``then``."""
+
+    def script(request: ModelRequest) -> Reply:
+        answered = any(
+            isinstance(b, dict) and b.get("type") == "tool_result"
+            for m in request.messages
+            for b in m["content"]
+        )
+        return Reply(then) if answered else Reply(saying, [(tool, {})])
+
+    return script
+
+
+class UnsafeTool(QuietTool):
     """An unsafe effect (like sending an e-mail) that logs each execution to a file."""
 
     name = "send_message"
-    version = "1"
     description = "Send a message to someone (cannot be undone)."
     input_schema: Mapping[str, JSON] = {
         "type": "object",
@@ -128,7 +162,6 @@ class UnsafeTool:
         "required": ["to", "text"],
     }
     effect = EffectClass.UNSAFE
-    approval = ApprovalPolicy.ALWAYS
 
     def __init__(self, outbox: Path, probe_answer: bool | None = None) -> None:
         self.outbox = outbox
@@ -138,12 +171,6 @@ class UnsafeTool:
         with self.outbox.open("a", encoding="utf-8") as f:
             f.write(f"{ctx.idempotency_key} {args.get('to')} {args.get('text')}\n")
         return ToolResult(f"sent to {args.get('to')}")
-
-    def approval_reason(self, args: Mapping[str, JSON], ctx: ToolContext) -> str | None:
-        return None
-
-    def validate(self, args: Mapping[str, JSON], ctx: ToolContext) -> str | None:
-        return None
 
     def probe(self, args: Mapping[str, JSON], ctx: ToolContext) -> bool | None:
         if self.probe_answer is not None:
