@@ -307,6 +307,10 @@ def late_spend(act: Activation) -> tuple[Usage, float]:
     count from the journal, add it.
     """
     usage, cost = Usage(), 0.0
+    if act.fencing_token == 1:
+        # The run's first claim: no worker ever lost it, so none can have spent on it
+        # outside the journal. Budgets are checked at every step: no read for that case.
+        return usage, cost
     for event in act.store.run_events(act.run.id):
         data = event.data if isinstance(event.data, dict) else {}
         added = data.get("added_cost_usd")
