@@ -1,18 +1,26 @@
 """Run blocking work (database reads, command writes, keyring calls) off the GUI thread.
 
-A task is a plain function run on a private :class:`QThreadPool`; its result or error comes
-back to the GUI thread through a queued signal, where the callbacks run. The function must
-not touch any widget: it gets no Qt object and should return plain data.
+A task is a plain function run on a private thread pool; its result or error comes back to
+the GUI thread through a queued signal, where the callbacks run. The function must not touch
+any widget: it gets no Qt object and should return plain data.
+
+The pool is Python's :class:`~concurrent.futures.ThreadPoolExecutor`, not a ``QThreadPool``
+of ``QRunnable`` wrappers: a Python subclass of a Qt object per task keeps a wrapper that
+Qt, not Python, decides when to free, and an app that polls every second for weeks must
+leave nothing per task behind. The executor's threads also live as long as the runner, so
+the process does not create and end a thread after every idle pause.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import itertools
 import logging
+import threading
 from collections.abc import Callable
 from typing import Any
 
-from PySide6.QtCore import QObject, QRunnable, QThreadPool, Signal, Slot
+from PySide6.QtCore import QObject, Signal, Slot
 
 from desktop_agent.domain.errors import DesktopAgentError
 
@@ -36,28 +44,18 @@ class _Relay(QObject):
     settled = Signal(object)
 
 
-class _Task(QRunnable):
-    def __init__(self, fn: Callable[[], Any], key: int, relay: _Relay) -> None:
-        super().__init__()
-        self.fn = fn
-        self.key = key
-        self.relay = relay
-        self.setAutoDelete(True)
-
-    def run(self) -> None:
-        try:
-            result = self.fn()
-        except Exception as exc:
-            if not isinstance(exc, DesktopAgentError):
-                log.exception("background task failed")
-            self.relay.settled.emit((self.key, False, exc))
-        else:
-            self.relay.settled.emit((self.key, True, result))
-        self.fn = _done  # drop the closure now; Qt deletes the runnable when it likes
-
-
-def _done() -> None:
-    """What a finished task's function is replaced with."""
+def _run(fn: Callable[[], Any], key: int, relay: _Relay) -> None:
+    """Run one task on a pool thread and hand its outcome to the GUI thread."""
+    try:
+        outcome = (key, True, fn())
+    except Exception as exc:
+        if not isinstance(exc, DesktopAgentError):
+            log.exception("background task failed")
+        outcome = (key, False, exc)
+    try:
+        relay.settled.emit(outcome)
+    except RuntimeError:  # the window is gone: nobody is left to call back
+        log.debug("task %d settled after its runner was deleted", key)
 
 
 class TaskRunner(QObject):
@@ -76,9 +74,9 @@ class TaskRunner(QObject):
 
     def __init__(self, threads: int = 2, parent: QObject | None = None) -> None:
         super().__init__(parent)
-        self._pool = QThreadPool(self)
-        self._pool.setMaxThreadCount(threads)
-        self._pool.setExpiryTimeout(5000)
+        self._pool = concurrent.futures.ThreadPoolExecutor(threads, "gui-task")
+        self._running: set[concurrent.futures.Future[None]] = set()
+        self._lock = threading.Lock()
         self._relay = _Relay(self)
         self._relay.settled.connect(self._on_relay_settled)
         self._pending: dict[int, tuple[Done | None, Failed | None]] = {}
@@ -93,7 +91,14 @@ class TaskRunner(QObject):
             return
         key = next(self._keys)
         self._pending[key] = (on_done, on_error)
-        self._pool.start(_Task(fn, key, self._relay))
+        future = self._pool.submit(_run, fn, key, self._relay)
+        with self._lock:
+            self._running.add(future)
+        future.add_done_callback(self._forget)
+
+    def _forget(self, future: concurrent.futures.Future[None]) -> None:
+        with self._lock:
+            self._running.discard(future)
 
     @Slot(object)
     def _on_relay_settled(self, outcome: tuple[int, bool, Any]) -> None:
@@ -118,16 +123,22 @@ class TaskRunner(QObject):
     @property
     def busy(self) -> bool:
         """Whether tasks are queued or running."""
-        return self._pool.activeThreadCount() > 0 or bool(self._pending)
+        with self._lock:
+            running = bool(self._running)
+        return running or bool(self._pending)
 
     def wait(self, msecs: int = -1) -> bool:
-        """Block until every task finished (tests and shutdown only)."""
-        return self._pool.waitForDone(msecs)
+        """Block until every task finished (tests and shutdown only); False on timeout."""
+        with self._lock:
+            running = list(self._running)
+        timeout = None if msecs < 0 else msecs / 1000
+        _, left = concurrent.futures.wait(running, timeout)
+        return not left
 
     @Slot()
     def shutdown(self) -> None:
         """Drop queued tasks, wait for running ones, and stop calling back."""
         self._closed = True
-        self._pool.clear()
-        self._pool.waitForDone(10_000)
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        self.wait(10_000)
         self._pending.clear()
