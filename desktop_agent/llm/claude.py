@@ -323,7 +323,7 @@ class ClaudeModel:
                     api_key=key,
                     base_url=self.base_url,
                     max_retries=0,
-                    timeout=httpx2.Timeout(self.timeout, connect=10.0),
+                    timeout=anthropic.Timeout(self.timeout, connect=10.0),
                 )
                 self._sdk_key_id = key_id
             return self._sdk
