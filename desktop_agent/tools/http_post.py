@@ -208,17 +208,11 @@ def _headers(extra: Mapping[str, str]) -> dict[str, str]:
 
 
 def _read_text(resp: httpx.Response) -> str:
-    chunks: list[bytes] = []
-    size = 0
     try:
-        for chunk in resp.iter_bytes():
-            chunks.append(chunk)
-            size += len(chunk)
-            if size >= MAX_RESPONSE_BYTES:
-                break
-    except httpx.HTTPError:
-        chunks.append(b"\n[the response was cut off]")
-    return b"".join(chunks).decode(resp.encoding or "utf-8", errors="replace")
+        body, _ = net.read_capped(resp, MAX_RESPONSE_BYTES)
+    except net.ReadCutOffError as cut:
+        body = cut.partial + b"\n[the response was cut off]"
+    return body.decode(resp.encoding or "utf-8", errors="replace")
 
 
 def _render(resp: httpx.Response, text: str, ctx: ToolContext) -> ToolResult:

@@ -15,6 +15,7 @@ each with a short connect timeout, and moves on only when a connection could not
 from __future__ import annotations
 
 import ipaddress
+import math
 import socket
 import time
 from collections.abc import Iterator, Mapping
@@ -39,6 +40,49 @@ class AddressRefusedError(Exception):
 
 class UnreachableError(Exception):
     """No checked address of the target accepted a connection; the message names each try."""
+
+
+class ReadCutOffError(Exception):
+    """A response body stopped arriving before its end: what came, and why it stopped.
+
+    Attributes:
+        partial: the bytes read before it stopped.
+        cause: the transport's error, or None when the download took too long.
+    """
+
+    def __init__(self, partial: bytes, cause: httpx.HTTPError | None) -> None:
+        super().__init__(str(cause) if cause is not None else "the download took too long")
+        self.partial = partial
+        self.cause = cause
+
+
+def read_capped(resp: httpx.Response, cap: int, deadline: float = math.inf) -> tuple[bytes, bool]:
+    """Read a streamed response body, at most ``cap`` bytes.
+
+    Args:
+        resp: a response opened with ``stream=True``.
+        cap: the most bytes kept; the rest is not downloaded.
+        deadline: ``time.monotonic()`` after which the download is given up.
+
+    Returns:
+        The body (``cap`` bytes at most) and whether it was cut at the cap.
+
+    Raises:
+        ReadCutOffError: the connection failed or the deadline passed mid-body.
+    """
+    chunks: list[bytes] = []
+    size = 0
+    try:
+        for chunk in resp.iter_bytes():
+            chunks.append(chunk)
+            size += len(chunk)
+            if size >= cap:
+                return b"".join(chunks)[:cap], True
+            if time.monotonic() > deadline:
+                raise ReadCutOffError(b"".join(chunks), None)
+    except httpx.HTTPError as exc:
+        raise ReadCutOffError(b"".join(chunks), exc) from None
+    return b"".join(chunks), False
 
 
 @dataclass(frozen=True)

@@ -176,21 +176,14 @@ def fetch(url: str, ctx: ToolContext) -> Page:
 
 
 def _read_capped(resp: httpx.Response, cap: int, deadline: float) -> tuple[bytes, bool]:
-    chunks: list[bytes] = []
-    size = 0
     try:
-        for chunk in resp.iter_bytes():
-            chunks.append(chunk)
-            size += len(chunk)
-            if size >= cap:
-                return b"".join(chunks)[:cap], True
-            if time.monotonic() > deadline:
-                raise FetchFailedError(f"the page took too long to download: {resp.url}")
-    except httpx.TimeoutException:
-        raise FetchFailedError(f"timed out reading {resp.url}") from None
-    except httpx.HTTPError as exc:
-        raise FetchFailedError(f"connection failed while reading {resp.url}: {exc}") from None
-    return b"".join(chunks), False
+        return net.read_capped(resp, cap, deadline)
+    except net.ReadCutOffError as cut:
+        if cut.cause is None:
+            raise FetchFailedError(f"the page took too long to download: {resp.url}") from None
+        if isinstance(cut.cause, httpx.TimeoutException):
+            raise FetchFailedError(f"timed out reading {resp.url}") from None
+        raise FetchFailedError(f"connection failed while reading {resp.url}: {cut.cause}") from None
 
 
 def _to_text(body: bytes, content_type: str, encoding: str | None, url: str) -> str:

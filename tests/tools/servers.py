@@ -37,6 +37,8 @@ class Reply:
     body: bytes = b""
     headers: dict[str, str] = field(default_factory=dict)
     delay: float = 0.0
+    short_by: int = 0
+    """Announce this many bytes more than the body, then close: a body cut off mid-way."""
 
 
 Route = Reply | Callable[[Request], Reply]
@@ -77,9 +79,11 @@ class HttpServer:
                     self.send_response(reply.status)
                     for name, value in reply.headers.items():
                         self.send_header(name, value)
-                    self.send_header("Content-Length", str(len(reply.body)))
+                    self.send_header("Content-Length", str(len(reply.body) + reply.short_by))
                     self.end_headers()
                     self.wfile.write(reply.body)
+                    if reply.short_by:
+                        self.close_connection = True
                 except (BrokenPipeError, ConnectionResetError):
                     pass
 

@@ -116,3 +116,14 @@ def test_endpoints_that_honour_keys_make_posts_idempotent(
 )
 def test_key_honouring_prefixes_match_whole_segments(url: str, expected: bool) -> None:
     assert honours_keys(url, ["https://api.example.test/v1/"]) is expected
+
+
+def test_a_response_cut_off_mid_body_shows_what_came_and_says_so(
+    http_server: HttpServer, make_ctx: MakeCtx
+) -> None:
+    http_server.routes["/cut"] = Reply(200, b"accepted: order 42", short_by=500)
+    ctx = make_ctx(allow_private_fetch=True)
+    res = run_tool(HttpPost(), {"url": http_server.url("/cut"), "body": {}}, ctx)
+    assert "HTTP 200" in res.content and "accepted: order 42" in res.content
+    assert "[the response was cut off]" in res.content
+    assert len(http_server.hits("/cut")) == 1

@@ -286,3 +286,13 @@ def test_pdf_and_errors_over_http(http_server: HttpServer, make_ctx: MakeCtx) ->
     again = run_tool(WebFetch(), {"url": http_server.url("/gone")}, ctx)
     assert len(http_server.hits("/gone")) == 2  # errors are not cached
     assert again.is_error
+
+
+def test_a_page_cut_off_mid_body_is_an_error_naming_the_page(
+    http_server: HttpServer, make_ctx: MakeCtx
+) -> None:
+    http_server.routes["/cut"] = Reply(200, ARTICLE[:200], HTML, short_by=1000)
+    url = http_server.url("/cut")
+    res = run_tool(WebFetch(), {"url": url}, make_ctx(allow_private_fetch=True))
+    assert res.is_error
+    assert f"connection failed while reading {url}" in res.content
