@@ -10,6 +10,7 @@ import sys
 import time
 from typing import Any, TextIO
 
+from desktop_agent.client import stepkinds
 from desktop_agent.domain import (
     Run,
     RunEvent,
@@ -169,7 +170,7 @@ def status_label(run: Run) -> str:
 def step_line(step: Step) -> str:
     """One line describing a step."""
     mark = {"completed": "✓", "failed": "✗", "started": "…"}[str(step.status)]
-    what = _step_summary(step)
+    what = stepkinds.terminal_summary(stepkinds.facts_of(step), model_label)
     extra = []
     if step.duration_s is not None:
         extra.append(
@@ -183,36 +184,6 @@ def step_line(step: Step) -> str:
         extra.append(f"attempt {step.attempt}")
     tail = f"  ({', '.join(extra)})" if extra else ""
     return f"[{step.seq:>4}] {mark} {step.kind:<11} {what}{tail}"
-
-
-def _step_summary(step: Step) -> str:
-    inp = step.input if isinstance(step.input, dict) else {}
-    out = step.output if isinstance(step.output, dict) else {}
-    if step.kind == StepKind.MODEL_CALL:
-        texts = [b.get("text", "") for b in out.get("content", []) if b.get("type") == "text"]
-        uses = [b.get("name", "") for b in out.get("content", []) if b.get("type") == "tool_use"]
-        text = " ".join(texts).strip() or step.partial_text or step.error or ""
-        tail = f" → {', '.join(uses)}" if uses else ""
-        return f"{model_label(step.name)}: {clip(text, 70)}{tail}"
-    if step.kind == StepKind.TOOL_CALL:
-        args = inp.get("arguments", {})
-        arg = (
-            next((str(v) for k, v in args.items() if k in ("path", "url", "query", "to")), "")
-            if isinstance(args, dict)
-            else ""
-        )
-        res = str(out.get("content", step.error or ""))
-        err = " ERROR" if out.get("is_error") else ""
-        return f"{step.name} {arg}{err}: {clip(res, 60)}"
-    if step.kind == StepKind.APPROVAL:
-        names = ", ".join(str(r.get("name")) for r in inp.get("requests", []))
-        decisions = ", ".join(str(d.get("state")) for d in out.get("decisions", []))
-        return f"approval for {names}" + (f": {decisions}" if decisions else ": pending")
-    if step.kind == StepKind.STEER:
-        return f"note: {clip(str(inp.get('text', '')), 70)}"
-    if step.kind == StepKind.BUDGET:
-        return f"budget reached ({step.name})" + (f": {out.get('action')}" if out else "")
-    return f"{step.name} {clip(json.dumps(out) if out else '', 60)}"
 
 
 def clip(text: str, n: int) -> str:

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
 
+from desktop_agent.client import stepkinds
 from desktop_agent.client.api import Client
 from desktop_agent.domain import (
     JSON,
@@ -413,82 +413,23 @@ def timeline_entries(client: Client, run_id: str, from_seq: int = 1) -> list[Ste
     ]
 
 
-def _clip(text: str, n: int) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= n else text[: n - 1] + "…"
-
-
-def model_text(output: JSON) -> str:
-    """The text blocks of a model call's output."""
-    if not isinstance(output, dict):
-        return ""
-    blocks = output.get("content") or []
-    return "\n".join(
-        str(b.get("text", "")) for b in blocks if isinstance(b, dict) and b.get("type") == "text"
-    ).strip()
-
-
-def tool_uses(output: JSON) -> list[dict[str, Any]]:
-    """The tool uses a model call asked for."""
-    if not isinstance(output, dict):
-        return []
-    return [
-        b
-        for b in output.get("content") or []
-        if isinstance(b, dict) and b.get("type") == "tool_use"
-    ]
-
-
 def step_summary(entry: StepEntry, width: int = 160) -> str:
-    """One line saying what a step did, for the timeline."""
+    """One line saying what a step did, for the timeline (its kind's description says how)."""
     try:
         inp = entry.input()
         out = entry.output()
     except ValueError:
         return entry.name
-    inp = inp if isinstance(inp, dict) else {}
-    out = out if isinstance(out, dict) else {}
-    kind = entry.kind
-    if kind in (StepKind.MODEL_CALL, StepKind.COMPACTION):
-        if entry.is_open:
-            live = entry.partial_text.strip()
-            return _clip(live, width) if live else "waiting for the model…"
-        if kind == StepKind.COMPACTION:
-            return _clip(f"summarized {inp.get('summarized_messages', '?')} messages", width)
-        text = model_text(out) or str(out.get("partial", "")) or entry.error or ""
-        uses = [str(u.get("name", "")) for u in tool_uses(out)]
-        tail = f"  → {', '.join(uses)}" if uses else ""
-        return _clip(text, max(20, width - len(tail))) + tail
-    if kind == StepKind.TOOL_CALL:
-        args = inp.get("arguments")
-        arg = ""
-        if isinstance(args, dict):
-            arg = next((str(v) for k, v in args.items() if k in ("path", "url", "query", "to")), "")
-        call = f"{entry.name} {arg}".strip()
-        if entry.is_open:
-            return _clip(f"{call} → running…", width)
-        res = str(out.get("content", entry.error or ""))
-        mark = "error: " if out.get("is_error") else ""
-        return _clip(f"{call} → {mark}{res}", width)
-    if kind == StepKind.APPROVAL:
-        names = ", ".join(str(r.get("name")) for r in inp.get("requests", []))
-        decisions = ", ".join(str(d.get("state")) for d in out.get("decisions", []))
-        return f"approval for {names}: {decisions or 'waiting for you'}"
-    if kind == StepKind.STEER:
-        return _clip(f"your note: {inp.get('text', '')}", width)
-    if kind == StepKind.SLEEP:
-        until = inp.get("until")
-        when = time.strftime("%H:%M:%S", time.localtime(float(until))) if until else "?"
-        return f"sleeping until {when}" if entry.is_open else f"slept until {when}"
-    if kind == StepKind.QUESTION:
-        q = _clip(str(inp.get("question", "")), width - 20)
-        return f"asked: {q}" + ("" if entry.is_open else f" — answer: {out.get('content', '')}")
-    if kind == StepKind.BUDGET:
-        return f"budget reached ({entry.name})" + (f": {out.get('action')}" if out else "")
-    if kind == StepKind.REPORT:
-        return _clip(f"partial report written to {out.get('path', '?')}", width)
-    detail = entry.error or (json.dumps(out) if out else "")
-    return _clip(f"{entry.name}: {detail}" if detail else entry.name, width)
+    facts = stepkinds.StepFacts.make(
+        entry.kind,
+        entry.name,
+        entry.status,
+        inp,
+        out,
+        error=entry.error,
+        partial_text=entry.partial_text,
+    )
+    return stepkinds.summary(facts, width)
 
 
 def runs_by_id(rows: Iterable[RunRow]) -> dict[str, RunRow]:

@@ -1,14 +1,17 @@
-"""Colors, labels and icon names for statuses and step kinds, for light and dark palettes.
+"""Colors, labels and icon names for statuses, and step kinds' colors, for light and dark.
 
 Colors come in pairs (light, dark): the dark variant is lighter so that it stays readable
 on a dark background. ``is_dark`` decides from the palette actually in use, so the app
-follows the system's color scheme without a setting of its own.
+follows the system's color scheme without a setting of its own. A step kind's pair, label
+and icon are in its description (:mod:`desktop_agent.client.stepkinds`), shared with the
+CLI; this module only turns the pair into a ``QColor``.
 """
 
 from __future__ import annotations
 
 from PySide6.QtGui import QColor, QGuiApplication, QPalette
 
+from desktop_agent.client.stepkinds import describe
 from desktop_agent.domain import Run, RunStatus, StepKind, StepStatus, WaitReason
 
 _STATUS_COLORS: dict[RunStatus, tuple[str, str]] = {
@@ -21,32 +24,6 @@ _STATUS_COLORS: dict[RunStatus, tuple[str, str]] = {
     RunStatus.COMPLETED: ("#1f7a3a", "#6fcf8a"),
     RunStatus.FAILED: ("#c62828", "#ff7b72"),
     RunStatus.CANCELLED: ("#5f6873", "#a9b1bb"),
-}
-
-_KIND_COLORS: dict[StepKind, tuple[str, str]] = {
-    StepKind.MODEL_CALL: ("#1e78d2", "#5aa2ef"),
-    StepKind.TOOL_CALL: ("#138a72", "#3cc9a8"),
-    StepKind.APPROVAL: ("#7e57c2", "#b39ddb"),
-    StepKind.SLEEP: ("#78808a", "#a9b1bb"),
-    StepKind.STEER: ("#c2185b", "#f06292"),
-    StepKind.COMPACTION: ("#3949ab", "#8c9eff"),
-    StepKind.BUDGET: ("#b7791f", "#f0b94b"),
-    StepKind.ERROR: ("#c62828", "#ff7b72"),
-    StepKind.QUESTION: ("#8e24aa", "#ce93d8"),
-    StepKind.REPORT: ("#6d4c41", "#c8a18f"),
-}
-
-KIND_LABELS: dict[StepKind, str] = {
-    StepKind.MODEL_CALL: "model",
-    StepKind.TOOL_CALL: "tool",
-    StepKind.APPROVAL: "approval",
-    StepKind.SLEEP: "wait",
-    StepKind.STEER: "note",
-    StepKind.COMPACTION: "compact",
-    StepKind.BUDGET: "budget",
-    StepKind.ERROR: "error",
-    StepKind.QUESTION: "question",
-    StepKind.REPORT: "report",
 }
 
 STATUS_LABELS: dict[RunStatus, str] = {
@@ -93,7 +70,7 @@ def status_color(status: RunStatus, palette: QPalette | None = None) -> QColor:
 
 def kind_color(kind: StepKind, palette: QPalette | None = None) -> QColor:
     """Color of a step kind in the timeline and charts."""
-    return _pick(_KIND_COLORS[kind], palette)
+    return _pick(describe(kind).colors, palette)
 
 
 def step_status_color(status: StepStatus, palette: QPalette | None = None) -> QColor:

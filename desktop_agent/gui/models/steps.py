@@ -12,9 +12,10 @@ from typing import Any
 
 from PySide6.QtCore import QAbstractListModel, QModelIndex, QObject, QPersistentModelIndex, Qt
 
+from desktop_agent.client.stepkinds import describe
 from desktop_agent.client.views import StepEntry, step_summary
 from desktop_agent.domain import StepKind, StepStatus
-from desktop_agent.gui import fmt, theme
+from desktop_agent.gui import fmt
 
 Index = QModelIndex | QPersistentModelIndex
 _ROOT = QModelIndex()
@@ -59,7 +60,7 @@ class StepTimelineModel(QAbstractListModel):
             return None
         entry = self._rows[index.row()]
         if role == Qt.ItemDataRole.DisplayRole:
-            return f"#{entry.seq} {theme.KIND_LABELS[entry.kind]} {self.summary(index.row())}"
+            return f"#{entry.seq} {describe(entry.kind).label} {self.summary(index.row())}"
         if role == StepRole.ENTRY:
             return entry
         if role == StepRole.SUMMARY:

@@ -12,7 +12,8 @@ from PySide6.QtCore import Slot
 from PySide6.QtGui import QFontDatabase, QPalette
 from PySide6.QtWidgets import QPlainTextEdit, QTabWidget, QTextBrowser, QWidget
 
-from desktop_agent.client.views import StepEntry, model_text, tool_uses
+from desktop_agent.client.stepkinds import Section, Shape, describe, facts_of, sections
+from desktop_agent.client.views import StepEntry
 from desktop_agent.domain import JSON, Step, StepKind
 from desktop_agent.gui import fmt, theme
 
@@ -117,59 +118,26 @@ def _section(title: str, body: str) -> str:
     return f"<h4 style='margin: 10px 0 2px 0'>{html.escape(title)}</h4>{body}"
 
 
+def _body(section: Section) -> str:
+    """A section's content as HTML, every piece of it escaped."""
+    if section.shape == Shape.ARGUMENTS:
+        return _args(section.content)
+    if section.shape == Shape.JSON:
+        return _pre(_json(section.content))
+    return _pre(str(section.content))
+
+
 def step_html(step: Step, thought: str, palette: QPalette) -> str:
-    """The details of a step as HTML."""
-    kind = theme.kind_color(step.kind, palette).name()
+    """The details of a step as HTML: a heading, its facts, then its kind's sections."""
+    kind = describe(step.kind)
+    color = theme.kind_color(step.kind, palette).name()
     out = [
         f"<h3 style='margin:0 0 6px 0'>Step {step.seq} · "
-        f"<span style='color:{kind}'>{theme.KIND_LABELS[step.kind]}</span> · "
+        f"<span style='color:{color}'>{kind.label}</span> · "
         f"{html.escape(step.name)}</h3>",
         _facts(step, palette),
     ]
-    inp = step.input if isinstance(step.input, dict) else {}
-    outp = step.output if isinstance(step.output, dict) else {}
-    if step.kind in (StepKind.MODEL_CALL, StepKind.COMPACTION):
-        thinking = str(outp.get("thinking") or "")
-        if thinking:
-            out.append(_section("Thinking", _pre(thinking)))
-        text = model_text(outp) or str(outp.get("summary") or "")
-        if step.partial_text and not text:
-            out.append(_section("Output so far (streaming)", _pre(step.partial_text)))
-        elif text:
-            out.append(_section("Thought", _pre(text)))
-        for use in tool_uses(outp):
-            out.append(_section(f"Asks to call {use.get('name')}", _args(use.get("input"))))
-        if outp.get("partial"):
-            out.append(_section("Partial output before the failure", _pre(str(outp["partial"]))))
-    elif step.kind == StepKind.TOOL_CALL:
-        if thought:
-            out.append(_section("Thought (from the model call that asked)", _pre(thought)))
-        out.append(_section(f"Tool {step.name}: arguments", _args(inp.get("arguments"))))
-        if outp:
-            label = "Result (error)" if outp.get("is_error") else "Result"
-            out.append(_section(label, _pre(str(outp.get("content", "")))))
-            if outp.get("data") is not None:
-                out.append(_section("Data", _pre(_json(outp["data"]))))
-    elif step.kind == StepKind.APPROVAL:
-        for req in inp.get("requests", []):
-            out.append(
-                _section(
-                    f"Asked to approve {req.get('name')} ({req.get('rule', '')})",
-                    _args(req.get("arguments")),
-                )
-            )
-        for dec in outp.get("decisions", []):
-            note = f" — {dec.get('note')}" if dec.get("note") else ""
-            out.append(_section(f"Decision: {dec.get('state')}{note}", _args(dec.get("arguments"))))
-    else:
-        if inp:
-            out.append(_section("Input", _pre(_json(inp))))
-        if outp:
-            out.append(_section("Output", _pre(_json(outp))))
-    if step.error:
-        out.append(_section("Error", _pre(step.error)))
-    for i, text in enumerate(step.salvaged, start=1):
-        out.append(_section(f"Salvaged output of interrupted attempt {i}", _pre(text)))
+    out.extend(_section(s.title, _body(s)) for s in sections(facts_of(step), thought))
     return "".join(out)
 
 

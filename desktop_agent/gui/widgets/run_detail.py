@@ -17,7 +17,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from desktop_agent.client.views import RunRow, StepEntry, model_text, tool_uses
+from desktop_agent.client.stepkinds import model_text, tool_uses
+from desktop_agent.client.views import RunRow, StepEntry
 from desktop_agent.domain import RunEvent, RunStatus, StepKind
 from desktop_agent.gui import resources, theme
 from desktop_agent.gui.models.steps import StepTimelineModel

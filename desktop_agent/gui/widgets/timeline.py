@@ -7,6 +7,7 @@ run of 10,000 steps scrolls as smoothly as one of ten.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 from PySide6.QtCore import QModelIndex, QPersistentModelIndex, QRect, QSize, Qt, Signal, Slot
 from PySide6.QtGui import QColor, QFont, QFontMetrics, QPainter, QPalette
@@ -19,14 +20,16 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from desktop_agent.client.stepkinds import describe
 from desktop_agent.client.views import StepEntry
-from desktop_agent.domain import StepKind, StepStatus
+from desktop_agent.domain import StepStatus
 from desktop_agent.gui import fmt, theme
 from desktop_agent.gui.models.steps import StepRole
 
 Index = QModelIndex | QPersistentModelIndex
 
-WAIT_KINDS = frozenset({StepKind.APPROVAL, StepKind.SLEEP, StepKind.QUESTION, StepKind.BUDGET})
+KIND_SAMPLE = "approval"
+"""The label the kind column is measured for (the column's width, so the look, hangs on it)."""
 
 
 def _mix(a: QColor, b: QColor, amount: float) -> QColor:
@@ -38,8 +41,144 @@ def _mix(a: QColor, b: QColor, amount: float) -> QColor:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class _Row:
+    """What the parts of one painted row share: its place, font metrics and colours."""
+
+    rect: QRect
+    fm: QFontMetrics
+    selected: bool
+    background: QColor
+    text: QColor
+    muted: QColor
+    kind: QColor
+
+    @property
+    def mid(self) -> int:
+        """The row's vertical centre."""
+        return self.rect.center().y()
+
+    def cell(self, x: int, width: int) -> QRect:
+        """A cell of the row, ``width`` wide from ``x``."""
+        return QRect(x, self.rect.top(), width, self.rect.height())
+
+
+def _row_style(entry: StepEntry, option: QStyleOptionViewItem) -> _Row:
+    """The row's colours: tinted when failed or open, highlighted when selected."""
+    palette: QPalette = option.palette
+    selected = bool(option.state & QStyle.StateFlag.State_Selected)
+    kind = theme.kind_color(entry.kind, palette)
+    base = palette.color(QPalette.ColorRole.Base)
+    background = base
+    if entry.status == StepStatus.FAILED:
+        background = _mix(base, theme.step_status_color(StepStatus.FAILED, palette), 0.12)
+    elif entry.is_open:
+        background = _mix(base, kind, 0.12)
+    if selected:
+        background = palette.color(QPalette.ColorRole.Highlight)
+    text = palette.color(
+        QPalette.ColorRole.HighlightedText if selected else QPalette.ColorRole.Text
+    )
+    muted = _mix(text, background, 0.4)
+    return _Row(option.rect, QFontMetrics(option.font), selected, background, text, muted, kind)
+
+
+def _draw_status_mark(painter: QPainter, entry: StepEntry, row: _Row, palette: QPalette) -> int:
+    """A dot (done), a ring (open; in the kind's colour when it waits), a cross (failed).
+
+    Returns the x where the next part starts.
+    """
+    x, mid, r = row.rect.left() + 10, row.mid, 4
+    mark = theme.step_status_color(entry.status, palette)
+    painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+    if entry.status == StepStatus.COMPLETED:
+        painter.setPen(Qt.PenStyle.NoPen)
+        painter.setBrush(mark)
+        painter.drawEllipse(x, mid - r, 2 * r, 2 * r)
+        return x + 2 * r + 8
+    pen = painter.pen()
+    pen.setWidth(2)
+    if entry.status == StepStatus.STARTED:
+        pen.setColor(row.kind if describe(entry.kind).waits else mark)
+        painter.setPen(pen)
+        painter.setBrush(Qt.BrushStyle.NoBrush)
+        painter.drawEllipse(x, mid - r, 2 * r, 2 * r)
+    else:
+        pen.setColor(mark)
+        painter.setPen(pen)
+        painter.drawLine(x, mid - r, x + 2 * r, mid + r)
+        painter.drawLine(x, mid + r, x + 2 * r, mid - r)
+    return x + 2 * r + 8
+
+
+def _draw_seq(painter: QPainter, entry: StepEntry, row: _Row, x: int) -> int:
+    """The step's number, right-aligned in a column wide enough for five digits."""
+    painter.setPen(row.muted)
+    width = row.fm.horizontalAdvance("#00000")
+    right = Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignRight
+    painter.drawText(row.cell(x, width), right, f"#{entry.seq}")
+    return x + width + 10
+
+
+def _draw_kind(painter: QPainter, entry: StepEntry, row: _Row, font: QFont, x: int) -> int:
+    """The kind's label, bold, in the kind's colour."""
+    bold = QFont(font)
+    bold.setBold(True)
+    width = QFontMetrics(bold).horizontalAdvance(KIND_SAMPLE) + 4
+    painter.setFont(bold)
+    painter.setPen(row.text if row.selected else row.kind)
+    painter.drawText(row.cell(x, width), Qt.AlignmentFlag.AlignVCenter, describe(entry.kind).label)
+    painter.setFont(font)
+    return x + width + 8
+
+
+def _draw_cost_and_time(painter: QPainter, entry: StepEntry, row: _Row) -> int:
+    """Cost and duration, from the right edge; returns where the next part must end."""
+    fm, right = row.fm, row.rect.right() - 8
+    align = Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignRight
+    cost = fmt.format_usd(entry.cost_usd) if entry.cost_usd else ""
+    cost_w = fm.horizontalAdvance("$0.0000") + 4
+    painter.setPen(row.muted)
+    painter.drawText(row.cell(right - cost_w, cost_w), align, cost)
+    right -= cost_w + 8
+    if entry.is_open:
+        took = fmt.short_duration(max(0.0, time.time() - entry.started_at)) + "…"
+    else:
+        took = fmt.short_duration(entry.duration_s)
+    dur_w = fm.horizontalAdvance("00m00s…") + 4
+    painter.drawText(row.cell(right - dur_w, dur_w), align, took)
+    return right - dur_w - 8
+
+
+def _draw_badges(painter: QPainter, badges: list[tuple[str, QColor]], row: _Row, right: int) -> int:
+    """Rounded badges, right to left, ending at ``right``; returns where they begin."""
+    fm = row.fm
+    for badge, color in badges:
+        w = fm.horizontalAdvance(badge) + 12
+        box = QRect(right - w, row.mid - fm.height() // 2, w, fm.height())
+        painter.setPen(Qt.PenStyle.NoPen)
+        painter.setBrush(_mix(row.background, color, 0.25))
+        painter.drawRoundedRect(box, 4, 4)
+        painter.setPen(row.text if row.selected else color)
+        painter.drawText(box, Qt.AlignmentFlag.AlignCenter, badge)
+        right -= w + 6
+    return right
+
+
+def _draw_summary(painter: QPainter, summary: str, row: _Row, x: int, right: int) -> None:
+    """The summary line in what is left between ``x`` and ``right``, elided."""
+    painter.setPen(row.text)
+    avail = max(0, right - x - 4)
+    shown = row.fm.elidedText(summary, Qt.TextElideMode.ElideRight, avail)
+    painter.drawText(row.cell(x, avail), Qt.AlignmentFlag.AlignVCenter, shown)
+
+
 class StepDelegate(QStyledItemDelegate):
-    """Paints a step: kind strip, status mark, number, kind, summary, badges, time, cost."""
+    """Paints a step: kind strip, status mark, number, kind, summary, badges, time, cost.
+
+    The kind's colour, label and whether it waits come from its description
+    (:mod:`desktop_agent.client.stepkinds`), as do the summary lines the model hands over.
+    """
 
     def _metrics(self, option: QStyleOptionViewItem) -> QFontMetrics:
         return QFontMetrics(option.font)
@@ -49,120 +188,21 @@ class StepDelegate(QStyledItemDelegate):
         return QSize(200, self._metrics(option).height() + 10)
 
     def paint(self, painter: QPainter, option: QStyleOptionViewItem, index: Index) -> None:
-        """Draw one step."""
+        """Draw one step, left to right, then right to left, the summary in between."""
         entry = index.data(StepRole.ENTRY)
         if not isinstance(entry, StepEntry):
             return
-        rect: QRect = option.rect
-        palette: QPalette = option.palette
-        state = option.state
-        selected = bool(state & QStyle.StateFlag.State_Selected)
+        row = _row_style(entry, option)
+        rect = row.rect
         painter.save()
-        base = palette.color(QPalette.ColorRole.Base)
-        background = base
-        if entry.status == StepStatus.FAILED:
-            background = _mix(base, theme.step_status_color(StepStatus.FAILED, palette), 0.12)
-        elif entry.is_open:
-            tint = theme.kind_color(entry.kind, palette)
-            background = _mix(base, tint, 0.12)
-        if selected:
-            background = palette.color(QPalette.ColorRole.Highlight)
-        painter.fillRect(rect, background)
-        text_color = palette.color(
-            QPalette.ColorRole.HighlightedText if selected else QPalette.ColorRole.Text
-        )
-        muted = _mix(text_color, background, 0.4)
-        kind_color = theme.kind_color(entry.kind, palette)
-        painter.fillRect(QRect(rect.left(), rect.top() + 1, 4, rect.height() - 2), kind_color)
-
-        fm = self._metrics(option)
-        x = rect.left() + 10
-        mid = rect.center().y()
-        # Status mark: a dot (done), a ring (open), a cross (failed).
-        mark = theme.step_status_color(entry.status, palette)
-        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
-        r = 4
-        if entry.status == StepStatus.COMPLETED:
-            painter.setPen(Qt.PenStyle.NoPen)
-            painter.setBrush(mark)
-            painter.drawEllipse(x, mid - r, 2 * r, 2 * r)
-        elif entry.status == StepStatus.STARTED:
-            pen = painter.pen()
-            pen.setColor(kind_color if entry.kind in WAIT_KINDS else mark)
-            pen.setWidth(2)
-            painter.setPen(pen)
-            painter.setBrush(Qt.BrushStyle.NoBrush)
-            painter.drawEllipse(x, mid - r, 2 * r, 2 * r)
-        else:
-            pen = painter.pen()
-            pen.setColor(mark)
-            pen.setWidth(2)
-            painter.setPen(pen)
-            painter.drawLine(x, mid - r, x + 2 * r, mid + r)
-            painter.drawLine(x, mid + r, x + 2 * r, mid - r)
-        x += 2 * r + 8
-
-        painter.setPen(muted)
-        seq_w = fm.horizontalAdvance("#00000")
-        seq_rect = QRect(x, rect.top(), seq_w, rect.height())
-        painter.drawText(
-            seq_rect, Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignRight, f"#{entry.seq}"
-        )
-        x += seq_w + 10
-
-        bold = QFont(option.font)
-        bold.setBold(True)
-        kind_w = QFontMetrics(bold).horizontalAdvance("approval") + 4
-        painter.setFont(bold)
-        painter.setPen(text_color if selected else kind_color)
-        painter.drawText(
-            QRect(x, rect.top(), kind_w, rect.height()),
-            Qt.AlignmentFlag.AlignVCenter,
-            theme.KIND_LABELS[entry.kind],
-        )
-        painter.setFont(option.font)
-        x += kind_w + 8
-
-        # Right side, from the right edge: cost, duration, badges.
-        right = rect.right() - 8
-        cost = fmt.format_usd(entry.cost_usd) if entry.cost_usd else ""
-        cost_w = fm.horizontalAdvance("$0.0000") + 4
-        painter.setPen(muted)
-        painter.drawText(
-            QRect(right - cost_w, rect.top(), cost_w, rect.height()),
-            Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignRight,
-            cost,
-        )
-        right -= cost_w + 8
-        if entry.is_open:
-            took = fmt.short_duration(max(0.0, time.time() - entry.started_at)) + "…"
-        else:
-            took = fmt.short_duration(entry.duration_s)
-        dur_w = fm.horizontalAdvance("00m00s…") + 4
-        painter.drawText(
-            QRect(right - dur_w, rect.top(), dur_w, rect.height()),
-            Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignRight,
-            took,
-        )
-        right -= dur_w + 8
-        for badge, color in self._badges(entry, index, palette):
-            w = fm.horizontalAdvance(badge) + 12
-            box = QRect(right - w, mid - fm.height() // 2, w, fm.height())
-            painter.setPen(Qt.PenStyle.NoPen)
-            painter.setBrush(_mix(background, color, 0.25))
-            painter.drawRoundedRect(box, 4, 4)
-            painter.setPen(text_color if selected else color)
-            painter.drawText(box, Qt.AlignmentFlag.AlignCenter, badge)
-            right -= w + 6
-
-        summary = index.data(StepRole.SUMMARY) or ""
-        painter.setPen(text_color)
-        avail = max(0, right - x - 4)
-        painter.drawText(
-            QRect(x, rect.top(), avail, rect.height()),
-            Qt.AlignmentFlag.AlignVCenter,
-            fm.elidedText(str(summary), Qt.TextElideMode.ElideRight, avail),
-        )
+        painter.fillRect(rect, row.background)
+        painter.fillRect(QRect(rect.left(), rect.top() + 1, 4, rect.height() - 2), row.kind)
+        x = _draw_status_mark(painter, entry, row, option.palette)
+        x = _draw_seq(painter, entry, row, x)
+        x = _draw_kind(painter, entry, row, option.font, x)
+        right = _draw_cost_and_time(painter, entry, row)
+        right = _draw_badges(painter, self._badges(entry, index, option.palette), row, right)
+        _draw_summary(painter, str(index.data(StepRole.SUMMARY) or ""), row, x, right)
         painter.restore()
 
     def _badges(
@@ -178,7 +218,7 @@ class StepDelegate(QStyledItemDelegate):
             out.append(("failed", theme.step_status_color(StepStatus.FAILED, palette)))
         if entry.salvaged_json:
             out.append(("salvaged", warn))
-        if entry.is_open and entry.kind in WAIT_KINDS:
+        if entry.is_open and describe(entry.kind).waits:
             out.append(("waiting", theme.kind_color(entry.kind, palette)))
         return out
 
