@@ -16,8 +16,6 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import sqlalchemy as sa
-
 from desktop_agent.client.api import Client
 from desktop_agent.client.schedules import MAX_BATCH_ITEMS, MIN_INTERVAL_S, Scheduling
 from desktop_agent.domain import RunStatus
@@ -32,7 +30,7 @@ from desktop_agent.domain.scheduling import (
     StuckRun,
 )
 from desktop_agent.domain.units import format_duration
-from desktop_agent.persistence.scheduling_rows import item_from_row
+from desktop_agent.persistence import scheduling_readmodels
 from desktop_agent.scheduler.folders import folder_files
 from desktop_agent.scheduler.timing import check_timezone, next_due, parse_crontab
 
@@ -124,37 +122,6 @@ class SchedulingState:
 
 # --------------------------------------------------------------------------- reads
 
-_TOKEN_SQL = sa.text(
-    "SELECT (SELECT count(*) FROM runs) AS rn, "
-    "(SELECT max(updated_at) FROM runs) AS ru, "
-    "(SELECT count(*) FROM schedules) AS sn, "
-    "(SELECT coalesce(sum(version), 0) FROM schedules) AS sv, "
-    "(SELECT max(updated_at) FROM schedules) AS su, "
-    "(SELECT count(*) FROM watches) AS wn, "
-    "(SELECT coalesce(sum(version), 0) FROM watches) AS wv, "
-    "(SELECT count(*) FROM seen_files) AS fn, "
-    "(SELECT count(*) FROM batches) AS bn, "
-    "(SELECT count(*) FROM batch_items WHERE status = 'pending') AS bp, "
-    "(SELECT count(*) FROM run_alerts WHERE cleared_at IS NULL) AS an, "
-    "(SELECT max(raised_at) FROM run_alerts) AS ar, "
-    "(SELECT max(cleared_at) FROM run_alerts) AS ac"
-)
-
-_PROGRESS_SQL = sa.text(
-    "SELECT bi.batch_id, bi.status, r.status AS run_status, count(*) AS n FROM batch_items bi "
-    "LEFT JOIN runs r ON r.id = bi.run_id GROUP BY bi.batch_id, bi.status, r.status"
-)
-
-_SEEN_SQL = sa.text(
-    "SELECT watch_id, count(*) AS n, count(run_id) AS runs, max(seen_at) AS last "
-    "FROM seen_files GROUP BY watch_id"
-)
-
-_ITEMS_SQL = sa.text(
-    "SELECT bi.*, r.status AS run_status, r.status_message AS run_message FROM batch_items bi "
-    "LEFT JOIN runs r ON r.id = bi.run_id WHERE bi.batch_id = :b ORDER BY bi.idx"
-)
-
 
 def scheduling_token(client: Client) -> tuple[Any, ...]:
     """A cheap value that changes whenever anything the scheduling views show changes.
@@ -163,67 +130,31 @@ def scheduling_token(client: Client) -> tuple[Any, ...]:
     have seen, batches and retried items, and stuck flags (runs are in it too: batch
     progress and a schedule's last run follow their runs).
     """
-    with client.store.db.read() as conn:
-        row = conn.execute(_TOKEN_SQL).one()
-    return tuple(row)
+    return scheduling_readmodels.scheduling_token(client.store.db)
 
 
 def batch_progress_all(client: Client) -> dict[str, BatchProgress]:
     """The progress of every batch, in one query."""
-    with client.store.db.read() as conn:
-        rows = conn.execute(_PROGRESS_SQL).all()
-    counts: dict[str, dict[ItemStatus, int]] = {}
-    for batch_id, status, run_status, n in rows:
-        item = ItemStatus(status)
-        if run_status is not None:
-            item = ItemStatus.of_run(RunStatus(run_status))
-        by = counts.setdefault(str(batch_id), {s: 0 for s in ItemStatus})
-        by[item] += int(n)
-    return {
-        batch_id: BatchProgress(
-            total=sum(by.values()),
-            completed=by[ItemStatus.COMPLETED],
-            failed=by[ItemStatus.FAILED],
-            cancelled=by[ItemStatus.CANCELLED],
-            running=by[ItemStatus.RUNNING],
-            pending=by[ItemStatus.PENDING],
-            stopped=by[ItemStatus.STOPPED],
-        )
-        for batch_id, by in counts.items()
-    }
+    return scheduling_readmodels.batch_progress_all(client.store.db)
 
 
 def batch_item_rows(client: Client, batch_id: str) -> list[ItemRow]:
     """The batch's items in order, each with its run's message if it failed or stopped."""
-    with client.store.db.read() as conn:
-        rows = list(conn.execute(_ITEMS_SQL, {"b": batch_id}).mappings())
     out = []
-    for r in rows:
-        item = item_from_row(r)
+    for item, message in scheduling_readmodels.items_with_messages(client.store.db, batch_id):
         error = ""
         if item.status in (ItemStatus.FAILED, ItemStatus.CANCELLED, ItemStatus.STOPPED):
-            error = str(r["run_message"] or "")
+            error = message
         out.append(ItemRow(item, error))
     return out
 
 
 def _run_statuses(client: Client, run_ids: Iterable[str]) -> dict[str, RunStatus]:
-    ids = sorted(set(run_ids))
-    out: dict[str, RunStatus] = {}
-    for chunk in (ids[i : i + 200] for i in range(0, len(ids), 200)):
-        params = {f"r{i}": run_id for i, run_id in enumerate(chunk)}
-        sql = sa.text(
-            "SELECT id, status FROM runs WHERE id IN (" + ", ".join(f":{k}" for k in params) + ")"
-        )
-        with client.store.db.read() as conn:
-            out.update({str(r[0]): RunStatus(r[1]) for r in conn.execute(sql, params)})
-    return out
+    return scheduling_readmodels.run_statuses(client.store.db, run_ids)
 
 
 def _watch_counts(client: Client) -> dict[str, tuple[int, int, float | None]]:
-    with client.store.db.read() as conn:
-        rows = conn.execute(_SEEN_SQL).all()
-    return {str(r[0]): (int(r[1]), int(r[2]), r[3]) for r in rows}
+    return scheduling_readmodels.watch_counts(client.store.db)
 
 
 def next_firing(schedule: Schedule) -> float | None:

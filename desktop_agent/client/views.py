@@ -10,9 +10,6 @@ import json
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
-
-import sqlalchemy as sa
 
 from desktop_agent.client import stepkinds
 from desktop_agent.client.api import Client
@@ -30,7 +27,7 @@ from desktop_agent.domain import (
 )
 from desktop_agent.engine.control import CONTROL_TOOLS
 from desktop_agent.llm.pricing import MODELS
-from desktop_agent.persistence.mapping import run_from_row
+from desktop_agent.persistence import readmodels
 from desktop_agent.tools.registry import default_tools
 
 _KINDS = {k.value: k for k in StepKind}
@@ -255,13 +252,7 @@ class RunsTracker:
             return RunsDelta(token, rows, full, approvals)
 
     def _runs_since(self, since: float) -> list[Run]:
-        sql = sa.text(
-            "SELECT * FROM runs WHERE updated_at >= :since OR status = 'running' "
-            "ORDER BY created_at DESC LIMIT :n"
-        )
-        with self.client.store.db.read() as conn:
-            rows = list(conn.execute(sql, {"since": since, "n": self.limit}).mappings())
-        return [run_from_row(dict(r)) for r in rows]
+        return readmodels.runs_since(self.client.store.db, since, self.limit)
 
     def _plans_of(self, runs: Sequence[Run]) -> dict[str, tuple[PlanItem, ...]]:
         """The newest plan of each run, reading only steps added since the last look."""
@@ -272,25 +263,17 @@ class RunsTracker:
             out[run.id] = plan
             if run.last_seq > scanned:
                 stale.append((run, scanned))
-        for chunk in (stale[i : i + 200] for i in range(0, len(stale), 200)):
-            params: dict[str, Any] = {}
-            where = []
-            for i, (run, scanned) in enumerate(chunk):
-                where.append(f"(run_id = :r{i} AND seq > :s{i})")
-                params[f"r{i}"], params[f"s{i}"] = run.id, scanned
-            sql = sa.text(
-                "SELECT run_id, output FROM steps WHERE name = 'update_plan' "
-                "AND status = 'completed' AND (" + " OR ".join(where) + ") ORDER BY run_id, seq"
-            )
-            with self.client.store.db.read() as conn:
-                found = conn.execute(sql, params).fetchall()
-            newest: dict[str, str] = {str(r[0]): str(r[1]) for r in found if r[1]}
-            for run, _scanned in chunk:
-                if run.id in newest:
-                    parsed = plan_from_output(json.loads(newest[run.id]))
-                    if parsed is not None:
-                        out[run.id] = parsed
-                self._plans[run.id] = (run.last_seq, out[run.id])
+        if not stale:
+            return out
+        newest = readmodels.newest_plans(
+            self.client.store.db, [(run.id, scanned) for run, scanned in stale]
+        )
+        for run, _scanned in stale:
+            if run.id in newest:
+                parsed = plan_from_output(json.loads(newest[run.id]))
+                if parsed is not None:
+                    out[run.id] = parsed
+            self._plans[run.id] = (run.last_seq, out[run.id])
         return out
 
 
@@ -377,37 +360,28 @@ class StepEntry:
         )
 
 
-_ENTRY_SQL = sa.text(
-    "SELECT run_id, seq, kind, name, status, attempt, effect, started_at, finished_at, "
-    "cost_usd, input_tokens, output_tokens, cache_write_tokens, cache_read_tokens, error, "
-    "partial_text, input, output, salvaged FROM steps "
-    "WHERE run_id = :id AND seq >= :s ORDER BY seq"
-)
-
-
 def timeline_entries(client: Client, run_id: str, from_seq: int = 1) -> list[StepEntry]:
     """Steps ``from_seq`` onwards, in order, as slim timeline entries."""
-    with client.store.db.read() as conn:
-        rows = conn.execute(_ENTRY_SQL, {"id": run_id, "s": from_seq}).fetchall()
+    rows = readmodels.timeline_rows(client.store.db, run_id, from_seq)
     kinds, statuses, effects = _KINDS, _STATUSES, _EFFECTS
     return [
         StepEntry(
-            r[0],
-            r[1],
-            kinds[r[2]],
-            r[3],
-            statuses[r[4]],
-            r[5],
-            effects[r[6]] if r[6] else None,
-            r[7],
-            r[8],
-            r[9],
-            (r[10], r[11], r[12], r[13]),
-            r[14],
-            r[15] or "",
-            r[16],
-            r[17],
-            r[18],
+            r.run_id,
+            r.seq,
+            kinds[r.kind],
+            r.name,
+            statuses[r.status],
+            r.attempt,
+            effects[r.effect] if r.effect else None,
+            r.started_at,
+            r.finished_at,
+            r.cost_usd,
+            (r.input_tokens, r.output_tokens, r.cache_write_tokens, r.cache_read_tokens),
+            r.error,
+            r.partial_text or "",
+            r.input,
+            r.output,
+            r.salvaged,
         )
         for r in rows
     ]

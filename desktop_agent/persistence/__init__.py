@@ -1,1 +1,1 @@
-"""SQLModel tables, the SQL store implementing the engine's ports, and migrations."""
+"""The schema (Core tables), the SQL store implementing the engine's ports, and migrations."""

@@ -21,22 +21,50 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import sqlalchemy as sa
+from sqlalchemy import Column, Table, delete, func, select, text
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import OperationalError
 
 from desktop_agent.domain.errors import InvalidInputError, StorageError
 from desktop_agent.persistence.db import Database
+from desktop_agent.persistence.files import fsync_dir
 from desktop_agent.persistence.mapping import loads
-from desktop_agent.persistence.scheduling_rows import SYNC_ITEMS, TERMINAL
+from desktop_agent.persistence.scheduling_rows import TERMINAL, sync_items
+from desktop_agent.persistence.tables import (
+    approvals,
+    batch_items,
+    commands,
+    run_alerts,
+    run_events,
+    runs,
+    schedules,
+    snapshots,
+    steps,
+    watches,
+)
 
-_JSON_COLUMNS = {
-    "runs": ("spec", "budget"),
-    "steps": ("input", "output", "salvaged"),
-    "approvals": ("arguments", "decided_arguments"),
-    "commands": ("payload",),
-    "run_events": ("data",),
+_JSON_COLUMNS: dict[Table, tuple[str, ...]] = {
+    runs: (runs.c.spec.key, runs.c.budget.key),
+    steps: (steps.c.input.key, steps.c.output.key, steps.c.salvaged.key),
+    approvals: (approvals.c.arguments.key, approvals.c.decided_arguments.key),
+    commands: (commands.c.payload.key,),
+    run_events: (run_events.c.data.key,),
 }
+"""Columns holding JSON text, decoded in the archive."""
+
+_OF_RUNS: tuple[Column[str], ...] = (
+    run_alerts.c.run_id,
+    run_events.c.run_id,
+    commands.c.run_id,
+    approvals.c.run_id,
+    snapshots.c.run_id,
+    steps.c.run_id,
+    runs.c.id,
+)
+"""What an archived run removes, in an order the foreign keys allow."""
+
+_COUNTED = (runs, steps, approvals, commands, schedules, batch_items, watches)
+"""Tables whose row counts :func:`db_info` reports."""
 _KEY_LIKE = re.compile(r"sk-ant-[A-Za-z0-9_\-]{8,}")
 ARCHIVE_FORMAT = "desktop-agent-archive-1"
 CHUNK = 200
@@ -130,7 +158,7 @@ class Archiver:
             with contextlib.suppress(OSError):
                 tmp.unlink()
             raise StorageError(f"cannot write the archive {path}: {exc.strerror}") from None
-        _fsync_dir(path.parent)
+        fsync_dir(path.parent)
         for start in range(0, len(ids), CHUNK):
             self._delete(ids[start : start + CHUNK])
         return ArchiveResult(path, ids)
@@ -140,80 +168,71 @@ class Archiver:
         return self.folder / f"runs-{stamp}-{uuid.uuid4().hex[:6]}.jsonl.gz"
 
     def _candidates(self, before: float) -> list[str]:
-        sql = sa.text(
-            f"SELECT id FROM runs WHERE status IN {TERMINAL} "
-            "AND coalesce(finished_at, updated_at) < :before ORDER BY created_at"
+        stmt = (
+            select(runs.c.id)
+            .where(
+                runs.c.status.in_(TERMINAL),
+                func.coalesce(runs.c.finished_at, runs.c.updated_at) < before,
+            )
+            .order_by(runs.c.created_at)
         )
         with self.db.read() as conn:
-            return [str(r[0]) for r in conn.execute(sql, {"before": before})]
+            return [str(i) for i in conn.execute(stmt).scalars()]
 
     def _records(self, ids: Sequence[str]) -> list[dict[str, Any]]:
-        def table(conn: Connection, name: str, key: str, order: str) -> dict[str, list[Any]]:
+        def rows_of(
+            conn: Connection, table: Table, key: Column[str], *order: Column[Any]
+        ) -> dict[str, list[Any]]:
             out: dict[str, list[Any]] = {}
-            sql = sa.text(f"SELECT * FROM {name} WHERE {key} IN :ids ORDER BY {order}")
-            sql = sql.bindparams(sa.bindparam("ids", expanding=True))
-            for row in conn.execute(sql, {"ids": list(ids)}).mappings():
-                item = _decoded(name, row)
-                out.setdefault(str(item[key]), []).append(item)
+            stmt = select(table).where(key.in_(list(ids))).order_by(*order)
+            for row in conn.execute(stmt).mappings():
+                item = _decoded(table, row)
+                out.setdefault(str(item[key.key]), []).append(item)
             return out
 
         with self.db.read() as conn:
-            runs = table(conn, "runs", "id", "created_at")
-            steps = table(conn, "steps", "run_id", "run_id, seq")
-            approvals = table(conn, "approvals", "run_id", "run_id, created_at")
-            commands = table(conn, "commands", "run_id", "run_id, id")
-            events = table(conn, "run_events", "run_id", "run_id, id")
+            found = rows_of(conn, runs, runs.c.id, runs.c.created_at)
+            step_rows = rows_of(conn, steps, steps.c.run_id, steps.c.run_id, steps.c.seq)
+            approval_rows = rows_of(
+                conn, approvals, approvals.c.run_id, approvals.c.run_id, approvals.c.created_at
+            )
+            command_rows = rows_of(
+                conn, commands, commands.c.run_id, commands.c.run_id, commands.c.id
+            )
+            events = rows_of(
+                conn, run_events, run_events.c.run_id, run_events.c.run_id, run_events.c.id
+            )
         return [
             {
                 "format": ARCHIVE_FORMAT,
-                "run": runs[run_id][0],
-                "steps": steps.get(run_id, []),
-                "approvals": approvals.get(run_id, []),
-                "commands": commands.get(run_id, []),
+                "run": found[run_id][0],
+                "steps": step_rows.get(run_id, []),
+                "approvals": approval_rows.get(run_id, []),
+                "commands": command_rows.get(run_id, []),
                 "events": events.get(run_id, []),
             }
             for run_id in ids
-            if run_id in runs
+            if run_id in found
         ]
 
     def _delete(self, ids: Sequence[str]) -> None:
         try:
             with self.db.write() as conn:
                 # Batch items keep their final status once their run is gone.
-                conn.execute(sa.text(SYNC_ITEMS), {"now": self.now()})
-                for name, key in (
-                    ("run_alerts", "run_id"),
-                    ("run_events", "run_id"),
-                    ("commands", "run_id"),
-                    ("approvals", "run_id"),
-                    ("snapshots", "run_id"),
-                    ("steps", "run_id"),
-                    ("runs", "id"),
-                ):
-                    sql = sa.text(f"DELETE FROM {name} WHERE {key} IN :ids")
-                    conn.execute(
-                        sql.bindparams(sa.bindparam("ids", expanding=True)), {"ids": list(ids)}
-                    )
+                conn.execute(sync_items(self.now()))
+                for key in _OF_RUNS:
+                    conn.execute(delete(key.table).where(key.in_(list(ids))))
         except OperationalError as exc:
             raise StorageError(f"cannot remove archived runs: {exc.orig}") from None
 
 
-def _decoded(table: str, row: Any) -> dict[str, Any]:
+def _decoded(table: Table, row: Any) -> dict[str, Any]:
     item = dict(row)
     for col in _JSON_COLUMNS.get(table, ()):
         if isinstance(item.get(col), str):
             with contextlib.suppress(ValueError):
                 item[col] = loads(item[col])
     return item
-
-
-def _fsync_dir(folder: Path) -> None:
-    with contextlib.suppress(OSError):
-        fd = os.open(folder, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
 
 
 def read_archive(path: Path) -> list[dict[str, Any]]:
@@ -227,22 +246,20 @@ def read_archive(path: Path) -> list[dict[str, Any]]:
 
 def db_info(db: Database) -> DbInfo:
     """Size, schema revision and row counts of the database."""
-    tables = ("runs", "steps", "approvals", "commands", "schedules", "batch_items", "watches")
+    by_status_query = (
+        select(runs.c.status, func.count()).group_by(runs.c.status).order_by(runs.c.status)
+    )
     with db.read() as conn:
         rows = {
-            t: int(conn.exec_driver_sql(f"SELECT count(*) FROM {t}").scalar() or 0) for t in tables
+            t.name: int(conn.execute(select(func.count()).select_from(t)).scalar() or 0)
+            for t in _COUNTED
         }
-        by_status = {
-            str(status): int(n)
-            for status, n in conn.exec_driver_sql(
-                "SELECT status, count(*) FROM runs GROUP BY status ORDER BY status"
-            )
-        }
+        by_status = {str(status): int(n) for status, n in conn.execute(by_status_query)}
         revision = db.current_revision(conn)
         free = 0
         if db.is_sqlite:
-            page = int(conn.exec_driver_sql("PRAGMA page_size").scalar() or 0)
-            free = page * int(conn.exec_driver_sql("PRAGMA freelist_count").scalar() or 0)
+            page = int(conn.execute(text("PRAGMA page_size")).scalar() or 0)
+            free = page * int(conn.execute(text("PRAGMA freelist_count")).scalar() or 0)
     path = db.settings.sqlite_path
     size = path.stat().st_size if path and path.exists() else 0
     wal = Path(str(path) + "-wal") if path else None

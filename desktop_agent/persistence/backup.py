@@ -40,6 +40,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from desktop_agent.domain.errors import StorageError
+from desktop_agent.persistence.files import fsync_dir
 from desktop_agent.persistence.ledger import COMPACT_MARGIN_S, EffectLedger
 from desktop_agent.persistence.restored import Reconciled, reconcile
 
@@ -137,15 +138,6 @@ def _private_dir(folder: Path) -> None:
         os.chmod(folder, 0o700)
 
 
-def _fsync_dir(folder: Path) -> None:
-    with contextlib.suppress(OSError):
-        fd = os.open(folder, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-
 def _fsync_file(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
@@ -212,7 +204,7 @@ def make_backup(
             raise StorageError(damaged_message(db_path, str(problem)))
         _fsync_file(tmp)
         os.replace(tmp, final)
-        _fsync_dir(folder)
+        fsync_dir(folder)
     except sqlite3.Error as exc:
         text = str(exc)
         if is_corruption(text):
@@ -351,7 +343,7 @@ def restore(
                     damaged = aside
         os.replace(tmp, db_path)
         os.chmod(db_path, 0o600)
-        _fsync_dir(db_path.parent)
+        fsync_dir(db_path.parent)
     except OSError as exc:
         raise StorageError(f"cannot restore {db_path}: {exc.strerror}: {exc.filename}") from None
     finally:

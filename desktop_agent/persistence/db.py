@@ -22,6 +22,7 @@ from typing import Any
 import sqlalchemy as sa
 from alembic import command
 from alembic.config import Config
+from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine
@@ -258,9 +259,7 @@ class Database:
 
     def current_revision(self, conn: Connection) -> str | None:
         """The schema revision stamped in the database, or None when empty."""
-        if not sa.inspect(conn).has_table("alembic_version"):
-            return None
-        return conn.exec_driver_sql("SELECT version_num FROM alembic_version").scalar()
+        return MigrationContext.configure(conn).get_current_revision()
 
     def check_schema(self) -> None:
         """Refuse a database written by a newer release."""

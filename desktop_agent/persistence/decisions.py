@@ -19,12 +19,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from sqlalchemy import select
 from sqlalchemy.engine import Connection
 
 from desktop_agent.domain import ApprovalState, CommandKind
 from desktop_agent.domain.errors import InvalidStateError, NotFoundError
-from desktop_agent.persistence.mapping import dumps
-from desktop_agent.persistence.sqlbase import SqlBase
+from desktop_agent.persistence.sqlbase import SqlBase, queue_command
+from desktop_agent.persistence.tables import approvals, commands
 
 _DECISIONS = (CommandKind.APPROVE, CommandKind.REJECT)
 
@@ -68,15 +69,18 @@ class DecisionQueries(SqlBase):
         return self._read(lambda c: self._queued(c, approval_id, run_id))
 
     def _record_one(self, conn: Connection, d: Decision) -> int:
-        lock = " FOR UPDATE" if self._pg else ""  # SQLite's writer holds the database lock
-        rows = self._rows(
-            conn, f"SELECT run_id, state FROM approvals WHERE id = :id{lock}", id=d.approval_id
+        # FOR UPDATE on PostgreSQL; SQLite's writer already holds the database lock.
+        stmt = (
+            select(approvals.c.run_id, approvals.c.state)
+            .where(approvals.c.id == d.approval_id)
+            .with_for_update()
         )
-        if not rows:
+        row = conn.execute(stmt).first()
+        if row is None:
             raise NotFoundError(
                 f"no approval {d.approval_id!r}; `desktop-agent approvals` lists them"
             )
-        run_id, state = str(rows[0]["run_id"]), str(rows[0]["state"])
+        run_id, state = str(row.run_id), str(row.state)
         if state != ApprovalState.PENDING:
             raise InvalidStateError(f"approval {d.approval_id} was already {state}")
         queued = self._queued(conn, d.approval_id, run_id)
@@ -85,34 +89,28 @@ class DecisionQueries(SqlBase):
                 f"approval {d.approval_id} was already {queued}: that decision is waiting "
                 "for the worker to apply it, so this one would be ignored"
             )
-        now = self.now()
-        self._exec(
-            conn,
-            "INSERT INTO commands (run_id, kind, payload, created_at, result) "
-            "VALUES (:id, :k, :p, :now, '')",
-            id=run_id,
-            k=str(d.kind),
-            p=dumps({**d.payload, "approval_id": d.approval_id}),
-            now=now,
-        )
-        self._exec(conn, "UPDATE runs SET updated_at = :now WHERE id = :id", now=now, id=run_id)
-        rows = self._rows(conn, "SELECT max(id) AS id FROM commands WHERE run_id = :id", id=run_id)
-        return int(rows[0]["id"])
+        payload = {**d.payload, "approval_id": d.approval_id}
+        return queue_command(conn, run_id, d.kind, payload, self.now())
 
-    def _queued(self, conn: Connection, approval_id: str, run_id: str) -> str | None:
-        rows = self._rows(
-            conn,
-            "SELECT kind, payload FROM commands WHERE run_id = :id AND applied_at IS NULL "
-            "AND kind IN ('approve', 'reject') ORDER BY id",
-            id=run_id,
+    @staticmethod
+    def _queued(conn: Connection, approval_id: str, run_id: str) -> str | None:
+        c = commands.c
+        stmt = (
+            select(c.kind, c.payload)
+            .where(
+                c.run_id == run_id,
+                c.applied_at.is_(None),
+                c.kind.in_([str(k) for k in _DECISIONS]),
+            )
+            .order_by(c.id)
         )
-        for row in rows:
+        for kind, text in conn.execute(stmt).all():
             try:
-                payload = json.loads(row["payload"] or "null")
+                payload = json.loads(text or "null")
             except ValueError:
                 continue
             if isinstance(payload, dict) and payload.get("approval_id") == approval_id:
-                if row["kind"] == "reject":
+                if kind == CommandKind.REJECT:
                     return "rejected"
                 return "edited and approved" if "arguments" in payload else "approved"
         return None

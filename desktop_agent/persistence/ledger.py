@@ -54,9 +54,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
+from sqlalchemy import bindparam, exists, select
+
 from desktop_agent.domain import EffectClass, StepStatus
 from desktop_agent.domain.errors import StorageError
 from desktop_agent.engine.ports import StepIntent
+from desktop_agent.persistence.compiled import execute
+from desktop_agent.persistence.files import fsync_dir
+from desktop_agent.persistence.tables import steps
 
 SUFFIX = ".effects"
 """The ledger of ``agent.db`` is ``agent.db.effects``."""
@@ -75,6 +80,11 @@ shift or clock step between writing and reading them.
 
 LEDGERED = frozenset({EffectClass.UNSAFE, EffectClass.IDEMPOTENT})
 """Effect classes written to the ledger: those a run must not repeat blindly after a restore."""
+
+_ANY_EFFECT = select(
+    exists().where(steps.c.effect.in_([bindparam(f"effect{i}") for i in range(len(LEDGERED))]))
+)
+"""Whether the journal holds a step of a :data:`LEDGERED` class (``effect0``, ...)."""
 
 
 @dataclass(frozen=True)
@@ -271,7 +281,7 @@ class EffectLedger:
             pass
         finally:
             tmp.unlink()
-        _fsync_dir(self.path.parent)
+        fsync_dir(self.path.parent)
 
     @contextlib.contextmanager
     def _locked(self, how: int) -> Iterator[None]:
@@ -331,7 +341,7 @@ class EffectLedger:
                 finally:
                     os.close(fd)
                 os.replace(tmp, self.path)
-                _fsync_dir(self.path.parent)
+                fsync_dir(self.path.parent)
                 return dropped
         except OSError as exc:
             raise StorageError(
@@ -350,9 +360,8 @@ def journal_has_effects(db_path: Path) -> bool:
     except sqlite3.Error:
         return True
     try:
-        classes = ", ".join(f"'{c}'" for c in sorted(LEDGERED))
-        row = conn.execute(f"SELECT 1 FROM steps WHERE effect IN ({classes}) LIMIT 1").fetchone()
-        return row is not None
+        classes = {f"effect{i}": str(c) for i, c in enumerate(sorted(LEDGERED))}
+        return bool(execute(conn, _ANY_EFFECT, classes).fetchone()[0])
     except sqlite3.Error as exc:
         return "no such table" not in str(exc)  # not even a schema yet: nothing ever ran
     finally:
@@ -402,12 +411,3 @@ def _write_all(fd: int, data: bytes) -> None:
         if n <= 0:  # pragma: no cover - a regular file either writes or raises
             raise OSError(errno.EIO, "short write")
         view = view[n:]
-
-
-def _fsync_dir(folder: Path) -> None:
-    with contextlib.suppress(OSError):
-        fd = os.open(folder, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)

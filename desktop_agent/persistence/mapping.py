@@ -1,10 +1,17 @@
-"""Row ⇄ domain mapping. Rows are read as SQLAlchemy ``Row`` mappings, never handed out."""
+"""Row ⇄ domain mapping. Rows are read as SQLAlchemy ``Row`` mappings, never handed out.
+
+Columns are read and written by the declared :class:`~sqlalchemy.schema.Column` objects of
+:mod:`desktop_agent.persistence.tables` (``r[runs.c.goal]``), never by a name typed again:
+a column renamed in the declaration breaks these functions in the tests, not in silence.
+Rows must therefore come from statements that select those columns (``select(runs)``).
+"""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from typing import Any
+
+from sqlalchemy import RowMapping
 
 from desktop_agent.domain import (
     JSON,
@@ -26,6 +33,7 @@ from desktop_agent.domain import (
     WaitReason,
     WorkerInfo,
 )
+from desktop_agent.persistence.tables import approvals, commands, run_events, runs, steps, workers
 
 
 def dumps(value: JSON) -> str | None:
@@ -42,46 +50,46 @@ def loads(text: str | None) -> JSON:
     return json.loads(text)
 
 
-def run_from_row(r: Mapping[str, Any]) -> Run:
+def run_from_row(r: RowMapping) -> Run:
     """Map a ``runs`` row."""
+    c = runs.c
     return Run(
-        id=r["id"],
-        goal=r["goal"],
-        title=r["title"] or "",
-        status=RunStatus(r["status"]),
-        spec=AgentSpec.from_json(loads(r["spec"])),
-        workspace=r["workspace"],
-        budget=Budget.from_json(loads(r["budget"])),
-        wait_reason=WaitReason(r["wait_reason"]) if r["wait_reason"] else None,
-        wake_at=r["wake_at"],
-        status_message=r["status_message"] or "",
-        attention_seq=r["attention_seq"],
-        created_at=r["created_at"],
-        updated_at=r["updated_at"],
-        started_at=r["started_at"],
-        finished_at=r["finished_at"],
-        last_seq=r["last_seq"],
-        cost_usd=r["cost_usd"],
+        id=r[c.id],
+        goal=r[c.goal],
+        title=r[c.title] or "",
+        status=RunStatus(r[c.status]),
+        spec=AgentSpec.from_json(loads(r[c.spec])),
+        workspace=r[c.workspace],
+        budget=Budget.from_json(loads(r[c.budget])),
+        wait_reason=WaitReason(r[c.wait_reason]) if r[c.wait_reason] else None,
+        wake_at=r[c.wake_at],
+        status_message=r[c.status_message] or "",
+        attention_seq=r[c.attention_seq],
+        created_at=r[c.created_at],
+        updated_at=r[c.updated_at],
+        started_at=r[c.started_at],
+        finished_at=r[c.finished_at],
+        last_seq=r[c.last_seq],
+        cost_usd=r[c.cost_usd],
         usage=Usage(
-            r["input_tokens"], r["output_tokens"], r["cache_write_tokens"], r["cache_read_tokens"]
+            r[c.input_tokens], r[c.output_tokens], r[c.cache_write_tokens], r[c.cache_read_tokens]
         ),
-        active_seconds=r["active_seconds"],
-        lease_owner=r["lease_owner"],
-        lease_expires_at=r["lease_expires_at"],
-        lease_epoch=int(r["lease_epoch"] or 0),
-        definition_hash=r["definition_hash"],
-        parent_id=r["parent_id"],
-        schedule_id=r["schedule_id"],
+        active_seconds=r[c.active_seconds],
+        lease_owner=r[c.lease_owner],
+        lease_expires_at=r[c.lease_expires_at],
+        lease_epoch=int(r[c.lease_epoch] or 0),
+        definition_hash=r[c.definition_hash],
+        parent_id=r[c.parent_id],
+        schedule_id=r[c.schedule_id],
     )
 
 
-def step_from_row(r: Mapping[str, Any]) -> Step:
-    """Map a ``steps`` row."""
-    salvaged = loads(r["salvaged"]) or []
+def salvage_of(salvaged: str | None) -> tuple[tuple[str, ...], Usage, float]:
+    """The texts, usage and cost of a step's earlier attempts (its ``salvaged`` column)."""
     texts: list[str] = []
     spent = Usage()
     spent_usd = 0.0
-    for item in salvaged:
+    for item in loads(salvaged) or []:
         if isinstance(item, dict):
             if item.get("text"):
                 texts.append(str(item["text"]))
@@ -89,121 +97,134 @@ def step_from_row(r: Mapping[str, Any]) -> Step:
             spent_usd += float(item.get("cost_usd", 0.0) or 0.0)
         elif item:
             texts.append(str(item))
+    return tuple(texts), spent, spent_usd
+
+
+def step_from_row(r: RowMapping) -> Step:
+    """Map a ``steps`` row."""
+    c = steps.c
+    texts, spent, spent_usd = salvage_of(r[c.salvaged])
     return Step(
-        run_id=r["run_id"],
-        seq=r["seq"],
-        kind=StepKind(r["kind"]),
-        name=r["name"],
-        status=StepStatus(r["status"]),
-        input=loads(r["input"]),
-        output=loads(r["output"]),
-        error=r["error"],
-        started_at=r["started_at"],
-        finished_at=r["finished_at"],
-        attempt=r["attempt"],
-        partial_text=r["partial_text"] or "",
-        salvaged=tuple(texts),
+        run_id=r[c.run_id],
+        seq=r[c.seq],
+        kind=StepKind(r[c.kind]),
+        name=r[c.name],
+        status=StepStatus(r[c.status]),
+        input=loads(r[c.input]),
+        output=loads(r[c.output]),
+        error=r[c.error],
+        started_at=r[c.started_at],
+        finished_at=r[c.finished_at],
+        attempt=r[c.attempt],
+        partial_text=r[c.partial_text] or "",
+        salvaged=texts,
         salvaged_usage=spent,
         salvaged_cost_usd=spent_usd,
         usage=Usage(
-            r["input_tokens"], r["output_tokens"], r["cache_write_tokens"], r["cache_read_tokens"]
+            r[c.input_tokens], r[c.output_tokens], r[c.cache_write_tokens], r[c.cache_read_tokens]
         ),
-        cost_usd=r["cost_usd"],
-        effect=EffectClass(r["effect"]) if r["effect"] else None,
+        cost_usd=r[c.cost_usd],
+        effect=EffectClass(r[c.effect]) if r[c.effect] else None,
     )
 
 
-def approval_from_row(r: Mapping[str, Any]) -> Approval:
+def approval_from_row(r: RowMapping) -> Approval:
     """Map an ``approvals`` row."""
+    c = approvals.c
     return Approval(
-        id=r["id"],
-        run_id=r["run_id"],
-        seq=r["seq"],
-        tool=r["tool"],
-        arguments=loads(r["arguments"]),
-        state=ApprovalState(r["state"]),
-        reason=r["reason"] or "",
-        rule=r["rule"] or "",
-        decided_arguments=loads(r["decided_arguments"]),
-        decision_note=r["decision_note"] or "",
-        deadline=r["deadline"],
-        default_action=r["default_action"],
-        created_at=r["created_at"],
-        decided_at=r["decided_at"],
+        id=r[c.id],
+        run_id=r[c.run_id],
+        seq=r[c.seq],
+        tool=r[c.tool],
+        arguments=loads(r[c.arguments]),
+        state=ApprovalState(r[c.state]),
+        reason=r[c.reason] or "",
+        rule=r[c.rule] or "",
+        decided_arguments=loads(r[c.decided_arguments]),
+        decision_note=r[c.decision_note] or "",
+        deadline=r[c.deadline],
+        default_action=r[c.default_action],
+        created_at=r[c.created_at],
+        decided_at=r[c.decided_at],
     )
 
 
-def approval_params(a: Approval) -> dict[str, Any]:
-    """Column values of an approval."""
+def approval_values(a: Approval) -> dict[str, Any]:
+    """Column values of an approval, by column name."""
+    c = approvals.c
     return {
-        "id": a.id,
-        "run_id": a.run_id,
-        "seq": a.seq,
-        "tool": a.tool,
-        "arguments": dumps(a.arguments),
-        "state": str(a.state),
-        "reason": a.reason,
-        "rule": a.rule,
-        "decided_arguments": dumps(a.decided_arguments),
-        "decision_note": a.decision_note,
-        "deadline": a.deadline,
-        "default_action": a.default_action,
-        "created_at": a.created_at,
-        "decided_at": a.decided_at,
+        c.id.key: a.id,
+        c.run_id.key: a.run_id,
+        c.seq.key: a.seq,
+        c.tool.key: a.tool,
+        c.arguments.key: dumps(a.arguments),
+        c.state.key: str(a.state),
+        c.reason.key: a.reason,
+        c.rule.key: a.rule,
+        c.decided_arguments.key: dumps(a.decided_arguments),
+        c.decision_note.key: a.decision_note,
+        c.deadline.key: a.deadline,
+        c.default_action.key: a.default_action,
+        c.created_at.key: a.created_at,
+        c.decided_at.key: a.decided_at,
     }
 
 
-def command_from_row(r: Mapping[str, Any]) -> Command:
+def command_from_row(r: RowMapping) -> Command:
     """Map a ``commands`` row."""
+    c = commands.c
     return Command(
-        id=r["id"],
-        run_id=r["run_id"],
-        kind=CommandKind(r["kind"]),
-        payload=loads(r["payload"]),
-        created_at=r["created_at"],
-        applied_at=r["applied_at"],
-        result=r["result"] or "",
+        id=r[c.id],
+        run_id=r[c.run_id],
+        kind=CommandKind(r[c.kind]),
+        payload=loads(r[c.payload]),
+        created_at=r[c.created_at],
+        applied_at=r[c.applied_at],
+        result=r[c.result] or "",
     )
 
 
-def event_from_row(r: Mapping[str, Any]) -> RunEvent:
+def event_from_row(r: RowMapping) -> RunEvent:
     """Map a ``run_events`` row."""
+    c = run_events.c
     return RunEvent(
-        id=r["id"],
-        run_id=r["run_id"],
-        kind=RunEventKind(r["kind"]),
-        message=r["message"] or "",
-        created_at=r["created_at"],
-        seq=r["seq"],
-        data=loads(r["data"]),
+        id=r[c.id],
+        run_id=r[c.run_id],
+        kind=RunEventKind(r[c.kind]),
+        message=r[c.message] or "",
+        created_at=r[c.created_at],
+        seq=r[c.seq],
+        data=loads(r[c.data]),
     )
 
 
-def worker_from_row(r: Mapping[str, Any]) -> WorkerInfo:
+def worker_from_row(r: RowMapping) -> WorkerInfo:
     """Map a ``workers`` row."""
+    c = workers.c
     return WorkerInfo(
-        id=r["id"],
-        host=r["host"],
-        pid=r["pid"],
-        started_at=r["started_at"],
-        heartbeat_at=r["heartbeat_at"],
-        stopped_at=r["stopped_at"],
+        id=r[c.id],
+        host=r[c.host],
+        pid=r[c.pid],
+        started_at=r[c.started_at],
+        heartbeat_at=r[c.heartbeat_at],
+        stopped_at=r[c.stopped_at],
     )
 
 
-def run_params(run: Run) -> dict[str, Any]:
-    """Column values of a new run (``SqlStore.create_run`` and scheduled firings)."""
+def run_values(run: Run) -> dict[str, Any]:
+    """Column values of a new run, by column name (``SqlStore.create_run``, firings)."""
+    c = runs.c
     return {
-        "id": run.id,
-        "goal": run.goal,
-        "title": run.title,
-        "status": str(run.status),
-        "spec": dumps(run.spec.to_json()),
-        "definition_hash": run.spec.definition_hash,
-        "workspace": run.workspace,
-        "budget": dumps(run.budget.to_json()),
-        "created_at": run.created_at,
-        "updated_at": run.created_at,
-        "parent_id": run.parent_id,
-        "schedule_id": run.schedule_id,
+        c.id.key: run.id,
+        c.goal.key: run.goal,
+        c.title.key: run.title,
+        c.status.key: str(run.status),
+        c.spec.key: dumps(run.spec.to_json()),
+        c.definition_hash.key: run.spec.definition_hash,
+        c.workspace.key: run.workspace,
+        c.budget.key: dumps(run.budget.to_json()),
+        c.created_at.key: run.created_at,
+        c.updated_at.key: run.created_at,
+        c.parent_id.key: run.parent_id,
+        c.schedule_id.key: run.schedule_id,
     }

@@ -28,8 +28,10 @@ first. Decisions that were pending in the restored copy for a run now held (appr
 resolves, resumes, answers) were made about a state the world has left: they are marked
 ignored rather than carried out.
 
-Only the standard library and SQL on the restored file are used, so that this works on a
-backup of any schema version.
+The restored file is read and changed with ``sqlite3`` itself (nothing else has it open,
+and it may be of any schema version), with statements built from the declared tables and
+rendered once (:mod:`~desktop_agent.persistence.compiled`). They name only columns every
+schema version has (migration 0001 on), so that this works on a backup of any version.
 """
 
 from __future__ import annotations
@@ -41,7 +43,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from desktop_agent.domain import RunStatus, StepKind, StepStatus
+from sqlalchemy import ColumnElement, Select, bindparam, case, func, insert, select, update
+
+from desktop_agent.domain import ApprovalState, RunStatus, StepKind, StepStatus
 from desktop_agent.domain.errors import StorageError
 from desktop_agent.engine.restored import (
     LEDGER_COMPLETE,
@@ -53,13 +57,89 @@ from desktop_agent.engine.restored import (
     step_message,
     when,
 )
+from desktop_agent.persistence.compiled import execute
 from desktop_agent.persistence.ledger import LEDGERED, Contents, EffectLedger, Entry, summarize
+from desktop_agent.persistence.tables import approvals, commands, runs, steps, workers
 
 _DECISIONS = ("resolve", "resume", "approve", "reject", "answer")
 """Pending commands of a held run that were decided about the world before the restore."""
 
 _FINISHED = (str(StepStatus.COMPLETED), str(StepStatus.FAILED))
 _TERMINAL = frozenset(str(s) for s in RunStatus if s.is_terminal)
+
+_RUNS = select(runs.c.id, runs.c.status, runs.c.last_seq)
+_STEPS = select(steps.c.run_id, steps.c.seq, steps.c.kind, steps.c.name, steps.c.status)
+_STEP = select(
+    steps.c.seq,
+    steps.c.kind,
+    steps.c.name,
+    steps.c.status,
+    steps.c.effect,
+    steps.c.input,
+    steps.c.started_at,
+).where(steps.c.run_id == bindparam("run"), steps.c.seq == bindparam("at_seq"))
+_RESTORE_STEPS = select(steps.c.input).where(
+    steps.c.kind == bindparam("kind"),
+    steps.c.name == bindparam("name"),
+    steps.c.status == bindparam("status"),
+)
+"""Inputs of restore steps in a given status (parameters ``kind``, ``name``, ``status``)."""
+
+_INSERT_STEP = insert(steps)
+
+_CLOSE_STEP = update(steps).where(
+    steps.c.run_id == bindparam("run"), steps.c.seq == bindparam("at_seq")
+)
+
+_EXPIRE_APPROVALS = (
+    update(approvals)
+    .where(
+        approvals.c.run_id == bindparam("run"),
+        approvals.c.seq == bindparam("at_seq"),
+        approvals.c.state == bindparam("pending"),
+    )
+    .values(
+        state=bindparam("expired"),
+        decision_note=bindparam("note"),
+        decided_at=bindparam("now"),
+    )
+)
+
+_HOLD = (
+    update(runs)
+    .where(runs.c.id == bindparam("run"))
+    .values(
+        last_seq=case((runs.c.last_seq > bindparam("seq"), runs.c.last_seq), else_=bindparam("seq"))
+    )
+)
+"""Hold a run for the analyst at step ``seq`` (parameters: ``run``, ``seq``, and the columns
+it sets)."""
+
+_VOID_DECISIONS = update(commands).where(
+    commands.c.run_id == bindparam("run"),
+    commands.c.applied_at.is_(None),
+    commands.c.kind.in_([bindparam(f"kind{i}") for i in range(len(_DECISIONS))]),
+)
+"""Mark the pending decisions of a run applied (parameters: ``run``, ``kind0``, ... and the
+columns it sets)."""
+
+
+def _newest_time_query() -> Select[Any]:
+    def newest(column: ColumnElement[float]) -> ColumnElement[float]:
+        return func.coalesce(select(func.max(column)).scalar_subquery(), 0)
+
+    return select(
+        func.max(
+            newest(runs.c.updated_at),
+            newest(steps.c.started_at),
+            newest(steps.c.finished_at),
+            newest(workers.c.heartbeat_at),
+        )
+    )
+
+
+_NEWEST_TIME = _newest_time_query()
+"""The newest time the database records (SQLite's ``max()`` of several values)."""
 
 
 @dataclass(frozen=True)
@@ -268,19 +348,24 @@ def _hold(
         "ledger_since": contents.since if contents else None,
         "effects": effects,
     }
-    conn.execute(
-        "INSERT INTO steps (run_id, seq, kind, name, status, effect, attempt, input, output, "
-        "error, partial_text, started_at, finished_at) VALUES (?, ?, ?, ?, ?, NULL, 1, ?, "
-        "NULL, NULL, '', ?, NULL)",
-        (
-            run.id,
-            seq,
-            str(StepKind.ERROR),
-            RESTORE_STEP,
-            str(StepStatus.STARTED),
-            _dumps(info),
-            now,
-        ),
+    execute(
+        conn,
+        _INSERT_STEP,
+        {
+            "run_id": run.id,
+            "seq": seq,
+            "kind": str(StepKind.ERROR),
+            "name": RESTORE_STEP,
+            "status": str(StepStatus.STARTED),
+            "effect": None,
+            "attempt": 1,
+            "input": _dumps(info),
+            "output": None,
+            "error": None,
+            "partial_text": "",
+            "started_at": now,
+            "finished_at": None,
+        },
     )
     _set_held(conn, run.id, seq, restore_message(info, run.id), backup_at, now)
     return len(effects)
@@ -290,22 +375,31 @@ def _set_held(
     conn: sqlite3.Connection, run_id: str, seq: int, message: str, t: float, now: float
 ) -> None:
     """The run needs the analyst about step ``seq``; decisions pending from before are void."""
-    conn.execute(
-        "UPDATE runs SET status = ?, status_message = ?, attention_seq = ?, wait_reason = NULL, "
-        "wake_at = NULL, last_seq = CASE WHEN last_seq > ? THEN last_seq ELSE ? END, "
-        "updated_at = ?, lease_owner = NULL, lease_expires_at = NULL WHERE id = ?",
-        (str(RunStatus.NEEDS_ATTENTION), message, seq, seq, seq, now, run_id),
+    execute(
+        conn,
+        _HOLD,
+        {
+            "run": run_id,
+            "seq": seq,
+            "status": str(RunStatus.NEEDS_ATTENTION),
+            "status_message": message,
+            "attention_seq": seq,
+            "wait_reason": None,
+            "wake_at": None,
+            "updated_at": now,
+            "lease_owner": None,
+            "lease_expires_at": None,
+        },
     )
-    marks = ", ".join("?" for _ in _DECISIONS)
-    conn.execute(
-        "UPDATE commands SET applied_at = ?, result = ? WHERE run_id = ? "
-        f"AND applied_at IS NULL AND kind IN ({marks})",
-        (
-            now,
-            f"ignored: superseded by the restore of a backup taken at {when(t)}",
-            run_id,
-            *_DECISIONS,
-        ),
+    execute(
+        conn,
+        _VOID_DECISIONS,
+        {
+            "run": run_id,
+            "applied_at": now,
+            "result": f"ignored: superseded by the restore of a backup taken at {when(t)}",
+            **{f"kind{i}": kind for i, kind in enumerate(_DECISIONS)},
+        },
     )
 
 
@@ -314,21 +408,30 @@ def _close_open(
 ) -> dict[str, Any] | None:
     """Close the run's open last step (its outcome was lost); the input of a restore step."""
     seq = int(step["seq"])
-    conn.execute(
-        "UPDATE steps SET status = ?, error = ?, finished_at = ? WHERE run_id = ? AND seq = ?",
-        (
-            str(StepStatus.FAILED),
-            f"restored from a backup taken at {when(t)}: what became of this step is not known",
-            now,
-            run_id,
-            seq,
-        ),
+    execute(
+        conn,
+        _CLOSE_STEP,
+        {
+            "run": run_id,
+            "at_seq": seq,
+            "status": str(StepStatus.FAILED),
+            "error": f"restored from a backup taken at {when(t)}: "
+            "what became of this step is not known",
+            "finished_at": now,
+        },
     )
     if step["kind"] == str(StepKind.APPROVAL):
-        conn.execute(
-            "UPDATE approvals SET state = 'expired', decision_note = ?, decided_at = ? "
-            "WHERE run_id = ? AND seq = ? AND state = 'pending'",
-            (f"restored from a backup taken at {when(t)}", now, run_id, seq),
+        execute(
+            conn,
+            _EXPIRE_APPROVALS,
+            {
+                "run": run_id,
+                "at_seq": seq,
+                "pending": str(ApprovalState.PENDING),
+                "expired": str(ApprovalState.EXPIRED),
+                "note": f"restored from a backup taken at {when(t)}",
+                "now": now,
+            },
         )
     if step["kind"] == str(StepKind.ERROR) and step["name"] == RESTORE_STEP:
         info = _loads(step["input"])
@@ -373,35 +476,32 @@ def _journal_effect(run_id: str, step: sqlite3.Row) -> dict[str, Any]:
 
 
 def _load_runs(conn: sqlite3.Connection) -> dict[str, _Run]:
-    runs = {
-        r["id"]: _Run(r["id"], r["status"], int(r["last_seq"] or 0))
-        for r in conn.execute("SELECT id, status, last_seq FROM runs")
+    found = {
+        str(run_id): _Run(str(run_id), str(status), int(last_seq or 0))
+        for run_id, status, last_seq in execute(conn, _RUNS, {})
     }
-    for r in conn.execute("SELECT run_id, seq, kind, name, status FROM steps"):
-        run = runs.get(r["run_id"])
+    for run_id, seq, kind, name, status in execute(conn, _STEPS, {}):
+        run = found.get(run_id)
         if run is not None:
-            run.steps[int(r["seq"])] = (r["kind"], r["name"], r["status"])
-    return runs
+            run.steps[int(seq)] = (kind, name, status)
+    return found
 
 
 def _step(conn: sqlite3.Connection, run_id: str, seq: int) -> sqlite3.Row | None:
-    row: sqlite3.Row | None = conn.execute(
-        "SELECT seq, kind, name, status, effect, input, started_at FROM steps "
-        "WHERE run_id = ? AND seq = ?",
-        (run_id, seq),
-    ).fetchone()
+    row: sqlite3.Row | None = execute(conn, _STEP, {"run": run_id, "at_seq": seq}).fetchone()
     return row
 
 
 def _settled_keys(conn: sqlite3.Connection) -> set[str]:
     """Keys listed by restore steps the analyst has decided about."""
     keys: set[str] = set()
-    rows = conn.execute(
-        "SELECT input FROM steps WHERE kind = ? AND name = ? AND status = ?",
-        (str(StepKind.ERROR), RESTORE_STEP, str(StepStatus.COMPLETED)),
-    )
-    for r in rows:
-        info = _loads(r["input"])
+    decided = {
+        "kind": str(StepKind.ERROR),
+        "name": RESTORE_STEP,
+        "status": str(StepStatus.COMPLETED),
+    }
+    for (text,) in execute(conn, _RESTORE_STEPS, decided):
+        info = _loads(text)
         if isinstance(info, dict):
             keys.update(_keys(info.get("effects") or []))
     return keys
@@ -413,12 +513,7 @@ def _keys(effects: Iterable[Any]) -> set[str]:
 
 def _newest_time(conn: sqlite3.Connection) -> float:
     """The newest time the database records: the copy was made no earlier."""
-    row = conn.execute(
-        "SELECT max(coalesce((SELECT max(updated_at) FROM runs), 0), "
-        "coalesce((SELECT max(started_at) FROM steps), 0), "
-        "coalesce((SELECT max(finished_at) FROM steps), 0), "
-        "coalesce((SELECT max(heartbeat_at) FROM workers), 0))"
-    ).fetchone()
+    row = execute(conn, _NEWEST_TIME, {}).fetchone()
     return float(row[0] or 0.0)
 
 

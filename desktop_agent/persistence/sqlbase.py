@@ -2,24 +2,23 @@
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any, TypeVar
 
+from sqlalchemy import Select, Table, insert, select, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DatabaseError, DBAPIError, OperationalError
 
+from desktop_agent.domain import CommandKind
 from desktop_agent.domain.errors import StorageError
 from desktop_agent.persistence import backup
 from desktop_agent.persistence.db import Database, locked_message
+from desktop_agent.persistence.mapping import dumps
+from desktop_agent.persistence.tables import commands, runs
 
 T = TypeVar("T")
-
-"""Runs one statement (named ``:param`` style) in the current transaction; returns rowcount."""
-
-_NAMED = re.compile(r"(?<![:\w]):(\w+)")
 
 
 def _now() -> float:
@@ -40,12 +39,6 @@ class SqlBase:
         self._pg = not db.is_sqlite
 
     # ------------------------------------------------------------------ helpers
-
-    def _q(self, sql: str) -> str:
-        """Driver-level SQL in the driver's parameter style."""
-        if self._pg:
-            return _NAMED.sub(r"%(\1)s", sql)
-        return sql
 
     def _write(self, fn: Callable[[Connection], T]) -> T:
         return self._run(self.db.write, fn)
@@ -78,11 +71,33 @@ class SqlBase:
             return StorageError(backup.damaged_message(path, text), code="damaged")
         return None
 
-    def _rows(self, conn: Connection, sql: str, **params: Any) -> list[Any]:
-        return list(conn.exec_driver_sql(self._q(sql), params).mappings())
 
-    def _exec(self, conn: Connection, sql: str, **params: Any) -> int:
-        return conn.exec_driver_sql(self._q(sql), params).rowcount
+def by_prefix(table: Table, prefix: str) -> Select[Any]:
+    """Rows of ``table`` whose ``id`` starts with ``prefix``: at most two, by id.
+
+    Two are enough to tell a unique prefix from an ambiguous one; the caller prefers an
+    exact match. ``%`` is dropped and ``_`` matched literally.
+    """
+    pattern = prefix.replace("%", "").replace("_", "\\_") + "%"
+    return select(table).where(table.c.id.like(pattern, escape="\\")).order_by(table.c.id).limit(2)
+
+
+def queue_command(
+    conn: Connection, run_id: str, kind: CommandKind, payload: Any, now: float
+) -> int:
+    """Insert a command row for the worker and move the run's ``updated_at``; its id.
+
+    The caller has checked, in the same transaction, that the command may be queued.
+    """
+    inserted = conn.execute(
+        insert(commands).values(
+            run_id=run_id, kind=str(kind), payload=dumps(payload), created_at=now, result=""
+        )
+    )
+    conn.execute(update(runs).where(runs.c.id == run_id).values(updated_at=now))
+    key = inserted.inserted_primary_key
+    assert key is not None  # a single-row INSERT always has one
+    return int(key[0])
 
 
 def storage_error(exc: DBAPIError, busy_ms: int | None = None) -> StorageError:

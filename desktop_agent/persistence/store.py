@@ -1,10 +1,11 @@
 """The SQL store: the engine's journal port, plus what the worker and the client need.
 
-The journal's hot path sends prepared driver-level statements over the tables declared in
-:mod:`~desktop_agent.persistence.tables`: the ORM costs more per row than an fsync. On SQLite,
-:meth:`SqlStore.commit` goes further and runs its statements on the pooled DB-API connection
-itself (see :meth:`SqlStore._write_journal`). Every public method owns its transaction; one
-call is one commit.
+Every statement is built from the tables declared in
+:mod:`~desktop_agent.persistence.tables`. The journal's hot path keeps its statements as
+module constants: on SQLite, :meth:`SqlStore.commit` runs them on the pooled DB-API
+connection itself, rendered once by SQLAlchemy (see :meth:`SqlStore._write_journal`), since
+the ORM, and even Core's per-statement execution, cost more per row than an fsync. Every
+public method owns its transaction; one call is one commit.
 """
 
 from __future__ import annotations
@@ -13,8 +14,23 @@ import sqlite3
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from sqlalchemy import (
+    ColumnElement,
+    Select,
+    bindparam,
+    case,
+    delete,
+    func,
+    insert,
+    literal,
+    literal_column,
+    or_,
+    select,
+    update,
+)
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
+from sqlalchemy.sql.dml import UpdateBase
 
 from desktop_agent.domain import (
     AgentSpec,
@@ -35,48 +51,136 @@ from desktop_agent.domain import (
 )
 from desktop_agent.domain.errors import NotFoundError, StorageError
 from desktop_agent.engine.ports import RunPatch, Snapshot, StepIntent, StepOutcome
+from desktop_agent.persistence.compiled import render
 from desktop_agent.persistence.db import Database
 from desktop_agent.persistence.mapping import (
     approval_from_row,
-    approval_params,
+    approval_values,
     command_from_row,
     dumps,
     event_from_row,
     loads,
     run_from_row,
-    run_params,
+    run_values,
     step_from_row,
 )
-from desktop_agent.persistence.sqlbase import _now, storage_error
-from desktop_agent.persistence.workers import FENCE, WorkerQueries, lease_lost
+from desktop_agent.persistence.sqlbase import _now, by_prefix, queue_command, storage_error
+from desktop_agent.persistence.tables import approvals as approvals_table
+from desktop_agent.persistence.tables import commands, runs, snapshots, steps
+from desktop_agent.persistence.tables import run_events as events_table
+from desktop_agent.persistence.tables import workers as workers_table
+from desktop_agent.persistence.workers import FENCE, WorkerQueries, fence_params, lease_lost
 
-_Exec = Callable[[str, dict[str, Any]], int]
-"""Runs one statement (named ``:param`` style) in the current transaction; returns rowcount."""
+_Exec = Callable[[UpdateBase, dict[str, Any]], int]
+"""Runs one statement of the journal in the current transaction; returns its rowcount.
 
-
-_INSERT_STEP = """
-INSERT INTO steps (run_id, seq, kind, name, status, effect, attempt, input, output, error,
-                   partial_text, started_at, finished_at)
-VALUES (:run_id, :seq, :kind, :name, :status, :effect, :attempt, :input, :output, NULL,
-        '', :now, :finished_at)
+The parameters name columns (an INSERT, or an UPDATE's SET without explicit values) or the
+statement's own bound parameters (``run``, ``at_seq``, ...), as with SQLAlchemy's execute.
 """
 
-_FINISH_STEP = """
-UPDATE steps SET status = :status, output = :output, error = :error, finished_at = :now,
-       input_tokens = :it, output_tokens = :ot, cache_write_tokens = :cw,
-       cache_read_tokens = :cr, cost_usd = :cost
-WHERE run_id = :run_id AND seq = :seq
-"""
 
-_RUN_PROGRESS = """
-UPDATE runs SET last_seq = CASE WHEN last_seq > :seq THEN last_seq ELSE :seq END,
-       cost_usd = cost_usd + :cost, input_tokens = input_tokens + :it,
-       output_tokens = output_tokens + :ot, cache_write_tokens = cache_write_tokens + :cw,
-       cache_read_tokens = cache_read_tokens + :cr, active_seconds = active_seconds + :active
-WHERE id = :run_id
-"""
+def _spent() -> dict[Any, ColumnElement[Any]]:
+    """Add a cost and token counts (``cost``, ``it``, ``ot``, ``cw``, ``cr``) to a run's totals."""
+    c = runs.c
+    return {
+        c.cost_usd: c.cost_usd + bindparam("cost"),
+        c.input_tokens: c.input_tokens + bindparam("it"),
+        c.output_tokens: c.output_tokens + bindparam("ot"),
+        c.cache_write_tokens: c.cache_write_tokens + bindparam("cw"),
+        c.cache_read_tokens: c.cache_read_tokens + bindparam("cr"),
+    }
 
-_RUN_TOTALS = _RUN_PROGRESS.replace("UPDATE runs SET ", "UPDATE runs SET updated_at = :now, ")
+
+def _spent_params(usage: Usage | None, cost_usd: float) -> dict[str, Any]:
+    """The parameters of :func:`_spent`."""
+    u = usage or Usage()
+    return {
+        "cost": cost_usd,
+        "it": u.input_tokens,
+        "ot": u.output_tokens,
+        "cw": u.cache_write_tokens,
+        "cr": u.cache_read_tokens,
+    }
+
+
+def _usage_values(usage: Usage | None, cost_usd: float) -> dict[str, Any]:
+    """A step's own usage and cost columns, by column name."""
+    u = usage or Usage()
+    c = steps.c
+    return {
+        c.input_tokens.key: u.input_tokens,
+        c.output_tokens.key: u.output_tokens,
+        c.cache_write_tokens.key: u.cache_write_tokens,
+        c.cache_read_tokens.key: u.cache_read_tokens,
+        c.cost_usd.key: cost_usd,
+    }
+
+
+_THE_RUN = runs.c.id == bindparam("run")
+_THE_STEP = (steps.c.run_id == bindparam("run")) & (steps.c.seq == bindparam("at_seq"))
+
+_INSERT_STEP = insert(steps)
+"""A journal record's intent (parameters: its columns)."""
+
+_FINISH_STEP = update(steps).where(_THE_STEP)
+"""A journal record's outcome (parameters: ``run``, ``at_seq`` and the columns it sets)."""
+
+_ADD_SPENT = update(runs).where(_THE_RUN).values({**_spent(), runs.c.updated_at: bindparam("now")})
+"""Add what was spent outside a commit to the run's totals (parameters: ``run``, ``now``
+and those of :func:`_spent`)."""
+
+_RUN_PROGRESS = (
+    update(runs)
+    .where(_THE_RUN)
+    .values(
+        {
+            **_spent(),
+            runs.c.last_seq: case(
+                (runs.c.last_seq > bindparam("seq"), runs.c.last_seq), else_=bindparam("seq")
+            ),
+            runs.c.active_seconds: runs.c.active_seconds + bindparam("active"),
+        }
+    )
+)
+"""A commit's progress on the run's row: newest seq, totals, time worked."""
+
+_RUN_TOTALS = _RUN_PROGRESS.values(updated_at=bindparam("now"))
+""":data:`_RUN_PROGRESS`, moving ``updated_at`` too (see :data:`TOUCH_EVERY_S`)."""
+
+_PATCH_RUN = update(runs).where(_THE_RUN)
+"""Change the run's row (parameters: ``run`` and the columns it sets)."""
+
+_DELETE_SNAPSHOT = delete(snapshots).where(snapshots.c.run_id == bindparam("run"))
+_INSERT_SNAPSHOT = insert(snapshots)
+
+_APPLY_COMMAND = update(commands).where(commands.c.id == bindparam("command"))
+"""Mark a command applied (parameters: ``command``, ``applied_at``, ``result``)."""
+
+_DECIDE_APPROVAL = update(approvals_table).where(approvals_table.c.id == bindparam("approval"))
+"""Record an approval's decision (parameters: ``approval`` and the columns it sets)."""
+
+_INSERT_APPROVAL = insert(approvals_table)
+
+_DECIDED = ("state", "decided_arguments", "decision_note", "decided_at")
+"""The columns of an approval that a decision changes."""
+
+
+def _change_token_query(newest_step: ColumnElement[Any]) -> Select[Any]:
+    """Run count, newest ``updated_at``, newest heartbeat, and ``newest_step``."""
+    return select(
+        select(func.count()).select_from(runs).scalar_subquery(),
+        select(func.max(runs.c.updated_at)).scalar_subquery(),
+        select(func.max(workers_table.c.heartbeat_at)).scalar_subquery(),
+        newest_step,
+    )
+
+
+_CHANGE_TOKEN_SQLITE = _change_token_query(
+    select(func.max(literal_column("rowid"))).select_from(steps).scalar_subquery()
+)
+"""With SQLite's rowid of the newest step, whatever run it belongs to."""
+
+_CHANGE_TOKEN_OTHER = _change_token_query(literal(0))
 
 TOUCH_EVERY_S = 1.0
 """While a run only adds steps, its ``updated_at`` moves at most this often (SQLite).
@@ -86,24 +190,79 @@ it costs one more page in every commit: a quarter of a journal step's pages. The
 themselves, ``last_seq`` and the totals are written at every commit; the GUI notices new
 steps through :meth:`SqlStore.change_token` (the newest step's rowid) and re-reads running
 runs whatever their ``updated_at``. A commit that changes anything else about the run (what
-:meth:`SqlStore._apply_patch` writes: status, wait, budget, ...; applied commands;
-approvals), or adds no step, moves it at once.
+:func:`_patch_values` finds: status, wait, budget, ...; applied commands; approvals), or
+adds no step, moves it at once.
 """
 
-_DELETE_SNAPSHOT = "DELETE FROM snapshots WHERE run_id = :id"
 
-_INSERT_SNAPSHOT = (
-    "INSERT INTO snapshots (run_id, seq, state, created_at) VALUES (:id, :seq, :state, :now)"
-)
+def _wait_values(p: RunPatch) -> dict[str, Any]:
+    """The run's status and wait columns a patch changes, by column name."""
+    c = runs.c
+    values: dict[str, Any] = {}
+    if p.status is not None:
+        values[c.status.key] = str(p.status)
+    if p.clear_wait or (p.status is not None and p.status != RunStatus.WAITING):
+        values[c.wait_reason.key] = None
+        values[c.wake_at.key] = None
+    if p.wait_reason is not None:
+        values[c.wait_reason.key] = str(p.wait_reason)
+        values[c.wake_at.key] = p.wake_at
+    return values
 
-_APPLY_COMMAND = "UPDATE commands SET applied_at = :now, result = :r WHERE id = :id"
 
-_RUN_COLUMNS = (
-    "id, goal, title, status, wait_reason, wake_at, status_message, attention_seq, spec, "
-    "definition_hash, workspace, budget, created_at, updated_at, started_at, finished_at, "
-    "last_seq, cost_usd, input_tokens, output_tokens, cache_write_tokens, cache_read_tokens, "
-    "active_seconds, lease_owner, lease_expires_at, lease_epoch, parent_id, schedule_id"
-)
+def _patch_values(p: RunPatch) -> dict[str, Any]:
+    """The run's columns a patch changes, by column name (its time worked aside)."""
+    c = runs.c
+    values = _wait_values(p)
+    if p.status_message is not None:
+        values[c.status_message.key] = p.status_message
+    if p.attention_seq is not None or p.clear_attention:
+        values[c.attention_seq.key] = p.attention_seq
+    if p.budget is not None:
+        values[c.budget.key] = dumps(p.budget)
+    if p.started_at is not None:
+        values[c.started_at.key] = p.started_at
+    if p.finished_at is not None:
+        values[c.finished_at.key] = p.finished_at
+    if p.spec is not None:
+        values[c.spec.key] = dumps(p.spec)
+        values[c.definition_hash.key] = AgentSpec.from_json(p.spec).definition_hash
+    return values
+
+
+def _intent_values(run_id: str, intent: StepIntent, now: float) -> dict[str, Any]:
+    """The columns of a new journal record (finished at once unless it is ``started``)."""
+    c = steps.c
+    finished = intent.status != StepStatus.STARTED
+    return {
+        c.run_id.key: run_id,
+        c.seq.key: intent.seq,
+        c.kind.key: str(intent.kind),
+        c.name.key: intent.name,
+        c.status.key: str(intent.status),
+        c.effect.key: str(intent.effect) if intent.effect else None,
+        c.attempt.key: intent.attempt,
+        c.input.key: dumps(intent.input),
+        c.output.key: dumps(intent.output) if finished else None,
+        c.error.key: None,
+        c.partial_text.key: "",
+        c.started_at.key: now,
+        c.finished_at.key: now if finished else None,
+    }
+
+
+def _outcome_params(run_id: str, outcome: StepOutcome, now: float) -> dict[str, Any]:
+    """The parameters of :data:`_FINISH_STEP` for an outcome."""
+    c = steps.c
+    return {
+        "run": run_id,
+        "at_seq": outcome.seq,
+        c.status.key: str(outcome.status),
+        c.output.key: dumps(outcome.output),
+        c.error.key: outcome.error,
+        c.finished_at.key: now,
+        **_usage_values(outcome.usage, outcome.cost_usd),
+    }
 
 
 class SqlStore(WorkerQueries):
@@ -123,38 +282,38 @@ class SqlStore(WorkerQueries):
 
     def get_run(self, run_id: str) -> Run:
         """The run; raises NotFoundError."""
-        rows = self._read(
-            lambda c: self._rows(c, f"SELECT {_RUN_COLUMNS} FROM runs WHERE id = :id", id=run_id)
-        )
-        if not rows:
+        stmt = select(runs).where(runs.c.id == run_id)
+        row = self._read(lambda c: c.execute(stmt).mappings().first())
+        if row is None:
             raise NotFoundError(f"no run {run_id!r}")
-        return run_from_row(rows[0])
+        return run_from_row(row)
 
     def load_snapshot(self, run_id: str) -> Snapshot | None:
         """The newest snapshot of the run, if any."""
-        rows = self._read(
-            lambda c: self._rows(
-                c, "SELECT seq, state FROM snapshots WHERE run_id = :id", id=run_id
-            )
-        )
-        if not rows:
+        stmt = select(snapshots.c.seq, snapshots.c.state).where(snapshots.c.run_id == run_id)
+        row = self._read(lambda c: c.execute(stmt).first())
+        if row is None:
             return None
-        return Snapshot(seq=rows[0]["seq"], state=loads(rows[0]["state"]))
+        return Snapshot(seq=row.seq, state=loads(row.state))
 
     def load_steps(self, run_id: str, from_seq: int = 1, limit: int | None = None) -> list[Step]:
         """Steps with ``seq >= from_seq`` in order."""
-        sql = "SELECT * FROM steps WHERE run_id = :id AND seq >= :s ORDER BY seq"
+        stmt = (
+            select(steps)
+            .where(steps.c.run_id == run_id, steps.c.seq >= from_seq)
+            .order_by(steps.c.seq)
+        )
         if limit is not None:
-            sql += f" LIMIT {int(limit)}"
-        rows = self._read(lambda c: self._rows(c, sql, id=run_id, s=from_seq))
+            stmt = stmt.limit(int(limit))
+        rows = self._read(lambda c: c.execute(stmt).mappings().all())
         return [step_from_row(r) for r in rows]
 
     def get_step(self, run_id: str, seq: int) -> Step:
         """One step; raises NotFoundError."""
-        steps = self.load_steps(run_id, seq, limit=1)
-        if not steps or steps[0].seq != seq:
+        found = self.load_steps(run_id, seq, limit=1)
+        if not found or found[0].seq != seq:
             raise NotFoundError(f"run {run_id} has no step {seq}")
-        return steps[0]
+        return found[0]
 
     def commit(
         self,
@@ -176,7 +335,48 @@ class SqlStore(WorkerQueries):
         writes without a lease.
         """
         now = self.now()
-        touch = (
+        changes = _patch_values(patch) if patch is not None else {}
+        # A patch that changes the run's row (status, wait, budget, ...) moves updated_at.
+        touch = bool(changes) or self._touch_due(run_id, now, intents, applied_commands, approvals)
+        progress = {
+            "run": run_id,
+            "seq": max([i.seq for i in intents] + ([outcome.seq] if outcome else []), default=0),
+            "active": patch.add_active_seconds if patch else 0.0,
+            **_spent_params(outcome.usage if outcome else None, outcome.cost_usd if outcome else 0),
+            **({"now": now} if touch else {}),
+        }
+
+        def txn(run: _Exec) -> None:
+            if lease is not None and run(FENCE, fence_params(run_id, lease)) != 1:
+                raise lease_lost(run_id, lease)
+            if changes:
+                run(_PATCH_RUN, {"run": run_id, **changes})
+            if outcome is not None:
+                run(_FINISH_STEP, _outcome_params(run_id, outcome, now))
+            for intent in intents:
+                run(_INSERT_STEP, _intent_values(run_id, intent, now))
+            run(_RUN_TOTALS if touch else _RUN_PROGRESS, progress)
+            if snapshot is not None:
+                self._replace_snapshot(run, run_id, snapshot, now)
+            for cmd_id, result in applied_commands:
+                run(_APPLY_COMMAND, {"command": cmd_id, "applied_at": now, "result": result})
+            for a in approvals:
+                self._upsert_approval(run, a)
+
+        self._write_journal(txn)
+        self._remember_touch(run_id, patch, touch, now)
+        self._ledger(run_id, intents)
+
+    def _touch_due(
+        self,
+        run_id: str,
+        now: float,
+        intents: Sequence[StepIntent],
+        applied_commands: Sequence[tuple[int, str]],
+        approvals: Sequence[Approval],
+    ) -> bool:
+        """Whether a commit that changes nothing else of the run moves its ``updated_at``."""
+        return (
             self._pg
             or not intents
             or bool(applied_commands)
@@ -184,92 +384,25 @@ class SqlStore(WorkerQueries):
             or not 0.0 <= now - self._touched.get(run_id, -TOUCH_EVERY_S) < TOUCH_EVERY_S
         )
 
-        def txn(run: _Exec) -> None:
-            nonlocal touch
-            if lease is not None and run(FENCE, _fence(run_id, lease)) != 1:
-                raise lease_lost(run_id, lease)
-            # A patch that changes the run's row (status, wait, budget, ...) moves updated_at.
-            if patch is not None and self._apply_patch(run, run_id, patch):
-                touch = True
-            seq = 0
-            cost, it, ot, cw, cr = 0.0, 0, 0, 0, 0
-            if outcome is not None:
-                u = outcome.usage
-                cost = outcome.cost_usd
-                if u is not None:
-                    it, ot = u.input_tokens, u.output_tokens
-                    cw, cr = u.cache_write_tokens, u.cache_read_tokens
-                run(
-                    _FINISH_STEP,
-                    {
-                        "status": str(outcome.status),
-                        "output": dumps(outcome.output),
-                        "error": outcome.error,
-                        "now": now,
-                        "run_id": run_id,
-                        "seq": outcome.seq,
-                        "cost": cost,
-                        "it": it,
-                        "ot": ot,
-                        "cw": cw,
-                        "cr": cr,
-                    },
-                )
-                seq = outcome.seq
-            for intent in intents:
-                finished = intent.status != StepStatus.STARTED
-                run(
-                    _INSERT_STEP,
-                    {
-                        "run_id": run_id,
-                        "seq": intent.seq,
-                        "kind": str(intent.kind),
-                        "name": intent.name,
-                        "status": str(intent.status),
-                        "effect": str(intent.effect) if intent.effect else None,
-                        "attempt": intent.attempt,
-                        "input": dumps(intent.input),
-                        "output": dumps(intent.output) if finished else None,
-                        "now": now,
-                        "finished_at": now if finished else None,
-                    },
-                )
-                seq = max(seq, intent.seq)
-            run(
-                _RUN_TOTALS if touch else _RUN_PROGRESS,
-                {
-                    "now": now,
-                    "seq": seq,
-                    "active": patch.add_active_seconds if patch else 0.0,
-                    "run_id": run_id,
-                    "cost": cost,
-                    "it": it,
-                    "ot": ot,
-                    "cw": cw,
-                    "cr": cr,
-                },
-            )
-            if snapshot is not None:
-                run(_DELETE_SNAPSHOT, {"id": run_id})
-                run(
-                    _INSERT_SNAPSHOT,
-                    {"id": run_id, "seq": snapshot.seq, "state": dumps(snapshot.state), "now": now},
-                )
-            for cmd_id, result in applied_commands:
-                run(_APPLY_COMMAND, {"now": now, "r": result, "id": cmd_id})
-            for a in approvals:
-                self._upsert_approval(run, a)
-
-        self._write_journal(txn)
-        if (
-            patch is not None
-            and patch.status is not None
-            and (patch.status.is_terminal or patch.status == RunStatus.STOPPED)
-        ):
+    def _remember_touch(self, run_id: str, patch: RunPatch | None, touch: bool, now: float) -> None:
+        """Keep when the run's ``updated_at`` moved; forget runs that will add no steps."""
+        status = patch.status if patch is not None else None
+        if status is not None and (status.is_terminal or status == RunStatus.STOPPED):
             self._touched.pop(run_id, None)
         elif touch and not self._pg:
             self._touched[run_id] = now
-        self._ledger(run_id, intents)
+
+    @staticmethod
+    def _replace_snapshot(run: _Exec, run_id: str, snapshot: Snapshot, now: float) -> None:
+        c = snapshots.c
+        run(_DELETE_SNAPSHOT, {"run": run_id})
+        values = {
+            c.run_id.key: run_id,
+            c.seq.key: snapshot.seq,
+            c.state.key: dumps(snapshot.state),
+            c.created_at.key: now,
+        }
+        run(_INSERT_SNAPSHOT, values)
 
     def _ledger(self, run_id: str, intents: Sequence[StepIntent]) -> None:
         """Append the effects among ``intents`` to the effect ledger (SQLite).
@@ -291,24 +424,26 @@ class SqlStore(WorkerQueries):
         """One write transaction of the journal's hot path.
 
         On SQLite the statements run on the pooled DB-API connection itself, between a
-        ``BEGIN IMMEDIATE`` and a ``COMMIT`` of our own, with the same SQL and named
-        parameters: SQLAlchemy's per-transaction and per-statement machinery costs more
-        than the commit itself at ``synchronous=NORMAL``, and half as much again as the
-        fsync at ``FULL``. Errors are mapped as :meth:`_write` maps them. Elsewhere
-        (PostgreSQL) this is an ordinary :meth:`_write`.
+        ``BEGIN IMMEDIATE`` and a ``COMMIT`` of our own, as SQLAlchemy renders them once
+        (:func:`~desktop_agent.persistence.compiled.render`) with the same parameters:
+        SQLAlchemy's per-transaction and per-statement machinery costs more than the commit
+        itself at ``synchronous=NORMAL``, and half as much again as the fsync at ``FULL``.
+        Errors are mapped as :meth:`_write` maps them. Elsewhere (PostgreSQL) this is an
+        ordinary :meth:`_write`.
         """
         if self._pg:
-            self._write(lambda conn: fn(lambda sql, params: self._exec(conn, sql, **params)))
+            self._write(lambda conn: fn(lambda stmt, params: conn.execute(stmt, params).rowcount))
             return
         last: tuple[str, dict[str, Any]] = ("BEGIN IMMEDIATE", {})
         raw = self.db.writer.raw_connection()
         try:
             cursor = raw.cursor()
 
-            def run(sql: str, params: dict[str, Any]) -> int:
+            def run(stmt: UpdateBase, params: dict[str, Any]) -> int:
                 nonlocal last
-                last = (sql, params)
-                cursor.execute(sql, params)
+                rendered = render(stmt, params)
+                last = (rendered.sql, params)
+                cursor.execute(rendered.sql, rendered.params(params))
                 return int(cursor.rowcount)
 
             try:
@@ -329,63 +464,12 @@ class SqlStore(WorkerQueries):
         finally:
             raw.close()  # back to the pool
 
-    def _apply_patch(self, run: _Exec, run_id: str, p: RunPatch) -> bool:
-        """Write the patch's changes to the run's row (its time worked aside); whether any."""
-        sets: list[str] = []
-        params: dict[str, Any] = {"id": run_id}
-
-        def put(col: str, value: Any) -> None:
-            sets.append(f"{col} = :{col}")
-            params[col] = value
-
-        if p.status is not None:
-            put("status", str(p.status))
-            if p.status != RunStatus.WAITING:
-                put("wait_reason", None)
-                put("wake_at", None)
-        if p.clear_wait:
-            params.setdefault("wait_reason", None)
-            params.setdefault("wake_at", None)
-            if "wait_reason = :wait_reason" not in sets:
-                sets += ["wait_reason = :wait_reason", "wake_at = :wake_at"]
-        if p.wait_reason is not None:
-            params["wait_reason"] = str(p.wait_reason)
-            params["wake_at"] = p.wake_at
-            if "wait_reason = :wait_reason" not in sets:
-                sets += ["wait_reason = :wait_reason", "wake_at = :wake_at"]
-        if p.status_message is not None:
-            put("status_message", p.status_message)
-        if p.attention_seq is not None:
-            put("attention_seq", p.attention_seq)
-        elif p.clear_attention:
-            put("attention_seq", None)
-        if p.budget is not None:
-            put("budget", dumps(p.budget))
-        if p.started_at is not None:
-            put("started_at", p.started_at)
-        if p.finished_at is not None:
-            put("finished_at", p.finished_at)
-        if p.spec is not None:
-            put("spec", dumps(p.spec))
-            put("definition_hash", AgentSpec.from_json(p.spec).definition_hash)
-        if sets:
-            run(f"UPDATE runs SET {', '.join(sets)} WHERE id = :id", params)
-        return bool(sets)
-
-    def _upsert_approval(self, run: _Exec, a: Approval) -> None:
-        params = approval_params(a)
-        n = run(
-            "UPDATE approvals SET state = :state, decided_arguments = :decided_arguments, "
-            "decision_note = :decision_note, decided_at = :decided_at WHERE id = :id",
-            {
-                k: params[k]
-                for k in ("state", "decided_arguments", "decision_note", "decided_at", "id")
-            },
-        )
-        if n == 0:
-            cols = ", ".join(params)
-            vals = ", ".join(f":{k}" for k in params)
-            run(f"INSERT INTO approvals ({cols}) VALUES ({vals})", params)
+    @staticmethod
+    def _upsert_approval(run: _Exec, a: Approval) -> None:
+        values = approval_values(a)
+        decided = {k: values[k] for k in _DECIDED}
+        if run(_DECIDE_APPROVAL, {"approval": a.id, **decided}) == 0:
+            run(_INSERT_APPROVAL, values)
 
     def restart_step(
         self, run_id: str, seq: int, *, salvaged: str | None, lease: Lease | None = None
@@ -398,78 +482,51 @@ class SqlStore(WorkerQueries):
         the effect ledger, as a new one does in :meth:`commit`: a restore from a backup
         older than this attempt must know it may have happened.
         """
+        c = steps.c
+        read = select(
+            c.kind, c.name, c.effect, c.input, c.attempt, c.salvaged, c.input_tokens,
+            c.output_tokens, c.cache_write_tokens, c.cache_read_tokens, c.cost_usd,
+        ).where(c.run_id == run_id, c.seq == seq)  # fmt: skip
 
-        def txn(conn: Connection) -> tuple[int, StepIntent]:
+        def txn(conn: Connection) -> StepIntent:
             self._check_fence(conn, run_id, lease)
-            rows = self._rows(
-                conn,
-                "SELECT kind, name, effect, input, attempt, salvaged, input_tokens, "
-                "output_tokens, cache_write_tokens, cache_read_tokens, cost_usd "
-                "FROM steps WHERE run_id = :id AND seq = :seq",
-                id=run_id,
-                seq=seq,
-            )
-            if not rows:
+            r = conn.execute(read).mappings().first()
+            if r is None:
                 raise NotFoundError(f"run {run_id} has no step {seq}")
-            r = rows[0]
-            attempt = int(r["attempt"]) + 1
             again = StepIntent(
                 seq=seq,
-                kind=StepKind(r["kind"]),
-                name=str(r["name"]),
-                input=loads(r["input"]),
-                effect=EffectClass(r["effect"]) if r["effect"] else None,
-                attempt=attempt,
+                kind=StepKind(r[c.kind]),
+                name=str(r[c.name]),
+                input=loads(r[c.input]),
+                effect=EffectClass(r[c.effect]) if r[c.effect] else None,
+                attempt=int(r[c.attempt]) + 1,
             )
-            kept = list(loads(r["salvaged"]) or [])
             usage = Usage(
-                int(r["input_tokens"]),
-                int(r["output_tokens"]),
-                int(r["cache_write_tokens"]),
-                int(r["cache_read_tokens"]),
+                int(r[c.input_tokens]),
+                int(r[c.output_tokens]),
+                int(r[c.cache_write_tokens]),
+                int(r[c.cache_read_tokens]),
             )
-            cost = float(r["cost_usd"])
-            spent = {
-                "it": usage.input_tokens,
-                "ot": usage.output_tokens,
-                "cw": usage.cache_write_tokens,
-                "cr": usage.cache_read_tokens,
-                "cost": cost,
-            }
-            if salvaged or cost or usage.total:
-                kept.append(
-                    {
-                        "text": salvaged or "",
-                        "attempt": attempt - 1,
-                        "cost_usd": cost,
-                        "usage": usage.to_json(),
-                    }
+            cost = float(r[c.cost_usd])
+            kept = _salvage(loads(r[c.salvaged]), salvaged, again.attempt - 1, usage, cost)
+            conn.execute(
+                update(steps)
+                .where(c.run_id == run_id, c.seq == seq)
+                .values(
+                    attempt=again.attempt,
+                    salvaged=dumps(kept) if kept else None,
+                    partial_text="",
+                    **_usage_values(None, 0.0),
                 )
-            self._exec(
-                conn,
-                "UPDATE steps SET attempt = :a, salvaged = :s, partial_text = '', "
-                "input_tokens = 0, output_tokens = 0, cache_write_tokens = 0, "
-                "cache_read_tokens = 0, cost_usd = 0 WHERE run_id = :id AND seq = :seq",
-                a=attempt,
-                s=dumps(kept) if kept else None,
-                id=run_id,
-                seq=seq,
             )
-            self._exec(
-                conn,
-                "UPDATE runs SET updated_at = :now, cost_usd = cost_usd + :cost, "
-                "input_tokens = input_tokens + :it, output_tokens = output_tokens + :ot, "
-                "cache_write_tokens = cache_write_tokens + :cw, "
-                "cache_read_tokens = cache_read_tokens + :cr WHERE id = :id",
-                now=self.now(),
-                id=run_id,
-                **spent,
+            conn.execute(
+                _ADD_SPENT, {"run": run_id, "now": self.now(), **_spent_params(usage, cost)}
             )
-            return attempt, again
+            return again
 
-        attempt, again = self._write(txn)
+        again = self._write(txn)
         self._ledger(run_id, [again])
-        return attempt
+        return again.attempt
 
     def save_partial(
         self,
@@ -485,33 +542,23 @@ class SqlStore(WorkerQueries):
         Fenced by ``lease`` as :meth:`commit` is: a worker that lost the run learns it here,
         while it streams.
         """
+        c = steps.c
+        partial = (
+            update(steps)
+            .where(c.run_id == run_id, c.seq == seq, c.status == str(StepStatus.STARTED))
+            .values(partial_text=text, **_usage_values(usage, cost_usd))
+        )
 
         def txn(conn: Connection) -> None:
             self._check_fence(conn, run_id, lease)
-            u = usage or Usage()
-            self._exec(
-                conn,
-                "UPDATE steps SET partial_text = :t, input_tokens = :it, output_tokens = :ot, "
-                "cache_write_tokens = :cw, cache_read_tokens = :cr, cost_usd = :cost "
-                "WHERE run_id = :id AND seq = :seq AND status = 'started'",
-                t=text,
-                it=u.input_tokens,
-                ot=u.output_tokens,
-                cw=u.cache_write_tokens,
-                cr=u.cache_read_tokens,
-                cost=cost_usd,
-                id=run_id,
-                seq=seq,
-            )
-            self._exec(
-                conn, "UPDATE runs SET updated_at = :now WHERE id = :id", now=self.now(), id=run_id
-            )
+            conn.execute(partial)
+            conn.execute(update(runs).where(runs.c.id == run_id).values(updated_at=self.now()))
 
         self._write(txn)
 
     def _check_fence(self, conn: Connection, run_id: str, lease: Lease | None) -> None:
         """Raise LeaseLost (rolling back) unless ``lease`` still holds the run (None: no check)."""
-        if lease is not None and self._exec(conn, FENCE, **_fence(run_id, lease)) != 1:
+        if lease is not None and conn.execute(FENCE, fence_params(run_id, lease)).rowcount != 1:
             raise lease_lost(run_id, lease)
 
     def record_event(
@@ -532,68 +579,48 @@ class SqlStore(WorkerQueries):
         what a worker that lost the run spent on it after its last fenced save (nothing
         else would count it). The journal, its steps and the run's status are not touched.
         """
-        u = add_usage or Usage()
 
         def txn(conn: Connection) -> None:
             now = self.now()
-            self._exec(
-                conn,
-                "INSERT INTO run_events (run_id, seq, kind, message, data, created_at) "
-                "VALUES (:id, :seq, :kind, :m, :data, :now)",
-                id=run_id,
-                seq=seq,
-                kind=str(kind),
-                m=message,
-                data=dumps(data),
-                now=now,
+            conn.execute(
+                insert(events_table).values(
+                    run_id=run_id,
+                    seq=seq,
+                    kind=str(kind),
+                    message=message,
+                    data=dumps(data),
+                    created_at=now,
+                )
             )
-            self._exec(
-                conn,
-                "UPDATE runs SET updated_at = :now, cost_usd = cost_usd + :cost, "
-                "input_tokens = input_tokens + :it, output_tokens = output_tokens + :ot, "
-                "cache_write_tokens = cache_write_tokens + :cw, "
-                "cache_read_tokens = cache_read_tokens + :cr WHERE id = :id",
-                now=now,
-                cost=add_cost_usd,
-                it=u.input_tokens,
-                ot=u.output_tokens,
-                cw=u.cache_write_tokens,
-                cr=u.cache_read_tokens,
-                id=run_id,
-            )
+            spent = _spent_params(add_usage, add_cost_usd)
+            conn.execute(_ADD_SPENT, {"run": run_id, "now": now, **spent})
 
         self._write(txn)
 
     def run_events(self, run_id: str) -> list[RunEvent]:
         """The run's events, oldest first."""
-        rows = self._read(
-            lambda c: self._rows(
-                c, "SELECT * FROM run_events WHERE run_id = :id ORDER BY id", id=run_id
-            )
+        stmt = (
+            select(events_table).where(events_table.c.run_id == run_id).order_by(events_table.c.id)
         )
-        return [event_from_row(r) for r in rows]
+        return [event_from_row(r) for r in self._read(lambda c: c.execute(stmt).mappings().all())]
 
     def pending_commands(self, run_id: str) -> list[Command]:
         """Commands not yet applied, oldest first."""
-        rows = self._read(
-            lambda c: self._rows(
-                c,
-                "SELECT * FROM commands WHERE run_id = :id AND applied_at IS NULL ORDER BY id",
-                id=run_id,
-            )
+        stmt = (
+            select(commands)
+            .where(commands.c.run_id == run_id, commands.c.applied_at.is_(None))
+            .order_by(commands.c.id)
         )
-        return [command_from_row(r) for r in rows]
+        return [command_from_row(r) for r in self._read(lambda c: c.execute(stmt).mappings().all())]
 
     def get_approvals(self, run_id: str, seq: int) -> list[Approval]:
         """Approval records created by step ``seq``."""
-        rows = self._read(
-            lambda c: self._rows(
-                c,
-                "SELECT * FROM approvals WHERE run_id = :id AND seq = :seq ORDER BY id",
-                id=run_id,
-                seq=seq,
-            )
+        stmt = (
+            select(approvals_table)
+            .where(approvals_table.c.run_id == run_id, approvals_table.c.seq == seq)
+            .order_by(approvals_table.c.id)
         )
+        rows = self._read(lambda c: c.execute(stmt).mappings().all())
         return [approval_from_row(r) for r in rows]
 
     def list_run_approvals(self, run_id: str) -> list[Approval]:
@@ -604,13 +631,9 @@ class SqlStore(WorkerQueries):
 
     def create_run(self, run: Run) -> None:
         """Insert a new run (normally ``queued``)."""
-        params = run_params(run)
-        cols = ", ".join(params)
-        vals = ", ".join(f":{k}" for k in params)
+        stmt = insert(runs).values(run_values(run))
         try:
-            self._write(
-                lambda c: self._exec(c, f"INSERT INTO runs ({cols}) VALUES ({vals})", **params)
-            )
+            self._write(lambda c: c.execute(stmt))
         except IntegrityError:
             raise StorageError(f"a run with id {run.id} already exists") from None
 
@@ -621,31 +644,18 @@ class SqlStore(WorkerQueries):
         search: str | None = None,
     ) -> list[Run]:
         """Runs, newest first."""
-        where = []
-        params: dict[str, Any] = {}
+        stmt = select(runs).order_by(runs.c.created_at.desc()).limit(int(limit))
         if statuses is not None:
-            names = [str(s) for s in statuses]
-            where.append("status IN (" + ", ".join(f":s{i}" for i in range(len(names))) + ")")
-            params.update({f"s{i}": n for i, n in enumerate(names)})
+            stmt = stmt.where(runs.c.status.in_([str(s) for s in statuses]))
         if search:
-            where.append("(lower(goal) LIKE :q OR lower(id) LIKE :q)")
-            params["q"] = f"%{search.lower()}%"
-        sql = f"SELECT {_RUN_COLUMNS} FROM runs"
-        if where:
-            sql += " WHERE " + " AND ".join(where)
-        sql += f" ORDER BY created_at DESC LIMIT {int(limit)}"
-        return [run_from_row(r) for r in self._read(lambda c: self._rows(c, sql, **params))]
+            q = f"%{search.lower()}%"
+            stmt = stmt.where(or_(func.lower(runs.c.goal).like(q), func.lower(runs.c.id).like(q)))
+        return [run_from_row(r) for r in self._read(lambda c: c.execute(stmt).mappings().all())]
 
     def find_run(self, prefix: str) -> Run:
         """A run by id or unique id prefix; raises NotFoundError."""
-        rows = self._read(
-            lambda c: self._rows(
-                c,
-                f"SELECT {_RUN_COLUMNS} FROM runs WHERE id LIKE :p ORDER BY id LIMIT 2",
-                p=prefix.replace("%", "").replace("_", r"\_") + "%",
-            )
-        )
-        exact = [r for r in rows if r["id"] == prefix]
+        rows = self._read(lambda c: c.execute(by_prefix(runs, prefix)).mappings().all())
+        exact = [r for r in rows if r[runs.c.id] == prefix]
         if exact:
             return run_from_row(exact[0])
         if len(rows) == 1:
@@ -656,64 +666,44 @@ class SqlStore(WorkerQueries):
 
     def add_command(self, run_id: str, kind: CommandKind, payload: Any = None) -> int:
         """Queue a command for the worker; returns its id."""
+        known = select(runs.c.id).where(runs.c.id == run_id)
 
         def txn(conn: Connection) -> int:
-            now = self.now()
-            if not self._rows(conn, "SELECT id FROM runs WHERE id = :id", id=run_id):
+            if conn.execute(known).first() is None:
                 raise NotFoundError(f"no run {run_id!r}")
-            self._exec(
-                conn,
-                "INSERT INTO commands (run_id, kind, payload, created_at, result) "
-                "VALUES (:id, :k, :p, :now, '')",
-                id=run_id,
-                k=str(kind),
-                p=dumps(payload),
-                now=now,
-            )
-            self._exec(conn, "UPDATE runs SET updated_at = :now WHERE id = :id", now=now, id=run_id)
-            rows = self._rows(
-                conn, "SELECT max(id) AS id FROM commands WHERE run_id = :id", id=run_id
-            )
-            return int(rows[0]["id"])
+            return queue_command(conn, run_id, kind, payload, self.now())
 
         return self._write(txn)
 
     def get_command(self, command_id: int) -> Command:
         """One command row."""
-        rows = self._read(
-            lambda c: self._rows(c, "SELECT * FROM commands WHERE id = :id", id=command_id)
-        )
-        if not rows:
+        stmt = select(commands).where(commands.c.id == command_id)
+        row = self._read(lambda c: c.execute(stmt).mappings().first())
+        if row is None:
             raise NotFoundError(f"no command {command_id}")
-        return command_from_row(rows[0])
+        return command_from_row(row)
 
     def list_approvals(
         self, state: ApprovalState | None = ApprovalState.PENDING, run_id: str | None = None
     ) -> list[Approval]:
         """Approvals, oldest first."""
-        where, params = [], {}
+        stmt = select(approvals_table).order_by(approvals_table.c.created_at, approvals_table.c.id)
         if state is not None:
-            where.append("state = :st")
-            params["st"] = str(state)
+            stmt = stmt.where(approvals_table.c.state == str(state))
         if run_id is not None:
-            where.append("run_id = :rid")
-            params["rid"] = run_id
-        sql = "SELECT * FROM approvals"
-        if where:
-            sql += " WHERE " + " AND ".join(where)
-        sql += " ORDER BY created_at, id"
-        return [approval_from_row(r) for r in self._read(lambda c: self._rows(c, sql, **params))]
+            stmt = stmt.where(approvals_table.c.run_id == run_id)
+        rows = self._read(lambda c: c.execute(stmt).mappings().all())
+        return [approval_from_row(r) for r in rows]
 
     def get_approval(self, approval_id: str) -> Approval:
         """One approval; raises NotFoundError."""
-        rows = self._read(
-            lambda c: self._rows(c, "SELECT * FROM approvals WHERE id = :id", id=approval_id)
-        )
-        if not rows:
+        stmt = select(approvals_table).where(approvals_table.c.id == approval_id)
+        row = self._read(lambda c: c.execute(stmt).mappings().first())
+        if row is None:
             raise NotFoundError(
                 f"no approval {approval_id!r}; `desktop-agent approvals` lists them"
             )
-        return approval_from_row(rows[0])
+        return approval_from_row(row)
 
     def change_token(self) -> tuple[int, float, int, int]:
         """A cheap value that changes whenever anything the GUI shows changes.
@@ -721,28 +711,25 @@ class SqlStore(WorkerQueries):
         On SQLite the newest step's rowid is part of it: a commit that only adds steps moves
         ``updated_at`` at most once a second (see :data:`TOUCH_EVERY_S`).
         """
-        newest_step = "0" if self._pg else "(SELECT max(rowid) FROM steps)"
-        rows = self._read(
-            lambda c: self._rows(
-                c,
-                "SELECT (SELECT count(*) FROM runs) AS n, "
-                "(SELECT max(updated_at) FROM runs) AS u, "
-                "(SELECT max(heartbeat_at) FROM workers) AS h, "
-                f"{newest_step} AS s",
-            )
-        )
-        r = rows[0]
-        return int(r["n"] or 0), float(r["u"] or 0.0), int(r["h"] or 0), int(r["s"] or 0)
+        stmt = _CHANGE_TOKEN_OTHER if self._pg else _CHANGE_TOKEN_SQLITE
+        n, u, h, s = self._read(lambda c: c.execute(stmt).one())
+        return int(n or 0), float(u or 0.0), int(h or 0), int(s or 0)
 
     def resume_waiting_for(self, reason: str) -> int:
         """Queue a resume command for every run waiting for ``reason``; returns how many."""
-        runs = [
+        waiting = [
             r for r in self.list_runs([RunStatus.WAITING], limit=100_000) if r.wait_reason == reason
         ]
-        for run in runs:
+        for run in waiting:
             self.add_command(run.id, CommandKind.RESUME, {"why": f"{reason} resolved"})
-        return len(runs)
+        return len(waiting)
 
 
-def _fence(run_id: str, lease: Lease) -> dict[str, Any]:
-    return {"id": run_id, "owner": lease.owner, "epoch": lease.epoch}
+def _salvage(kept: Any, text: str | None, attempt: int, usage: Usage, cost: float) -> list[Any]:
+    """A step's salvage, with what its interrupted ``attempt`` streamed and spent added."""
+    out = list(kept or [])
+    if text or cost or usage.total:
+        out.append(
+            {"text": text or "", "attempt": attempt, "cost_usd": cost, "usage": usage.to_json()}
+        )
+    return out

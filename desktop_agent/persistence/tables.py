@@ -1,245 +1,303 @@
-"""SQLModel tables. Rows never leave ``persistence``: the store maps them to domain objects."""
+"""The schema, declared once: SQLAlchemy Core tables on one :data:`metadata`.
+
+Every query of ``persistence`` is built from these objects (or compiled from them, on the
+journal's hot path), and every row is read by the names declared here: a column renamed
+here and not in the migrations fails ``tests/persistence/test_schema.py``; one renamed in a
+query fails when the module builds the query, at import.
+
+Why Core tables rather than SQLModel classes: the store maps rows to the frozen dataclasses
+of ``domain`` (a :class:`~desktop_agent.domain.Run`, not a ``RunRow``), builds its
+statements itself (conditional updates that fence a lease, ``CASE`` expressions, journal
+inserts compiled once for the hot path) and never loads or flushes objects through a
+session. SQLModel's value is a pydantic model that is also an ORM class; none of that is
+used here, while its defaults were in the way of declaring what the migrations create
+(``str`` becomes ``VARCHAR`` where the migrations have ``TEXT``, Python-side defaults
+instead of the server defaults that rows inserted by older releases rely on). A
+``Table`` says exactly the DDL, and its columns (``runs.c.status``) are what select, insert
+and update take.
+
+The declaration is what the migrations produce, column for column: type, nullability,
+server default, primary keys, foreign keys and index names. The migrations are what users'
+databases have, so they win; a change of schema is a new migration and the same change
+here, and the test compares the two.
+"""
 
 from __future__ import annotations
 
-from sqlalchemy import BigInteger, Index
-from sqlmodel import Field, SQLModel
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Column,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    false,
+)
+
+metadata = MetaData()
+"""Every table of the database (Alembic's ``target_metadata``)."""
 
 
-class RunRow(SQLModel, table=True):
-    """A run and its running totals."""
-
-    __tablename__ = "runs"
-
-    id: str = Field(primary_key=True, max_length=64)
-    goal: str
-    title: str = ""
-    status: str = Field(index=True, max_length=32)
-    wait_reason: str | None = Field(default=None, max_length=32)
-    wake_at: float | None = Field(default=None, index=True)
-    status_message: str = ""
-    attention_seq: int | None = None
-    spec: str
-    definition_hash: str = Field(max_length=64)
-    workspace: str
-    budget: str = "{}"
-    created_at: float
-    updated_at: float = Field(index=True)
-    started_at: float | None = None
-    finished_at: float | None = None
-    last_seq: int = 0
-    cost_usd: float = 0.0
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cache_write_tokens: int = 0
-    cache_read_tokens: int = 0
-    active_seconds: float = 0.0
-    lease_owner: str | None = Field(default=None, index=True, max_length=128)
-    lease_expires_at: float | None = None
-    lease_epoch: int = 0
-    """The fencing token: grows by one with every claim (migration 0003)."""
-    parent_id: str | None = Field(default=None, max_length=64)
-    schedule_id: str | None = Field(default=None, max_length=64)
+def _text(name: str, default: str | None = None) -> Column[str]:
+    """A non-null TEXT column, with a server default when rows may omit it."""
+    return Column(name, Text(), nullable=False, server_default=default)
 
 
-class StepRow(SQLModel, table=True):
-    """One journal record."""
-
-    __tablename__ = "steps"
-
-    run_id: str = Field(primary_key=True, foreign_key="runs.id", max_length=64)
-    seq: int = Field(primary_key=True)
-    kind: str = Field(max_length=32)
-    name: str = Field(max_length=200)
-    status: str = Field(max_length=16)
-    effect: str | None = Field(default=None, max_length=16)
-    attempt: int = 1
-    input: str | None = None
-    output: str | None = None
-    error: str | None = None
-    partial_text: str = ""
-    salvaged: str | None = None
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cache_write_tokens: int = 0
-    cache_read_tokens: int = 0
-    cost_usd: float = 0.0
-    started_at: float
-    finished_at: float | None = None
+def _count(name: str, default: str = "0") -> Column[int]:
+    """A non-null INTEGER counter (``0`` unless set)."""
+    return Column(name, Integer(), nullable=False, server_default=default)
 
 
-class SnapshotRow(SQLModel, table=True):
-    """The newest fold of a run's scalars (one row per run, replaced in place)."""
-
-    __tablename__ = "snapshots"
-
-    run_id: str = Field(primary_key=True, foreign_key="runs.id", max_length=64)
-    seq: int
-    state: str
-    created_at: float
+def _amount(name: str, default: str = "0") -> Column[float]:
+    """A non-null FLOAT total (``0`` unless set)."""
+    return Column(name, Float(), nullable=False, server_default=default)
 
 
-class CommandRow(SQLModel, table=True):
-    """A request from the GUI or CLI, applied by the worker."""
-
-    __tablename__ = "commands"
-
-    id: int | None = Field(default=None, primary_key=True)
-    run_id: str = Field(foreign_key="runs.id", index=True, max_length=64)
-    kind: str = Field(max_length=32)
-    payload: str | None = None
-    created_at: float
-    applied_at: float | None = Field(default=None, index=True)
-    result: str = ""
+def _time(name: str, *, nullable: bool = False) -> Column[float]:
+    """A time, in seconds since the epoch."""
+    return Column(name, Float(), nullable=nullable)
 
 
-class ApprovalRow(SQLModel, table=True):
-    """An approval request and its decision."""
-
-    __tablename__ = "approvals"
-
-    id: str = Field(primary_key=True, max_length=100)
-    run_id: str = Field(foreign_key="runs.id", index=True, max_length=64)
-    seq: int
-    tool: str = Field(max_length=200)
-    arguments: str | None = None
-    state: str = Field(index=True, max_length=32)
-    reason: str = ""
-    rule: str = ""
-    decided_arguments: str | None = None
-    decision_note: str = ""
-    deadline: float | None = None
-    default_action: str = "reject"
-    created_at: float
-    decided_at: float | None = None
+def _tokens() -> list[Column[int]]:
+    """Token counts of a model call (input, output, cache writes, cache reads)."""
+    return [
+        _count("input_tokens"),
+        _count("output_tokens"),
+        _count("cache_write_tokens"),
+        _count("cache_read_tokens"),
+    ]
 
 
-class WorkerRow(SQLModel, table=True):
-    """A worker process and its heartbeat."""
+# --------------------------------------------------------------------------- journal
+# Migration 0001, and 0003 for ``runs.lease_epoch`` and ``run_events``.
 
-    __tablename__ = "workers"
+runs = Table(
+    "runs",
+    metadata,
+    Column("id", String(64), primary_key=True),
+    _text("goal"),
+    _text("title", ""),
+    Column("status", String(32), nullable=False),
+    Column("wait_reason", String(32)),
+    _time("wake_at", nullable=True),
+    _text("status_message", ""),
+    Column("attention_seq", Integer()),
+    _text("spec"),
+    Column("definition_hash", String(64), nullable=False),
+    _text("workspace"),
+    _text("budget", "{}"),
+    _time("created_at"),
+    _time("updated_at"),
+    _time("started_at", nullable=True),
+    _time("finished_at", nullable=True),
+    _count("last_seq"),
+    _amount("cost_usd"),
+    *_tokens(),
+    _amount("active_seconds"),
+    Column("lease_owner", String(128)),
+    _time("lease_expires_at", nullable=True),
+    Column("parent_id", String(64)),
+    Column("schedule_id", String(64)),
+    _count("lease_epoch"),
+    Index("ix_runs_status", "status"),
+    Index("ix_runs_wake_at", "wake_at"),
+    Index("ix_runs_updated_at", "updated_at"),
+    Index("ix_runs_lease_owner", "lease_owner"),
+    Index("ix_runs_schedule_id", "schedule_id"),
+    Index("ix_runs_parent_id", "parent_id"),
+)
+"""A run and its running totals; ``lease_epoch`` is the fencing token (one more per claim)."""
 
-    id: str = Field(primary_key=True, max_length=128)
-    host: str = Field(max_length=255)
-    pid: int
-    proc_started_at: float = 0.0
-    started_at: float
-    heartbeat_at: float
-    stopped_at: float | None = None
+steps = Table(
+    "steps",
+    metadata,
+    Column("run_id", String(64), ForeignKey("runs.id"), primary_key=True),
+    Column("seq", Integer(), primary_key=True),
+    Column("kind", String(32), nullable=False),
+    Column("name", String(200), nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("effect", String(16)),
+    _count("attempt", "1"),
+    Column("input", Text()),
+    Column("output", Text()),
+    Column("error", Text()),
+    _text("partial_text", ""),
+    Column("salvaged", Text()),
+    *_tokens(),
+    _amount("cost_usd"),
+    _time("started_at"),
+    _time("finished_at", nullable=True),
+)
+"""One journal record, keyed ``(run_id, seq)``."""
 
+snapshots = Table(
+    "snapshots",
+    metadata,
+    Column("run_id", String(64), ForeignKey("runs.id"), primary_key=True),
+    Column("seq", Integer(), nullable=False),
+    _text("state"),
+    _time("created_at"),
+)
+"""The newest fold of a run's scalars (one row per run, replaced in place)."""
 
-class RunEventRow(SQLModel, table=True):
-    """Something that happened to a run outside its journal (migration 0003)."""
+commands = Table(
+    "commands",
+    metadata,
+    Column("id", Integer(), primary_key=True, autoincrement=True),
+    Column("run_id", String(64), ForeignKey("runs.id"), nullable=False),
+    Column("kind", String(32), nullable=False),
+    Column("payload", Text()),
+    _time("created_at"),
+    _time("applied_at", nullable=True),
+    _text("result", ""),
+    Index("ix_commands_run_id", "run_id"),
+    Index("ix_commands_applied_at", "applied_at"),
+)
+"""A request from the GUI or CLI, applied by the worker."""
 
-    __tablename__ = "run_events"
+approvals = Table(
+    "approvals",
+    metadata,
+    Column("id", String(100), primary_key=True),
+    Column("run_id", String(64), ForeignKey("runs.id"), nullable=False),
+    Column("seq", Integer(), nullable=False),
+    Column("tool", String(200), nullable=False),
+    Column("arguments", Text()),
+    Column("state", String(32), nullable=False),
+    _text("reason", ""),
+    _text("rule", ""),
+    Column("decided_arguments", Text()),
+    _text("decision_note", ""),
+    _time("deadline", nullable=True),
+    Column("default_action", String(16), nullable=False, server_default="reject"),
+    _time("created_at"),
+    _time("decided_at", nullable=True),
+    Index("ix_approvals_run_id", "run_id"),
+    Index("ix_approvals_state", "state"),
+)
+"""An approval request and its decision."""
 
-    id: int | None = Field(default=None, primary_key=True)
-    run_id: str = Field(foreign_key="runs.id", index=True, max_length=64)
-    seq: int | None = None
-    kind: str = Field(max_length=32)
-    message: str = ""
-    data: str | None = None
-    created_at: float
+workers = Table(
+    "workers",
+    metadata,
+    Column("id", String(128), primary_key=True),
+    Column("host", String(255), nullable=False),
+    Column("pid", Integer(), nullable=False),
+    _amount("proc_started_at"),
+    _time("started_at"),
+    _time("heartbeat_at"),
+    _time("stopped_at", nullable=True),
+)
+"""A worker process and its heartbeat."""
 
+run_events = Table(
+    "run_events",
+    metadata,
+    Column("id", Integer(), primary_key=True, autoincrement=True),
+    Column("run_id", String(64), ForeignKey("runs.id"), nullable=False),
+    Column("seq", Integer()),
+    Column("kind", String(32), nullable=False),
+    _text("message", ""),
+    Column("data", Text()),
+    _time("created_at"),
+    Index("ix_run_events_run_id", "run_id"),
+)
+"""Something that happened to a run outside its journal."""
 
 # --------------------------------------------------------------------------- scheduling
-# Schedules, batches, folder watches and run alerts (migration 0002).
+# Migration 0002.
 
+schedules = Table(
+    "schedules",
+    metadata,
+    Column("id", String(64), primary_key=True),
+    _text("name", ""),
+    _text("template"),
+    Column("cron", String(200)),
+    _time("every_s", nullable=True),
+    Column("timezone", String(64), nullable=False, server_default=""),
+    Column("overlap", String(16), nullable=False, server_default="skip"),
+    Column("paused", Boolean(), nullable=False, server_default=false()),
+    _time("created_at"),
+    _time("updated_at"),
+    _time("last_fire_at", nullable=True),
+    _count("fire_count"),
+    _count("skipped"),
+    _count("queued"),
+    Column("last_run_id", String(64)),
+    _text("last_result", ""),
+    _count("version"),
+)
+"""A run template started on a cron expression or an interval."""
 
-class ScheduleRow(SQLModel, table=True):
-    """A run template started on a cron expression or an interval."""
+batches = Table(
+    "batches",
+    metadata,
+    Column("id", String(64), primary_key=True),
+    _text("template"),
+    _text("source", ""),
+    _count("concurrency", "4"),
+    _count("total"),
+    Column("from_folder", Boolean(), nullable=False, server_default=false()),
+    _time("created_at"),
+)
+"""One goal template over a list of items."""
 
-    __tablename__ = "schedules"
+batch_items = Table(
+    "batch_items",
+    metadata,
+    Column("batch_id", String(64), ForeignKey("batches.id"), primary_key=True),
+    Column("idx", Integer(), primary_key=True),
+    _text("item"),
+    Column("status", String(16), nullable=False, server_default="pending"),
+    Column("run_id", String(64)),
+    _count("attempts"),
+    _time("updated_at"),
+    Index("ix_batch_items_status", "status"),
+    Index("ix_batch_items_run_id", "run_id"),
+)
+"""One item of a batch, with its current run (its durable progress)."""
 
-    id: str = Field(primary_key=True, max_length=64)
-    name: str = ""
-    template: str
-    cron: str | None = Field(default=None, max_length=200)
-    every_s: float | None = None
-    timezone: str = Field(default="", max_length=64)
-    overlap: str = Field(default="skip", max_length=16)
-    paused: bool = False
-    created_at: float
-    updated_at: float
-    last_fire_at: float | None = None
-    fire_count: int = 0
-    skipped: int = 0
-    queued: int = 0
-    last_run_id: str | None = Field(default=None, max_length=64)
-    last_result: str = ""
-    version: int = 0
+watches = Table(
+    "watches",
+    metadata,
+    Column("id", String(64), primary_key=True),
+    _text("folder"),
+    Column("pattern", String(200), nullable=False, server_default="*"),
+    _text("template"),
+    _amount("scan_s", "10"),
+    Column("paused", Boolean(), nullable=False, server_default=false()),
+    _time("created_at"),
+    _time("updated_at"),
+    _count("version"),
+)
+"""A folder whose new files each start a run."""
 
+seen_files = Table(
+    "seen_files",
+    metadata,
+    Column("watch_id", String(64), ForeignKey("watches.id"), primary_key=True),
+    Column("path", Text(), primary_key=True),
+    Column("size", BigInteger(), primary_key=True),
+    Column("mtime_ns", BigInteger(), primary_key=True),
+    Column("run_id", String(64)),
+    _time("seen_at"),
+)
+"""A file a watch has already started a run for (path, size and mtime)."""
 
-class BatchRow(SQLModel, table=True):
-    """One goal template over a list of items."""
-
-    __tablename__ = "batches"
-
-    id: str = Field(primary_key=True, max_length=64)
-    template: str
-    source: str = ""
-    concurrency: int = 4
-    total: int = 0
-    from_folder: bool = False
-    created_at: float
-
-
-class BatchItemRow(SQLModel, table=True):
-    """One item of a batch, with its current run (its durable progress)."""
-
-    __tablename__ = "batch_items"
-
-    batch_id: str = Field(primary_key=True, foreign_key="batches.id", max_length=64)
-    idx: int = Field(primary_key=True)
-    item: str
-    status: str = Field(default="pending", index=True, max_length=16)
-    run_id: str | None = Field(default=None, index=True, max_length=64)
-    attempts: int = 0
-    updated_at: float
-
-
-class WatchRow(SQLModel, table=True):
-    """A folder whose new files each start a run."""
-
-    __tablename__ = "watches"
-
-    id: str = Field(primary_key=True, max_length=64)
-    folder: str
-    pattern: str = Field(default="*", max_length=200)
-    template: str
-    scan_s: float = 10.0
-    paused: bool = False
-    created_at: float
-    updated_at: float
-    version: int = 0
-
-
-class SeenFileRow(SQLModel, table=True):
-    """A file a watch has already started a run for (path, size and mtime)."""
-
-    __tablename__ = "seen_files"
-
-    watch_id: str = Field(primary_key=True, foreign_key="watches.id", max_length=64)
-    path: str = Field(primary_key=True)
-    size: int = Field(primary_key=True, sa_type=BigInteger)
-    mtime_ns: int = Field(primary_key=True, sa_type=BigInteger)
-    run_id: str | None = Field(default=None, max_length=64)
-    seen_at: float
-
-
-class RunAlertRow(SQLModel, table=True):
-    """Something wrong with a run that is not a status: for now, a stuck run."""
-
-    __tablename__ = "run_alerts"
-
-    run_id: str = Field(primary_key=True, foreign_key="runs.id", max_length=64)
-    kind: str = Field(primary_key=True, max_length=32)
-    since: float
-    raised_at: float
-    message: str = ""
-    cleared_at: float | None = None
-
-
-# Runs are looked up by the schedule or batch that started them.
-Index("ix_runs_schedule_id", RunRow.schedule_id)  # type: ignore[arg-type]
-Index("ix_runs_parent_id", RunRow.parent_id)  # type: ignore[arg-type]
+run_alerts = Table(
+    "run_alerts",
+    metadata,
+    Column("run_id", String(64), ForeignKey("runs.id"), primary_key=True),
+    Column("kind", String(32), primary_key=True),
+    _time("since"),
+    _time("raised_at"),
+    _text("message", ""),
+    _time("cleared_at", nullable=True),
+)
+"""Something wrong with a run that is not a status: for now, a stuck run."""

@@ -3,24 +3,38 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
+from sqlalchemy import (
+    ColumnElement,
+    and_,
+    bindparam,
+    case,
+    exists,
+    insert,
+    not_,
+    or_,
+    select,
+    true,
+    update,
+)
 from sqlalchemy.engine import Connection
 
-from desktop_agent.domain import (
-    Lease,
-    WorkerInfo,
-)
+from desktop_agent.domain import CommandKind, Lease, RunStatus, WorkerInfo
 from desktop_agent.domain.errors import LeaseLost
-from desktop_agent.persistence.mapping import (
-    worker_from_row,
-)
+from desktop_agent.persistence.mapping import worker_from_row
 from desktop_agent.persistence.sqlbase import SqlBase
+from desktop_agent.persistence.tables import commands, runs, workers
 
-HELD = "id = :id AND lease_owner = :owner AND lease_epoch = :epoch"
-"""The fence: the run is still held by this owner at this epoch (no one claimed it since)."""
+HELD = and_(
+    runs.c.id == bindparam("run"),
+    runs.c.lease_owner == bindparam("owner"),
+    runs.c.lease_epoch == bindparam("epoch"),
+)
+"""The fence: the run is still held by this owner at this epoch (no one claimed it since).
 
-FENCE = f"UPDATE runs SET lease_epoch = :epoch WHERE {HELD}"
+Parameters ``run``, ``owner`` and ``epoch`` (see :func:`fence_params`)."""
+
+FENCE = update(runs).where(HELD).values(lease_epoch=bindparam("epoch"))
 """Checks the fence inside a write transaction: one row when it holds, none otherwise.
 
 An UPDATE rather than a SELECT so that on PostgreSQL it also locks the run's row until
@@ -28,12 +42,33 @@ the commit: a concurrent claim waits, then finds the new epoch. (On SQLite the w
 already holds the database's write lock.)
 """
 
-_RENEW = f"""
-UPDATE runs SET lease_expires_at =
-    CASE WHEN lease_expires_at > :until THEN lease_expires_at ELSE :until END
-WHERE {HELD}
-"""
+_RENEW = (
+    update(runs)
+    .where(HELD)
+    .values(
+        lease_expires_at=case(
+            (runs.c.lease_expires_at > bindparam("until"), runs.c.lease_expires_at),
+            else_=bindparam("until"),
+        )
+    )
+)
 """Lengthen a lease still held (never shorten it: a renewal before a long effect stays)."""
+
+_NOTE_WAITS_FOR = tuple(
+    str(s)
+    for s in (RunStatus.WAITING, RunStatus.PAUSED, RunStatus.STOPPED, RunStatus.NEEDS_ATTENTION)
+)
+"""Run statuses in which an unapplied note wakes nothing (see :func:`_has_work`)."""
+
+_STORAGE_PARKABLE = tuple(
+    str(s) for s in (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.WAITING, RunStatus.PAUSED)
+)
+"""Run statuses :meth:`WorkerQueries.park_for_storage` may pause."""
+
+
+def fence_params(run_id: str, lease: Lease) -> dict[str, object]:
+    """The parameters of :data:`HELD` (and :data:`FENCE`) for a run held under ``lease``."""
+    return {"run": run_id, "owner": lease.owner, "epoch": lease.epoch}
 
 
 def lease_lost(run_id: str, lease: Lease) -> LeaseLost:
@@ -44,19 +79,29 @@ def lease_lost(run_id: str, lease: Lease) -> LeaseLost:
     )
 
 
-_HAS_WORK = """(
-    r.status IN ('queued', 'running')
-    OR (r.status = 'waiting' AND r.wake_at IS NOT NULL {due})
-    OR EXISTS (
-        SELECT 1 FROM commands c WHERE c.run_id = r.id AND c.applied_at IS NULL
-        -- a note waits for the run's wait, pause or stop to end, or for the analyst's
-        -- decision about it (a step in doubt): it wakes nothing
-        AND NOT (c.kind = 'steer'
-                 AND r.status IN ('waiting', 'paused', 'stopped', 'needs_attention'))
+def _has_work(due: ColumnElement[bool]) -> ColumnElement[bool]:
+    """When a run gives a worker something to do.
+
+    ``due`` is an extra condition on the wake time, for runs due now.
+    """
+    c = commands.c
+    # A note waits for the run's wait, pause or stop to end, or for the analyst's decision
+    # about it (a step in doubt): it wakes nothing.
+    note_waits = and_(c.kind == str(CommandKind.STEER), runs.c.status.in_(_NOTE_WAITS_FOR))
+    return or_(
+        runs.c.status.in_((str(RunStatus.QUEUED), str(RunStatus.RUNNING))),
+        and_(runs.c.status == str(RunStatus.WAITING), runs.c.wake_at.is_not(None), due),
+        exists().where(c.run_id == runs.c.id, c.applied_at.is_(None), not_(note_waits)),
     )
-)"""
-"""When a run gives a worker something to do (``{due}``: an extra condition on the wake
-time, for runs due now)."""
+
+
+def _claimable(now: float, dead_owners: Sequence[str]) -> ColumnElement[bool]:
+    """The run's lease is free, expired, or held by a dead worker."""
+    return or_(
+        runs.c.lease_owner.is_(None),
+        runs.c.lease_expires_at < now,
+        runs.c.lease_owner.in_(list(dead_owners)),
+    )
 
 
 class WorkerQueries(SqlBase):
@@ -68,16 +113,13 @@ class WorkerQueries(SqlBase):
         self, now: float, dead_owners: Sequence[str] = (), limit: int = 100
     ) -> list[str]:
         """Ids of runs a worker may claim now, oldest first."""
-        dead = ", ".join(f":d{i}" for i in range(len(dead_owners))) or "NULL"
-        params: dict[str, Any] = {f"d{i}": o for i, o in enumerate(dead_owners)}
-        sql = f"""
-        SELECT r.id FROM runs r
-        WHERE (r.lease_owner IS NULL OR r.lease_expires_at < :now OR r.lease_owner IN ({dead}))
-          AND {_HAS_WORK.format(due="AND r.wake_at <= :now")}
-        ORDER BY r.created_at LIMIT {int(limit)}
-        """
-        rows = self._read(lambda c: self._rows(c, sql, now=now, **params))
-        return [r["id"] for r in rows]
+        stmt = (
+            select(runs.c.id)
+            .where(_claimable(now, dead_owners), _has_work(runs.c.wake_at <= now))
+            .order_by(runs.c.created_at)
+            .limit(int(limit))
+        )
+        return [str(i) for i in self._read(lambda c: c.execute(stmt).scalars().all())]
 
     def wants_worker(self, run_id: str) -> bool:
         """Whether the run gives a worker something to do, now or at a wake time.
@@ -86,8 +128,8 @@ class WorkerQueries(SqlBase):
         waits, is paused, stopped or needs attention wakes nothing), or waits with a wake
         time someone must keep. Leases aside, the condition of :meth:`runnable_runs`.
         """
-        sql = f"SELECT 1 FROM runs r WHERE r.id = :id AND {_HAS_WORK.format(due='')}"
-        return bool(self._read(lambda c: self._rows(c, sql, id=run_id)))
+        stmt = select(runs.c.id).where(runs.c.id == run_id, _has_work(true()))
+        return self._read(lambda c: c.execute(stmt).first()) is not None
 
     def claim_run(
         self, run_id: str, owner: str, now: float, lease_s: float, dead_owners: Sequence[str] = ()
@@ -98,21 +140,21 @@ class WorkerQueries(SqlBase):
         fencing token that every write of the activation that follows must present
         (None: the run was not free).
         """
-        dead = ", ".join(f":d{i}" for i in range(len(dead_owners))) or "NULL"
-        params: dict[str, Any] = {f"d{i}": o for i, o in enumerate(dead_owners)}
-        sql = f"""
-        UPDATE runs SET lease_owner = :owner, lease_expires_at = :exp,
-               lease_epoch = lease_epoch + 1
-        WHERE id = :id AND (lease_owner IS NULL OR lease_expires_at < :now
-                            OR lease_owner IN ({dead}))
-        """
+        claim = (
+            update(runs)
+            .where(runs.c.id == run_id, _claimable(now, dead_owners))
+            .values(
+                lease_owner=owner,
+                lease_expires_at=now + lease_s,
+                lease_epoch=runs.c.lease_epoch + 1,
+            )
+        )
+        epoch = select(runs.c.lease_epoch).where(runs.c.id == run_id)
 
         def txn(conn: Connection) -> Lease | None:
-            n = self._exec(conn, sql, owner=owner, exp=now + lease_s, id=run_id, now=now, **params)
-            if n != 1:
+            if conn.execute(claim).rowcount != 1:
                 return None
-            rows = self._rows(conn, "SELECT lease_epoch FROM runs WHERE id = :id", id=run_id)
-            return Lease(owner, int(rows[0]["lease_epoch"]))
+            return Lease(owner, int(conn.execute(epoch).scalar_one()))
 
         return self._write(txn)
 
@@ -122,24 +164,17 @@ class WorkerQueries(SqlBase):
         Returns False when another worker claimed the run since (or it was released): the
         lease is lost, and nothing was changed.
         """
-        n = self._write(
-            lambda c: self._exec(
-                c, _RENEW, until=until, id=run_id, owner=lease.owner, epoch=lease.epoch
-            )
-        )
-        return n == 1
+        params = {**fence_params(run_id, lease), "until": until}
+        return self._write(lambda c: c.execute(_RENEW, params).rowcount) == 1
 
     def release_run(self, run_id: str, owner: str) -> None:
         """Give the lease back."""
-        self._write(
-            lambda c: self._exec(
-                c,
-                "UPDATE runs SET lease_owner = NULL, lease_expires_at = NULL "
-                "WHERE id = :id AND lease_owner = :owner",
-                id=run_id,
-                owner=owner,
-            )
+        stmt = (
+            update(runs)
+            .where(runs.c.id == run_id, runs.c.lease_owner == owner)
+            .values(lease_owner=None, lease_expires_at=None)
         )
+        self._write(lambda c: c.execute(stmt))
 
     def heartbeat(
         self, worker_id: str, now: float, lease_s: float, held: Mapping[str, int] | None = None
@@ -152,17 +187,14 @@ class WorkerQueries(SqlBase):
         is one the worker released or keeps for no activation. Runs whose lease is gone
         are returned: their activations must stop.
         """
+        beat = update(workers).where(workers.c.id == worker_id).values(heartbeat_at=now)
 
         def txn(conn: Connection) -> set[str]:
-            self._exec(
-                conn, "UPDATE workers SET heartbeat_at = :now WHERE id = :id", now=now, id=worker_id
-            )
+            conn.execute(beat)
             lost = set()
             for run_id, epoch in sorted((held or {}).items()):
-                n = self._exec(
-                    conn, _RENEW, until=now + lease_s, id=run_id, owner=worker_id, epoch=epoch
-                )
-                if n != 1:
+                params = {**fence_params(run_id, Lease(worker_id, epoch)), "until": now + lease_s}
+                if conn.execute(_RENEW, params).rowcount != 1:
                     lost.add(run_id)
             return lost
 
@@ -170,64 +202,52 @@ class WorkerQueries(SqlBase):
 
     def register_worker(self, info: WorkerInfo, proc_started_at: float) -> None:
         """Record a starting worker."""
-        self._write(
-            lambda c: self._exec(
-                c,
-                "INSERT INTO workers (id, host, pid, proc_started_at, started_at, heartbeat_at) "
-                "VALUES (:id, :host, :pid, :ps, :st, :hb)",
-                id=info.id,
-                host=info.host,
-                pid=info.pid,
-                ps=proc_started_at,
-                st=info.started_at,
-                hb=info.heartbeat_at,
-            )
+        stmt = insert(workers).values(
+            id=info.id,
+            host=info.host,
+            pid=info.pid,
+            proc_started_at=proc_started_at,
+            started_at=info.started_at,
+            heartbeat_at=info.heartbeat_at,
         )
+        self._write(lambda c: c.execute(stmt))
 
     def stop_worker(self, worker_id: str, now: float) -> None:
         """Record a worker's clean exit and free its leases."""
+        stopped = update(workers).where(workers.c.id == worker_id).values(stopped_at=now)
+        freed = (
+            update(runs)
+            .where(runs.c.lease_owner == worker_id)
+            .values(lease_owner=None, lease_expires_at=None)
+        )
 
         def txn(conn: Connection) -> None:
-            self._exec(
-                conn, "UPDATE workers SET stopped_at = :now WHERE id = :id", now=now, id=worker_id
-            )
-            self._exec(
-                conn,
-                "UPDATE runs SET lease_owner = NULL, lease_expires_at = NULL "
-                "WHERE lease_owner = :id",
-                id=worker_id,
-            )
+            conn.execute(stopped)
+            conn.execute(freed)
 
         self._write(txn)
 
     def list_workers(self, include_stopped: bool = False) -> list[tuple[WorkerInfo, float]]:
         """Workers with their process start time, newest first."""
-        sql = "SELECT * FROM workers"
+        stmt = select(workers).order_by(workers.c.started_at.desc())
         if not include_stopped:
-            sql += " WHERE stopped_at IS NULL"
-        sql += " ORDER BY started_at DESC"
-        rows = self._read(lambda c: self._rows(c, sql))
-        return [(worker_from_row(r), float(r["proc_started_at"])) for r in rows]
+            stmt = stmt.where(workers.c.stopped_at.is_(None))
+        rows = self._read(lambda c: c.execute(stmt).mappings().all())
+        return [(worker_from_row(r), float(r[workers.c.proc_started_at])) for r in rows]
 
     def mark_worker_dead(self, worker_id: str, now: float) -> None:
         """Record that a worker's process is gone (found by another worker)."""
-        self._write(
-            lambda c: self._exec(
-                c,
-                "UPDATE workers SET stopped_at = :now WHERE id = :id AND stopped_at IS NULL",
-                now=now,
-                id=worker_id,
-            )
+        stmt = (
+            update(workers)
+            .where(workers.c.id == worker_id, workers.c.stopped_at.is_(None))
+            .values(stopped_at=now)
         )
+        self._write(lambda c: c.execute(stmt))
 
     def lease_owners(self) -> set[str]:
         """Workers currently holding a lease on some run."""
-        rows = self._read(
-            lambda c: self._rows(
-                c, "SELECT DISTINCT lease_owner FROM runs WHERE lease_owner IS NOT NULL"
-            )
-        )
-        return {str(r["lease_owner"]) for r in rows}
+        stmt = select(runs.c.lease_owner).distinct().where(runs.c.lease_owner.is_not(None))
+        return {str(o) for o in self._read(lambda c: c.execute(stmt).scalars().all())}
 
     def pending_cancels(self) -> set[str]:
         """Runs with an unapplied cancel command."""
@@ -235,25 +255,22 @@ class WorkerQueries(SqlBase):
 
     def pending_command_kinds(self) -> dict[str, set[str]]:
         """Kinds of the unapplied commands, by run."""
-        rows = self._read(
-            lambda c: self._rows(
-                c, "SELECT DISTINCT run_id, kind FROM commands WHERE applied_at IS NULL"
-            )
+        stmt = (
+            select(commands.c.run_id, commands.c.kind)
+            .distinct()
+            .where(commands.c.applied_at.is_(None))
         )
         out: dict[str, set[str]] = {}
-        for r in rows:
-            out.setdefault(str(r["run_id"]), set()).add(str(r["kind"]))
+        for run_id, kind in self._read(lambda c: c.execute(stmt).all()):
+            out.setdefault(str(run_id), set()).add(str(kind))
         return out
 
     def waiting_wake_times(self) -> list[tuple[str, float]]:
         """(run id, wake time) of every waiting run that has one."""
-        rows = self._read(
-            lambda c: self._rows(
-                c,
-                "SELECT id, wake_at FROM runs WHERE status = 'waiting' AND wake_at IS NOT NULL",
-            )
+        stmt = select(runs.c.id, runs.c.wake_at).where(
+            runs.c.status == str(RunStatus.WAITING), runs.c.wake_at.is_not(None)
         )
-        return [(r["id"], float(r["wake_at"])) for r in rows]
+        return [(str(i), float(t)) for i, t in self._read(lambda c: c.execute(stmt).all())]
 
     def park_for_storage(
         self, run_id: str, message: str, retry_at: float, lease: Lease | None = None
@@ -264,36 +281,35 @@ class WorkerQueries(SqlBase):
         this kind of pause (see :meth:`storage_paused_due`). With ``lease``, only while the
         worker still holds the run at its epoch. Returns whether it was parked.
         """
-        fence = ""
-        held: dict[str, Any] = {}
-        if lease is not None:
-            fence = " AND lease_owner = :owner AND lease_epoch = :epoch"
-            held = {"owner": lease.owner, "epoch": lease.epoch}
-        n = self._write(
-            lambda c: self._exec(
-                c,
-                "UPDATE runs SET status = 'paused', wait_reason = NULL, wake_at = :at, "
-                "status_message = :m, updated_at = :now "
-                "WHERE id = :id AND status IN ('queued', 'running', 'waiting', 'paused')" + fence,
-                at=retry_at,
-                m=message,
-                now=self.now(),
-                id=run_id,
-                **held,
+        stmt = (
+            update(runs)
+            .where(runs.c.id == run_id, runs.c.status.in_(_STORAGE_PARKABLE))
+            .values(
+                status=str(RunStatus.PAUSED),
+                wait_reason=None,
+                wake_at=retry_at,
+                status_message=message,
+                updated_at=self.now(),
             )
         )
-        return n == 1
+        if lease is not None:
+            stmt = stmt.where(runs.c.lease_owner == lease.owner, runs.c.lease_epoch == lease.epoch)
+        return self._write(lambda c: c.execute(stmt).rowcount) == 1
 
     def storage_paused_due(self, now: float) -> list[str]:
         """Runs paused by a storage problem whose retry time has come (no resume queued)."""
-        rows = self._read(
-            lambda c: self._rows(
-                c,
-                "SELECT r.id FROM runs r WHERE r.status = 'paused' AND r.wake_at IS NOT NULL "
-                "AND r.wake_at <= :now AND NOT EXISTS (SELECT 1 FROM commands c "
-                "WHERE c.run_id = r.id AND c.applied_at IS NULL AND c.kind = 'resume') "
-                "ORDER BY r.wake_at",
-                now=now,
-            )
+        c = commands.c
+        resume_queued = exists().where(
+            c.run_id == runs.c.id, c.applied_at.is_(None), c.kind == str(CommandKind.RESUME)
         )
-        return [str(r["id"]) for r in rows]
+        stmt = (
+            select(runs.c.id)
+            .where(
+                runs.c.status == str(RunStatus.PAUSED),
+                runs.c.wake_at.is_not(None),
+                runs.c.wake_at <= now,
+                ~resume_queued,
+            )
+            .order_by(runs.c.wake_at)
+        )
+        return [str(i) for i in self._read(lambda conn: conn.execute(stmt).scalars().all())]

@@ -13,6 +13,7 @@ from typing import Any
 
 import psutil
 import pytest
+import sqlalchemy as sa
 
 from desktop_agent.cli import main
 from desktop_agent.client.api import Client
@@ -80,7 +81,8 @@ def test_an_internal_error_shows_neither_sql_nor_an_exception_name(
 ) -> None:
     def broken(self: SqlStore, *_a: Any, **_k: Any) -> Any:
         # A real statement the database refuses (what a huge LIMIT used to do).
-        return self._read(lambda c: self._rows(c, "SELECT id FROM runs LIMIT 99999999999999999999"))
+        huge = sa.text("SELECT id FROM runs LIMIT 99999999999999999999")
+        return self._read(lambda c: c.execute(huge).all())
 
     monkeypatch.setattr(SqlStore, "list_runs", broken)
     code, _out, err = run_main(capsys, db, "runs")

@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 from alembic import context
-from sqlmodel import SQLModel
 
-from desktop_agent.persistence import tables  # noqa: F401  (registers the tables)
+from desktop_agent.persistence.tables import metadata
 
 config = context.config
 connection = config.attributes["connection"]
 context.configure(
     connection=connection,
-    target_metadata=SQLModel.metadata,
+    target_metadata=metadata,
     render_as_batch=connection.dialect.name == "sqlite",
 )
 with context.begin_transaction():

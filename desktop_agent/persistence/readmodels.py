@@ -1,0 +1,105 @@
+"""Reads shaped for the desktop app's run list and timeline (the client's views call these).
+
+Plain functions over a :class:`~desktop_agent.persistence.db.Database`, each one read
+transaction that never takes the write lock, returning domain objects or small named tuples:
+the queries stay here, beside the declared tables, and the client only shapes what it gets.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import NamedTuple
+
+from sqlalchemy import and_, or_, select
+
+from desktop_agent.domain import Run, RunStatus, StepStatus
+from desktop_agent.persistence.db import Database
+from desktop_agent.persistence.mapping import run_from_row
+from desktop_agent.persistence.tables import runs, steps
+
+CHUNK = 200
+"""Runs per query where each run adds its own parameters (SQLite allows a few hundred)."""
+
+PLAN_TOOL = "update_plan"
+"""The control tool whose output holds the agent's plan."""
+
+
+def runs_since(db: Database, since: float, limit: int) -> list[Run]:
+    """Runs updated at or after ``since``, and every running run; newest first."""
+    stmt = (
+        select(runs)
+        .where(or_(runs.c.updated_at >= since, runs.c.status == str(RunStatus.RUNNING)))
+        .order_by(runs.c.created_at.desc())
+        .limit(limit)
+    )
+    with db.read() as conn:
+        rows = conn.execute(stmt).mappings().all()
+    return [run_from_row(r) for r in rows]
+
+
+def newest_plans(db: Database, scanned: Sequence[tuple[str, int]]) -> dict[str, str]:
+    """The newest plan (the JSON output of an ``update_plan`` step) of each run.
+
+    Only steps after the sequence number given for each run are read; runs without such
+    a plan are left out.
+
+    Args:
+        db: the database.
+        scanned: (run id, last sequence number already looked at).
+    """
+    newest: dict[str, str] = {}
+    for start in range(0, len(scanned), CHUNK):
+        after = [
+            and_(steps.c.run_id == run_id, steps.c.seq > seq)
+            for run_id, seq in scanned[start : start + CHUNK]
+        ]
+        stmt = (
+            select(steps.c.run_id, steps.c.output)
+            .where(
+                steps.c.name == PLAN_TOOL,
+                steps.c.status == str(StepStatus.COMPLETED),
+                or_(*after),
+            )
+            .order_by(steps.c.run_id, steps.c.seq)
+        )
+        with db.read() as conn:
+            found = conn.execute(stmt).all()
+        newest.update({str(run_id): str(output) for run_id, output in found if output})
+    return newest
+
+
+class TimelineRow(NamedTuple):
+    """A journal step's columns as the timeline reads them (JSON left as text)."""
+
+    run_id: str
+    seq: int
+    kind: str
+    name: str
+    status: str
+    attempt: int
+    effect: str | None
+    started_at: float
+    finished_at: float | None
+    cost_usd: float
+    input_tokens: int
+    output_tokens: int
+    cache_write_tokens: int
+    cache_read_tokens: int
+    error: str | None
+    partial_text: str | None
+    input: str | None
+    output: str | None
+    salvaged: str | None
+
+
+_TIMELINE = select(*(steps.c[name] for name in TimelineRow._fields))
+"""The columns of :class:`TimelineRow`, in its order."""
+
+
+def timeline_rows(db: Database, run_id: str, from_seq: int = 1) -> list[TimelineRow]:
+    """The run's steps ``from_seq`` onwards, in order."""
+    stmt = _TIMELINE.where(steps.c.run_id == run_id, steps.c.seq >= from_seq).order_by(steps.c.seq)
+    with db.read() as conn:
+        rows = conn.execute(stmt).all()
+    make = TimelineRow._make
+    return [make(r) for r in rows]

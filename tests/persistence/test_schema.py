@@ -1,0 +1,69 @@
+"""The schema is declared once (``persistence/tables.py``) and the migrations agree with it.
+
+A fresh database is migrated with the app's own Alembic migrations, then Alembic's
+autogenerate compares it with the declaration: types, nullability, server defaults,
+indexes, keys. Any difference (a column declared but never migrated, a default the users'
+databases do not have) fails here, not in a user's database.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from alembic.autogenerate import compare_metadata
+from alembic.migration import MigrationContext
+
+from desktop_agent.persistence.db import Database, DbSettings
+from desktop_agent.persistence.tables import metadata
+
+
+def _plain(default: str | None) -> str | None:
+    """A server default as SQL text, without the parentheses and quotes around it.
+
+    Alembic's own comparison on SQLite takes the empty string's ``''`` for a value other
+    than the declared ``""``; this one reads both the same way and nothing else.
+    """
+    if default is None:
+        return None
+    text = str(default).strip()
+    text = re.sub(r"^\((.*)\)$", r"\1", text)
+    return re.sub(r"^'(.*)'$", r"\1", text)
+
+
+def _defaults_differ(
+    _context: Any,
+    _inspected_column: Any,
+    _metadata_column: Any,
+    inspected_default: str | None,
+    _metadata_default: Any,
+    rendered_metadata_default: str | None,
+) -> bool:
+    return _plain(inspected_default) != _plain(rendered_metadata_default)
+
+
+def _differences(path: Path) -> list[Any]:
+    db = Database(DbSettings.for_path(path))  # migrated to the newest revision
+    try:
+        with db.writer.connect() as conn:
+            context = MigrationContext.configure(
+                conn, opts={"compare_type": True, "compare_server_default": _defaults_differ}
+            )
+            return list(compare_metadata(context, metadata))
+    finally:
+        db.dispose()
+
+
+def test_a_freshly_migrated_database_is_exactly_the_declaration(tmp_path: Path) -> None:
+    assert _differences(tmp_path / "fresh.db") == []
+
+
+def test_every_table_of_the_migrations_is_declared(tmp_path: Path) -> None:
+    db = Database(DbSettings.for_path(tmp_path / "fresh.db"))
+    try:
+        with db.reader.connect() as conn:
+            migrated = set(MigrationContext.configure(conn).impl.dialect.get_table_names(conn))
+    finally:
+        db.dispose()
+    assert migrated - {"alembic_version"} == set(metadata.tables)
