@@ -1,8 +1,8 @@
 """Tool uses: approvals, the engine's own tools, execution, and recovery of tool steps.
 
-Split from :mod:`desktop_agent.engine.loop` (as are :mod:`waits`, :mod:`compaction` and
-:mod:`report`) to keep each module readable; every function takes the current
-:class:`~desktop_agent.engine.loop.Activation`.
+Every function takes the activation's :class:`~desktop_agent.engine.run_state.RunState`.
+The engine's own tools are defined in :mod:`desktop_agent.engine.request` (with what the
+model is sent) and named here too, where the rest of the app has always found them.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import dataclasses
 import logging
 import math
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from desktop_agent.domain import (
     JSON,
@@ -31,7 +31,8 @@ from desktop_agent.domain import (
     WaitReason,
 )
 from desktop_agent.domain.errors import LeaseLost, RunCancelled, plain_error, storage_problem
-from desktop_agent.engine import edits, fencing, sanitize
+from desktop_agent.engine import fencing, sanitize
+from desktop_agent.engine.commands import boundary
 from desktop_agent.engine.ports import (
     RunPatch,
     StepIntent,
@@ -42,122 +43,29 @@ from desktop_agent.engine.ports import (
     ToolProvider,
     ToolResult,
 )
+from desktop_agent.engine.recording import (
+    close_step,
+    commit,
+    finish_step,
+    mark_running,
+    needs_attention,
+    open_wait,
+    record_completed,
+    start_step,
+)
+from desktop_agent.engine.request import CONTROL_TOOL_VERSION as CONTROL_TOOL_VERSION
+from desktop_agent.engine.request import CONTROL_TOOLS as CONTROL_TOOLS
+from desktop_agent.engine.request import SERVER_TOOLS as SERVER_TOOLS
+from desktop_agent.engine.run_state import RunState
 from desktop_agent.engine.waits import resume_question, resume_sleep, resume_wait
 
-if TYPE_CHECKING:
-    from desktop_agent.engine.loop import Activation
-
 log = logging.getLogger(__name__)
-
-CONTROL_TOOL_VERSION = "engine-1"
 
 MAX_WAIT_S = 10 * 366 * 86400.0
 """Longest wait the ``wait`` tool accepts."""
 
-CONTROL_TOOLS: dict[str, dict[str, Any]] = {
-    "update_plan": {
-        "description": (
-            "Write or update your to-do list for this run. Send the whole list each time; "
-            "mark finished items done. The analyst sees it."
-        ),
-        "input_schema": {
-            "type": "object",
-            "properties": {
-                "items": {
-                    "type": "array",
-                    "items": {
-                        "type": "object",
-                        "properties": {
-                            "text": {"type": "string"},
-                            "done": {"type": "boolean"},
-                        },
-                        "required": ["text"],
-                    },
-                }
-            },
-            "required": ["items"],
-        },
-    },
-    "wait": {
-        "description": (
-            "Pause this run until a time or for a duration, e.g. to let a page update. "
-            "The run hibernates and is woken later."
-        ),
-        "input_schema": {
-            "type": "object",
-            "properties": {
-                "seconds": {"type": "number", "description": "how long to wait"},
-                "until": {"type": "number", "description": "epoch seconds to wait until"},
-                "reason": {"type": "string"},
-            },
-        },
-    },
-    "ask_user": {
-        "description": "Ask the analyst a question and wait for the answer.",
-        "input_schema": {
-            "type": "object",
-            "properties": {"question": {"type": "string"}},
-            "required": ["question"],
-        },
-    },
-}
-
-
-SERVER_TOOLS: dict[str, dict[str, Any]] = {
-    "web_search": {"type": "web_search_20250305", "name": "web_search"},
-}
-"""Tools the model provider runs itself (Anthropic server tools).
-
-Offered only when the setting of the same name is true (``web_search_max_uses`` caps the
-searches per call). The model adapter passes these definitions through unchanged: they
-have a ``type`` and no ``input_schema``. Their ``server_tool_use`` and
-``*_tool_result`` blocks in an answer are not tool uses the engine must answer.
-"""
-
-
-# --------------------------------------------------------------------------- schemas
-
-
-def _server_tool(act: Activation, name: str) -> dict[str, JSON] | None:
-    settings = act.cfg.settings
-    if settings.get(name) is not True:
-        return None
-    definition: dict[str, JSON] = dict(SERVER_TOOLS[name])
-    max_uses = settings.get(f"{name}_max_uses")
-    if isinstance(max_uses, int) and not isinstance(max_uses, bool) and max_uses > 0:
-        definition["max_uses"] = max_uses
-    return definition
-
-
-def tool_schemas(act: Activation) -> list[dict[str, JSON]]:
-    """Definitions of the run's tools, as sent to the model."""
-    out: list[dict[str, JSON]] = []
-    for name in act.run.spec.tool_names:
-        if name in SERVER_TOOLS:
-            server = _server_tool(act, name)
-            if server is not None:
-                out.append(server)
-            continue
-        if name in CONTROL_TOOLS:
-            meta = CONTROL_TOOLS[name]
-            out.append(
-                {
-                    "name": name,
-                    "description": meta["description"],
-                    "input_schema": meta["input_schema"],
-                }
-            )
-            continue
-        tool = act.x.tools.get(name)
-        if tool is not None:
-            out.append(
-                {
-                    "name": tool.name,
-                    "description": tool.description,
-                    "input_schema": dict(tool.input_schema),
-                }
-            )
-    return out
+_DECIDED = RunPatch(status=RunStatus.RUNNING, clear_attention=True, status_message="")
+"""The run goes on after the analyst decided about a step in doubt."""
 
 
 def current_definition(run: Run, tools: ToolProvider) -> AgentSpec:
@@ -197,7 +105,7 @@ def definition_problem(run: Run, tools: ToolProvider) -> str | None:
 
 
 def _tool_context(
-    act: Activation, seq: int, attempt: int = 1, timeout_s: float | None = None
+    rs: RunState, seq: int, attempt: int = 1, timeout_s: float | None = None
 ) -> ToolContext:
     """The context of a tool call; with ``timeout_s``, of the call that performs the effect.
 
@@ -205,28 +113,28 @@ def _tool_context(
     renews the lease for ``timeout_s`` more) and the fencing token.
     """
     ctx = ToolContext(
-        run_id=act.run.id,
+        run_id=rs.run.id,
         seq=seq,
-        idempotency_key=f"{act.run.id}:{seq}",
-        workspace=act.workspace,
-        clock=act.clock,
-        cancel=act.cancel,
-        settings=act.cfg.settings,
+        idempotency_key=f"{rs.run.id}:{seq}",
+        workspace=rs.workspace,
+        clock=rs.clock,
+        cancel=rs.cancel,
+        settings=rs.cfg.settings,
         attempt=attempt,
     )
     if timeout_s is None:
         return ctx
     return dataclasses.replace(
-        ctx, check_lease=act.lease_check(timeout_s), fencing_token=act.fencing_token
+        ctx, check_lease=rs.lease_check(timeout_s), fencing_token=rs.fencing_token
     )
 
 
-def _timeout_of(act: Activation, tool: Tool, args: Mapping[str, JSON], ctx: ToolContext) -> float:
+def _timeout_of(rs: RunState, tool: Tool, args: Mapping[str, JSON], ctx: ToolContext) -> float:
     """How long the tool's effect may take: its own ``timeout_s()``, or the engine's default.
 
     A tool without the method, or whose answer is unusable, gets the default.
     """
-    default = act.cfg.effect_timeout_s
+    default = rs.cfg.effect_timeout_s
     own = getattr(tool, "timeout_s", None)
     if not callable(own):
         return default
@@ -239,20 +147,20 @@ def _timeout_of(act: Activation, tool: Tool, args: Mapping[str, JSON], ctx: Tool
     return float(value) if 0 < value < math.inf else default
 
 
-def _policy(act: Activation, tool: Tool) -> ApprovalPolicy:
-    for name, policy in act.run.spec.approval_overrides:
+def _policy(rs: RunState, tool: Tool) -> ApprovalPolicy:
+    for name, policy in rs.run.spec.approval_overrides:
         if name == tool.name:
             return ApprovalPolicy(policy)
     return tool.approval
 
 
-def _approval_rule(act: Activation, tool: Tool, args: Mapping[str, JSON]) -> str | None:
+def _approval_rule(rs: RunState, tool: Tool, args: Mapping[str, JSON]) -> str | None:
     """Why this call must be approved, or None."""
-    policy = _policy(act, tool)
+    policy = _policy(rs, tool)
     if policy == ApprovalPolicy.NEVER:
         return None
     try:
-        reason = tool.approval_reason(args, _tool_context(act, act.next_seq))
+        reason = tool.approval_reason(args, _tool_context(rs, rs.next_seq))
     except ToolInputError:
         # Malformed: it will not run, and the model reads why at once; no one to bother.
         return None
@@ -264,7 +172,7 @@ def _approval_rule(act: Activation, tool: Tool, args: Mapping[str, JSON]) -> str
         )
     if policy == ApprovalPolicy.ASK:
         return f"the policy for {tool.name} is to ask"
-    rules = act.cfg.settings.get("approval_rules", {})
+    rules = rs.cfg.settings.get("approval_rules", {})
     rules = rules if isinstance(rules, dict) else {}
     if tool.effect == EffectClass.UNSAFE and rules.get("ask_unsafe", True):
         return f"{tool.name} acts on the outside world and cannot be undone"
@@ -288,30 +196,30 @@ def _effect_of(tool: Tool, args: Mapping[str, JSON], ctx: ToolContext) -> Effect
         return tool.effect
 
 
-def next_tool_use(act: Activation) -> None:
+def next_tool_use(rs: RunState) -> None:
     """Answer the first pending tool use, asking for approvals first where needed."""
-    conv = act.state.conversation
+    conv = rs.state.conversation
     requests = []
     for use in conv.pending:
         if use["id"] in conv.decisions or use["name"] in CONTROL_TOOLS:
             continue
-        tool = act.x.tools.get(use["name"])
-        if tool is None or use["name"] not in act.run.spec.tool_names:
+        tool = rs.tools.get(use["name"])
+        if tool is None or use["name"] not in rs.run.spec.tool_names:
             continue
         raw = use.get("input")
         args: dict[str, JSON] = raw if isinstance(raw, dict) else {}
-        rule = _approval_rule(act, tool, args)
+        rule = _approval_rule(rs, tool, args)
         if rule:
             requests.append((use, rule))
     if requests:
-        open_approvals(act, requests)
+        open_approvals(rs, requests)
         return
-    execute_tool_use(act, conv.pending[0], None, 1)
+    execute_tool_use(rs, conv.pending[0], None, 1)
 
 
-def _stated_reason(act: Activation) -> str:
+def _stated_reason(rs: RunState) -> str:
     """The text the model wrote alongside its tool calls: its stated reason."""
-    msgs = act.state.conversation.messages
+    msgs = rs.state.conversation.messages
     if not msgs or msgs[-1]["role"] != "assistant":
         return ""
     return "\n".join(
@@ -319,22 +227,22 @@ def _stated_reason(act: Activation) -> str:
     ).strip()
 
 
-def open_approvals(act: Activation, requests: list[tuple[dict[str, Any], str]]) -> None:
+def open_approvals(rs: RunState, requests: list[tuple[dict[str, Any], str]]) -> None:
     """Record one approval step for the calls that need it, and hibernate."""
-    seq = act.next_seq
-    now = act.clock.now()
-    deadline_s = act.cfg.settings.get("approval_deadline_s")
+    seq = rs.next_seq
+    now = rs.clock.now()
+    deadline_s = rs.cfg.settings.get("approval_deadline_s")
     deadline = now + float(deadline_s) if isinstance(deadline_s, int | float) else None
-    default = str(act.cfg.settings.get("approval_default", "reject"))
-    reason = _stated_reason(act)
+    default = str(rs.cfg.settings.get("approval_default", "reject"))
+    reason = _stated_reason(rs)
     records = []
     items = []
     for i, (use, rule) in enumerate(requests, start=1):
-        approval_id = f"{act.run.id}.{seq}.{i}"
+        approval_id = f"{rs.run.id}.{seq}.{i}"
         records.append(
             Approval(
                 id=approval_id,
-                run_id=act.run.id,
+                run_id=rs.run.id,
                 seq=seq,
                 tool=str(use["name"]),
                 arguments=use.get("input"),
@@ -355,7 +263,8 @@ def open_approvals(act: Activation, requests: list[tuple[dict[str, Any], str]]) 
             }
         )
     names = ", ".join(str(u["name"]) for u, _ in requests)
-    step = act.open_wait(
+    step = open_wait(
+        rs,
         StepIntent(seq=seq, kind=StepKind.APPROVAL, name="approval", input={"requests": items}),
         approvals=records,
         patch=RunPatch(
@@ -366,56 +275,17 @@ def open_approvals(act: Activation, requests: list[tuple[dict[str, Any], str]]) 
         ),
     )
     # Decisions may already be waiting as commands: look before hibernating.
-    act.boundary(step)
-    resume_wait(act, step)
+    boundary(rs, step)
+    resume_wait(rs, step)
 
 
-def apply_decision(act: Activation, cmd: Command) -> None:
-    """Record an approve/edit/reject command on its approval record."""
-    payload = cmd.payload or {}
-    approval_id = str(payload.get("approval_id", ""))
-    try:
-        seq = int(approval_id.rsplit(".", 2)[1])
-    except (IndexError, ValueError):
-        act.commit(applied=[(cmd.id, f"ignored: no approval {approval_id}")])
-        return
-    match = [a for a in act.store.get_approvals(act.run.id, seq) if a.id == approval_id]
-    if not match or match[0].state != ApprovalState.PENDING:
-        act.commit(applied=[(cmd.id, f"ignored: approval {approval_id} is not pending")])
-        return
-    rec = match[0]
-    now = act.clock.now()
-    if cmd.kind == CommandKind.REJECT:
-        state, args = ApprovalState.REJECTED, rec.arguments
-    elif "arguments" in payload:
-        # An edit runs as edited or not at all: one that cannot run is refused here (the
-        # approval stays pending), never read as approving the original call.
-        args = payload["arguments"]
-        problem = edits.edit_problem(act.x.tools.get(rec.tool), args)
-        if problem:
-            act.commit(applied=[(cmd.id, f"refused: {problem}; approval {approval_id} pending")])
-            return
-        state = ApprovalState.EDITED
-    else:
-        state, args = ApprovalState.APPROVED, rec.arguments
-
-    decided = dataclasses.replace(
-        rec,
-        state=state,
-        decided_arguments=args,
-        decision_note=str(payload.get("reason", "")),
-        decided_at=now,
-    )
-    act.commit(approvals=[decided], applied=[(cmd.id, str(state))])
-
-
-def _decided_args(act: Activation, use: Mapping[str, Any]) -> tuple[JSON, bool]:
+def _decided_args(rs: RunState, use: Mapping[str, Any]) -> tuple[JSON, bool]:
     """The arguments to run a tool use with, and whether the analyst decided it.
 
     An edited decision runs its own arguments only: if they are missing, nothing runs
     (the call gets an error result) rather than the call the analyst replaced.
     """
-    decision = act.state.conversation.decisions.get(str(use["id"]))
+    decision = rs.state.conversation.decisions.get(str(use["id"]))
     if decision is None:
         return use.get("input"), False
     if decision.get("state") == ApprovalState.EDITED:
@@ -423,8 +293,8 @@ def _decided_args(act: Activation, use: Mapping[str, Any]) -> tuple[JSON, bool]:
     return decision.get("arguments", use.get("input")), True
 
 
-def _control_tool(act: Activation, use: Mapping[str, Any], args: JSON) -> None:
-    seq = act.next_seq
+def _control_tool(rs: RunState, use: Mapping[str, Any], args: JSON) -> None:
+    seq = rs.next_seq
     name = str(use["name"])
     args = args if isinstance(args, dict) else {}
     base = {"tool_use_id": use["id"], "arguments": args}
@@ -434,31 +304,22 @@ def _control_tool(act: Activation, use: Mapping[str, Any], args: JSON) -> None:
             isinstance(i, dict) and isinstance(i.get("text"), str) for i in items
         ):
             result = ToolResult("invalid arguments: items must be a list of {text, done}", True)
-            plan: list[dict[str, JSON]] = act.state.scalars.plan
+            plan: list[dict[str, JSON]] = rs.state.scalars.plan
         else:
             plan = [{"text": str(i["text"]), "done": bool(i.get("done"))} for i in items]
             done = sum(1 for i in plan if i["done"])
             result = ToolResult(f"Plan saved ({done}/{len(plan)} done).", data={"plan": plan})
-        act.commit(
-            intents=[
-                StepIntent(
-                    seq=seq,
-                    kind=StepKind.TOOL_CALL,
-                    name=name,
-                    input=base,
-                    effect=EffectClass.READ_ONLY,
-                    status=StepStatus.COMPLETED,
-                    output={
-                        "content": result.content,
-                        "is_error": result.is_error,
-                        "data": result.data,
-                    },
-                )
-            ]
+        record_completed(
+            rs,
+            StepKind.TOOL_CALL,
+            name,
+            base,
+            {"content": result.content, "is_error": result.is_error, "data": result.data},
+            effect=EffectClass.READ_ONLY,
         )
         return
     if name == "wait":
-        now = act.clock.now()
+        now = rs.clock.now()
         until = args.get("until")
         seconds = args.get("seconds")
         if isinstance(until, int | float) and not isinstance(until, bool):
@@ -466,24 +327,26 @@ def _control_tool(act: Activation, use: Mapping[str, Any], args: JSON) -> None:
         elif isinstance(seconds, int | float) and not isinstance(seconds, bool) and seconds >= 0:
             wake = now + float(seconds)
         else:
-            _immediate_result(act, use, "invalid arguments: give seconds or until", True)
+            _immediate_result(rs, use, "invalid arguments: give seconds or until", True)
             return
         if not math.isfinite(wake) or wake >= now + MAX_WAIT_S:
             # inf, nan or centuries away: no clock or calendar can hold it
-            _immediate_result(act, use, "invalid arguments: a wait must end within 10 years", True)
+            _immediate_result(rs, use, "invalid arguments: a wait must end within 10 years", True)
             return
-        step = act.open_wait(
+        step = open_wait(
+            rs,
             StepIntent(
                 seq=seq, kind=StepKind.SLEEP, name=name, input={**base, "until": wake, "from": now}
-            )
+            ),
         )
-        resume_sleep(act, step)
+        resume_sleep(rs, step)
         return
     question = args.get("question")
     if not isinstance(question, str) or not question.strip():
-        _immediate_result(act, use, "invalid arguments: question must be a non-empty string", True)
+        _immediate_result(rs, use, "invalid arguments: question must be a non-empty string", True)
         return
-    step = act.open_wait(
+    step = open_wait(
+        rs,
         StepIntent(
             seq=seq, kind=StepKind.QUESTION, name=name, input={**base, "question": question}
         ),
@@ -493,52 +356,46 @@ def _control_tool(act: Activation, use: Mapping[str, Any], args: JSON) -> None:
             status_message=f"Question for you: {question}"[:300],
         ),
     )
-    resume_question(act, step)
+    resume_question(rs, step)
 
 
-def _immediate_result(act: Activation, use: Mapping[str, Any], text: str, is_error: bool) -> None:
+def _immediate_result(rs: RunState, use: Mapping[str, Any], text: str, is_error: bool) -> None:
     """Answer a tool use without any effect (unknown tool, refused, invalid)."""
-    seq = act.next_seq
-    act.commit(
-        intents=[
-            StepIntent(
-                seq=seq,
-                kind=StepKind.TOOL_CALL,
-                name=str(use["name"]),
-                input={"tool_use_id": use["id"], "arguments": use.get("input")},
-                status=StepStatus.COMPLETED,
-                output={"content": text, "is_error": is_error},
-            )
-        ]
+    record_completed(
+        rs,
+        StepKind.TOOL_CALL,
+        str(use["name"]),
+        {"tool_use_id": use["id"], "arguments": use.get("input")},
+        {"content": text, "is_error": is_error},
     )
 
 
 def execute_tool_use(
-    act: Activation, use: Mapping[str, Any], open_seq: int | None, attempt: int
+    rs: RunState, use: Mapping[str, Any], open_seq: int | None, attempt: int
 ) -> None:
     """Intent, effect and outcome of one tool call."""
     name = str(use["name"])
-    args, decided = _decided_args(act, use)
-    if name in CONTROL_TOOLS and name in act.run.spec.tool_names:
-        _control_tool(act, use, args)
+    args, decided = _decided_args(rs, use)
+    if name in CONTROL_TOOLS and name in rs.run.spec.tool_names:
+        _control_tool(rs, use, args)
         return
-    tool = act.x.tools.get(name)
-    if tool is None or name not in act.run.spec.tool_names:
-        _immediate_result(act, use, f"unknown tool {name!r}: it is not available to this run", True)
+    tool = rs.tools.get(name)
+    if tool is None or name not in rs.run.spec.tool_names:
+        _immediate_result(rs, use, f"unknown tool {name!r}: it is not available to this run", True)
         return
-    if _policy(act, tool) == ApprovalPolicy.NEVER and not decided:
-        _immediate_result(act, use, f"{name} is disabled by the analyst's policy", True)
+    if _policy(rs, tool) == ApprovalPolicy.NEVER and not decided:
+        _immediate_result(rs, use, f"{name} is disabled by the analyst's policy", True)
         return
     if not isinstance(args, dict):
-        _immediate_result(act, use, "invalid arguments: expected a JSON object", True)
+        _immediate_result(rs, use, "invalid arguments: expected a JSON object", True)
         return
     if sanitize.too_deep(args):
         why = f"invalid arguments: nested deeper than {sanitize.MAX_ARG_DEPTH} levels"
-        _immediate_result(act, use, why, True)
+        _immediate_result(rs, use, why, True)
         return
-    seq = open_seq if open_seq is not None else act.next_seq
-    timeout = _timeout_of(act, tool, args, _tool_context(act, seq, attempt))
-    ctx = _tool_context(act, seq, attempt, timeout)
+    seq = open_seq if open_seq is not None else rs.next_seq
+    timeout = _timeout_of(rs, tool, args, _tool_context(rs, seq, attempt))
+    ctx = _tool_context(rs, seq, attempt, timeout)
     input_ = {"tool_use_id": use["id"], "arguments": args}
     if decided and open_seq is None:
         try:
@@ -547,32 +404,24 @@ def execute_tool_use(
             problem = f"invalid arguments: {exc}"
         if problem:
             _immediate_result(
-                act, use, f"Not executed: the check before running failed: {problem}", True
+                rs, use, f"Not executed: the check before running failed: {problem}", True
             )
             return
     # Never start an effect on a lease about to expire: it must outlast the effect.
-    act.ensure_lease(timeout)
+    rs.ensure_lease(timeout)
     if open_seq is None:
-        act.crash_point("before_intent")
-        act.commit(
-            intents=[
-                StepIntent(
-                    seq=seq,
-                    kind=StepKind.TOOL_CALL,
-                    name=name,
-                    input=input_,
-                    effect=_effect_of(tool, args, ctx),
-                )
-            ]
+        effect = _effect_of(tool, args, ctx)
+        start_step(
+            rs, StepIntent(seq=seq, kind=StepKind.TOOL_CALL, name=name, input=input_, effect=effect)
         )
-        act.crash_point("after_intent")
     try:
         result = run_tool(tool, args, ctx)
     except LeaseLost:
         # The tool's last check (ctx.check_lease) found the run taken: it did not act.
-        fencing.report_abandoned(act, seq, name)
+        fencing.report_abandoned(rs, seq, name)
         raise
-    act.finish_step(
+    finish_step(
+        rs,
         seq,
         StepKind.TOOL_CALL,
         name,
@@ -605,39 +454,40 @@ def run_tool(tool: Tool, args: Mapping[str, JSON], ctx: ToolContext) -> ToolResu
     return result
 
 
-def recover_tool_call(act: Activation, step: Step) -> None:
+def recover_tool_call(rs: RunState, step: Step) -> None:
     """A tool call was in flight when the last activation died: repeat it or ask."""
     use = {"id": (step.input or {}).get("tool_use_id"), "name": step.name}
     args = (step.input or {}).get("arguments", {})
     use["input"] = args
     resolution = None
-    for cmd in act.store.pending_commands(act.run.id):
+    for cmd in rs.store.pending_commands(rs.run.id):
         if cmd.kind == CommandKind.RESOLVE:
             resolution = cmd
             break
     # An idempotent effect is repeated, unless the analyst was asked about it (after a
     # restore, see engine/restored.py) and has answered.
-    if step.effect != EffectClass.UNSAFE and resolution is None and not _held(act, step):
-        attempt = act.store.restart_step(act.run.id, step.seq, salvaged=None)
-        act._mark_running()
-        _rerun(act, step, use, args, attempt)
+    if step.effect != EffectClass.UNSAFE and resolution is None and not _held(rs, step):
+        attempt = rs.store.restart_step(rs.run.id, step.seq, salvaged=None)
+        mark_running(rs)
+        _rerun(rs, step, use, args, attempt)
         return
     if resolution is None:
         # Asked already (after a crash, or a restore): the reason given then stands.
-        act._needs_attention(
-            act.run.status_message
-            if _held(act, step) and act.run.status_message
-            else _doubt_message(act, step),
+        needs_attention(
+            rs,
+            rs.run.status_message
+            if _held(rs, step) and rs.run.status_message
+            else _doubt_message(rs, step),
             step.seq,
         )
         return
-    _resolve_in_doubt(act, step, use, args, resolution)
+    _resolve_in_doubt(rs, step, use, args, resolution)
 
 
-def _doubt_message(act: Activation, step: Step) -> str:
+def _doubt_message(rs: RunState, step: Step) -> str:
     """Why the effect of ``step`` may or may not have happened, and what the analyst can do."""
     choices = "Probe it, mark it done, retry it with the same idempotency key, or skip it."
-    lost = act.storage_resume
+    lost = rs.storage_resume
     if lost is not None and lost.get("seq") == step.seq:
         # The worker saw the effect end; storage failed as its outcome was written.
         problem = storage_problem(str(lost.get("problem", "")))
@@ -651,28 +501,26 @@ def _doubt_message(act: Activation, step: Step) -> str:
     )
 
 
-def _held(act: Activation, step: Step) -> bool:
+def _held(rs: RunState, step: Step) -> bool:
     """Whether the run waits for the analyst's decision about ``step``."""
-    return act.run.status == RunStatus.NEEDS_ATTENTION and act.run.attention_seq == step.seq
+    return rs.run.status == RunStatus.NEEDS_ATTENTION and rs.run.attention_seq == step.seq
 
 
-def _rerun(act: Activation, step: Step, use: Mapping[str, Any], args: JSON, attempt: int) -> None:
-    tool = act.x.tools.get(step.name)
+def _rerun(rs: RunState, step: Step, use: Mapping[str, Any], args: JSON, attempt: int) -> None:
+    tool = rs.tools.get(step.name)
     if tool is None:
-        act._outcome = StepOutcome(
-            step.seq, StepStatus.FAILED, None, f"tool {step.name!r} is no longer installed"
-        )
-        act._fold_local(step.seq, step.kind, step.name, step.input, outcome=act._outcome)
+        why = f"tool {step.name!r} is no longer installed"
+        close_step(rs, step, StepOutcome(step.seq, StepStatus.FAILED, None, why))
         return
-    execute_tool_use(act, use, step.seq, attempt)
+    execute_tool_use(rs, use, step.seq, attempt)
 
 
 def _resolve_in_doubt(
-    act: Activation, step: Step, use: Mapping[str, Any], args: JSON, cmd: Command
+    rs: RunState, step: Step, use: Mapping[str, Any], args: JSON, cmd: Command
 ) -> None:
     action = Resolution(str((cmd.payload or {}).get("action", "skip")))
-    tool = act.x.tools.get(step.name)
-    ctx = _tool_context(act, step.seq)
+    tool = rs.tools.get(step.name)
+    ctx = _tool_context(rs, step.seq)
     if action == Resolution.PROBE:
         happened = None
         if tool is not None and isinstance(args, dict):
@@ -684,51 +532,44 @@ def _resolve_in_doubt(
             else:
                 note = ""
         if happened is None:
-            act.commit(applied=[(cmd.id, "probe could not tell")])
-            act._needs_attention(
+            commit(rs, applied=[(cmd.id, "probe could not tell")])
+            needs_attention(
+                rs,
                 f"Step {step.seq} ({step.name}): the probe could not tell whether the effect "
                 f"happened{': ' + note if note else ''}. Mark it done, retry, or skip.",
                 step.seq,
             )
             return
         if not happened:
-            act.commit(
-                applied=[(cmd.id, "probe: not done; retrying")],
-                patch=RunPatch(status=RunStatus.RUNNING, clear_attention=True, status_message=""),
-            )
-            attempt = act.store.restart_step(act.run.id, step.seq, salvaged=None)
-            _rerun(act, step, use, args, attempt)
+            _retry_in_doubt(rs, step, use, args, cmd, "probe: not done; retrying")
             return
         content = "The effect had already happened (confirmed by probing the target)."
-        _close_in_doubt(act, step, cmd, content, False, "probe: already done")
+        _close_in_doubt(rs, step, cmd, content, False, "probe: already done")
     elif action == Resolution.MARK_DONE:
         content = "The analyst confirmed this effect had already happened."
-        _close_in_doubt(act, step, cmd, content, False, "marked done")
+        _close_in_doubt(rs, step, cmd, content, False, "marked done")
     elif action == Resolution.SKIP:
         content = (
             "Skipped by the analyst after a crash: the effect may or may not have happened. "
             "Do not assume it did."
         )
-        _close_in_doubt(act, step, cmd, content, True, "skipped")
+        _close_in_doubt(rs, step, cmd, content, True, "skipped")
     else:
-        act.commit(
-            applied=[(cmd.id, "retrying with the same idempotency key")],
-            patch=RunPatch(status=RunStatus.RUNNING, clear_attention=True, status_message=""),
-        )
-        attempt = act.store.restart_step(act.run.id, step.seq, salvaged=None)
-        _rerun(act, step, use, args, attempt)
+        _retry_in_doubt(rs, step, use, args, cmd, "retrying with the same idempotency key")
+
+
+def _retry_in_doubt(
+    rs: RunState, step: Step, use: Mapping[str, Any], args: JSON, cmd: Command, result: str
+) -> None:
+    """Do the effect of ``step`` again, with the same idempotency key, as the analyst chose."""
+    commit(rs, applied=[(cmd.id, result)], patch=_DECIDED)
+    attempt = rs.store.restart_step(rs.run.id, step.seq, salvaged=None)
+    _rerun(rs, step, use, args, attempt)
 
 
 def _close_in_doubt(
-    act: Activation, step: Step, cmd: Command, content: str, is_error: bool, result: str
+    rs: RunState, step: Step, cmd: Command, content: str, is_error: bool, result: str
 ) -> None:
-    act._outcome = StepOutcome(
-        step.seq,
-        StepStatus.COMPLETED,
-        {"content": content, "is_error": is_error, "resolved": result},
-    )
-    act._fold_local(step.seq, step.kind, step.name, step.input, outcome=act._outcome)
-    act.commit(
-        applied=[(cmd.id, result)],
-        patch=RunPatch(status=RunStatus.RUNNING, clear_attention=True, status_message=""),
-    )
+    output = {"content": content, "is_error": is_error, "resolved": result}
+    close_step(rs, step, StepOutcome(step.seq, StepStatus.COMPLETED, output))
+    commit(rs, applied=[(cmd.id, result)], patch=_DECIDED)

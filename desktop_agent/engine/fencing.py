@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from desktop_agent.domain import (
     JSON,
@@ -31,10 +30,7 @@ from desktop_agent.domain import (
 from desktop_agent.domain.errors import DesktopAgentError
 from desktop_agent.domain.units import format_usd
 from desktop_agent.engine.ports import JournalStore, RunPatch, Snapshot, StepIntent, StepOutcome
-
-if TYPE_CHECKING:
-    from desktop_agent.engine.compaction import PartialStreamer
-    from desktop_agent.engine.loop import Activation
+from desktop_agent.engine.run_state import RunState
 
 log = logging.getLogger(__name__)
 
@@ -173,7 +169,7 @@ def _summary(outcome: StepOutcome) -> str:
 
 
 def _record(
-    act: Activation,
+    rs: RunState,
     kind: RunEventKind,
     seq: int,
     message: str,
@@ -184,16 +180,16 @@ def _record(
 
     A storage failure is logged, never raised over the lost lease.
     """
-    lease = act.guard.lease if act.guard is not None else None
+    lease = rs.guard.lease if rs.guard is not None else None
     if lease is not None:
         data = {**data, "worker": lease.owner, "epoch": lease.epoch}
     add_usage, add_cost = unsaved if unsaved is not None else (Usage(), 0.0)
     if unsaved is not None:
         data = {**data, "added_usage": add_usage.to_json(), "added_cost_usd": add_cost}
-    log.warning("run %s: %s", act.run.id, message)
+    log.warning("run %s: %s", rs.run.id, message)
     try:
-        act.store.record_event(
-            act.run.id,
+        rs.store.record_event(
+            rs.run.id,
             kind,
             message,
             seq=seq,
@@ -202,17 +198,17 @@ def _record(
             add_cost_usd=add_cost,
         )
     except DesktopAgentError as exc:
-        log.error("run %s: could not record that event: %s", act.run.id, exc)
+        log.error("run %s: could not record that event: %s", rs.run.id, exc)
 
 
-def _unsaved(act: Activation, seq: int, usage: Usage, cost_usd: float) -> tuple[Usage, float]:
+def _unsaved(rs: RunState, seq: int, usage: Usage, cost_usd: float) -> tuple[Usage, float]:
     """What of a call's spend (``usage``, ``cost_usd``) its last fenced save did not hold.
 
     What a save held is on the step's row, and the run's totals get it from there when the
     new owner starts the step again (its salvage) or closes it: counting it here as well
     would count it twice. The rest is known to this worker alone.
     """
-    saved, saved_usd = act.saved_spend.get(seq, (Usage(), 0.0))
+    saved, saved_usd = rs.saved_spend.get(seq, (Usage(), 0.0))
     rest = Usage(
         max(0, usage.input_tokens - saved.input_tokens),
         max(0, usage.output_tokens - saved.output_tokens),
@@ -229,7 +225,7 @@ def _spent(cost_usd: float, what: str) -> str:
     return f" It spent {format_usd(cost_usd)} on {what}, counted in the run's cost."
 
 
-def report_late_outcome(act: Activation, outcome: StepOutcome, kind: StepKind, name: str) -> None:
+def report_late_outcome(rs: RunState, outcome: StepOutcome, kind: StepKind, name: str) -> None:
     """An effect this worker finished after losing the run: its outcome, as an event.
 
     A model call's cost beyond its last save goes to the run's totals with the event.
@@ -244,9 +240,9 @@ def report_late_outcome(act: Activation, outcome: StepOutcome, kind: StepKind, n
     usage = outcome.usage.to_json() if outcome.usage is not None else None
     unsaved = None
     if outcome.cost_usd or outcome.usage is not None:
-        unsaved = _unsaved(act, outcome.seq, outcome.usage or Usage(), outcome.cost_usd)
+        unsaved = _unsaved(rs, outcome.seq, outcome.usage or Usage(), outcome.cost_usd)
     _record(
-        act,
+        rs,
         RunEventKind.LATE_EFFECT,
         outcome.seq,
         message,
@@ -263,29 +259,29 @@ def report_late_outcome(act: Activation, outcome: StepOutcome, kind: StepKind, n
     )
 
 
-def report_abandoned(act: Activation, seq: int, name: str) -> None:
+def report_abandoned(rs: RunState, seq: int, name: str) -> None:
     """An effect this worker gave up at its last check, because the run had moved on."""
     message = (
         f"A worker that lost its lease gave up {name} (step {seq}) before doing it, "
         "because the run had moved on."
     )
-    _record(act, RunEventKind.ABANDONED_EFFECT, seq, message, {"name": name})
+    _record(rs, RunEventKind.ABANDONED_EFFECT, seq, message, {"name": name})
 
 
 def report_model_spend(
-    act: Activation, seq: int, kind: StepKind, name: str, streamer: PartialStreamer
+    rs: RunState, seq: int, kind: StepKind, name: str, usage: Usage, cost_usd: float
 ) -> None:
     """A model call this worker went on with after losing the run: what it cost.
 
-    Its spend beyond its last save goes to the run's totals with the event.
+    ``usage`` and ``cost_usd`` are what the call reported spending so far; its spend
+    beyond its last save goes to the run's totals with the event.
     """
-    usage, cost_usd = streamer.usage, streamer.cost_usd
     message = (
         f"A worker that lost its lease went on with {_what(kind, name)} (step {seq}) after "
         f"the run moved on; its answer was dropped." + _spent(cost_usd, "the call")
     )
     _record(
-        act,
+        rs,
         RunEventKind.LATE_EFFECT,
         seq,
         message,
@@ -296,22 +292,22 @@ def report_model_spend(
             "cost_usd": cost_usd,
             "usage": usage.to_json(),
         },
-        _unsaved(act, seq, usage, cost_usd),
+        _unsaved(rs, seq, usage, cost_usd),
     )
 
 
-def late_spend(act: Activation) -> tuple[Usage, float]:
+def late_spend(rs: RunState) -> tuple[Usage, float]:
     """What workers that lost the run spent on it outside its journal (from its events).
 
     The run's totals hold it already (see :func:`report_model_spend`); budgets, which
     count from the journal, add it.
     """
     usage, cost = Usage(), 0.0
-    if act.fencing_token == 1:
+    if rs.fencing_token == 1:
         # The run's first claim: no worker ever lost it, so none can have spent on it
         # outside the journal. Budgets are checked at every step: no read for that case.
         return usage, cost
-    for event in act.store.run_events(act.run.id):
+    for event in rs.store.run_events(rs.run.id):
         data = event.data if isinstance(event.data, dict) else {}
         added = data.get("added_cost_usd")
         if isinstance(added, int | float) and not isinstance(added, bool):

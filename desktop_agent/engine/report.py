@@ -2,22 +2,19 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from desktop_agent.engine.loop import Activation
+from desktop_agent.engine.run_state import RunState
 
 # --------------------------------------------------------------------------- reports
 
 
-def partial_report_text(act: Activation, why: str) -> str:
+def partial_report_text(rs: RunState, why: str) -> str:
     """A Markdown report of what the run achieved before it was stopped."""
-    sc = act.state.scalars
-    conv = act.state.conversation
+    sc = rs.state.scalars
+    conv = rs.state.conversation
     lines = [
-        f"# Partial report: {act.run.goal}",
+        f"# Partial report: {rs.run.goal}",
         "",
-        f"*{why}.* Run `{act.run.id}`, {sc.model_calls} model calls, {sc.tool_calls} tool calls, "
+        f"*{why}.* Run `{rs.run.id}`, {sc.model_calls} model calls, {sc.tool_calls} tool calls, "
         f"${sc.cost_usd:.4f} spent.",
         "",
     ]
@@ -49,13 +46,13 @@ def partial_report_text(act: Activation, why: str) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
-def write_partial_report(act: Activation, why: str) -> str:
+def write_partial_report(rs: RunState, why: str) -> str:
     """Write the partial report into the workspace; return its file name."""
-    name = f"partial-report-{act.run.id}.md"
-    workspace = act.workspace
+    name = f"partial-report-{rs.run.id}.md"
+    workspace = rs.workspace
     try:
         workspace.mkdir(parents=True, exist_ok=True)
-        (workspace / name).write_text(partial_report_text(act, why), encoding="utf-8")
+        (workspace / name).write_text(partial_report_text(rs, why), encoding="utf-8")
     except OSError as exc:
         return f"(not written: {exc})"
     return name

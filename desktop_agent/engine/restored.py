@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from desktop_agent.domain import (
     CommandKind,
@@ -36,10 +36,9 @@ from desktop_agent.domain import (
     StepKind,
     StepStatus,
 )
-from desktop_agent.engine.ports import RunPatch, StepIntent, StepOutcome
-
-if TYPE_CHECKING:
-    from desktop_agent.engine.loop import Activation
+from desktop_agent.engine.ports import RunPatch, StepOutcome
+from desktop_agent.engine.recording import close_step, commit, needs_attention, record_completed
+from desktop_agent.engine.run_state import RunState
 
 RESTORE_STEP = "restored_from_backup"
 """Name of the open ``error`` step that holds a restored run for the analyst."""
@@ -142,15 +141,15 @@ def _model_note(info: Mapping[str, Any], decision: Resolution) -> str | None:
     return None
 
 
-def recover_restore(act: Activation, step: Step) -> None:
+def recover_restore(rs: RunState, step: Step) -> None:
     """Hold the run on its restore step until the analyst decides; apply the decision."""
     info: Mapping[str, Any] = step.input if isinstance(step.input, dict) else {}
     cmd = next(
-        (c for c in act.store.pending_commands(act.run.id) if c.kind == CommandKind.RESOLVE),
+        (c for c in rs.store.pending_commands(rs.run.id) if c.kind == CommandKind.RESOLVE),
         None,
     )
     if cmd is None:
-        act._needs_attention(restore_message(info, act.run.id), step.seq)
+        needs_attention(rs, restore_message(info, rs.run.id), step.seq)
         return
     action = str((cmd.payload or {}).get("action", ""))
     if action not in (Resolution.SKIP, Resolution.MARK_DONE, Resolution.RETRY):
@@ -160,8 +159,8 @@ def recover_restore(act: Activation, step: Step) -> None:
             if action == Resolution.PROBE
             else f"ignored: {action or 'no action'} does not decide about a restore"
         )
-        act.commit(applied=[(cmd.id, why)])
-        act._needs_attention(restore_message(info, act.run.id), step.seq)
+        commit(rs, applied=[(cmd.id, why)])
+        needs_attention(rs, restore_message(info, rs.run.id), step.seq)
         return
     decision = Resolution(action)
     result = {
@@ -170,22 +169,18 @@ def recover_restore(act: Activation, step: Step) -> None:
         Resolution.RETRY: "retrying: the run goes on from the backup and may do them again",
     }[decision]
     note = _model_note(info, decision)
-    act._outcome = StepOutcome(step.seq, StepStatus.COMPLETED, {"resolved": str(decision)})
-    act._fold_local(step.seq, step.kind, step.name, step.input, outcome=act._outcome)
-    intents = []
-    if note is not None:
-        intents.append(
-            StepIntent(
-                seq=act.next_seq,
-                kind=StepKind.STEER,
-                name="note",
-                input={"text": note, "restored": True},
-                status=StepStatus.COMPLETED,
-                output={"delivered": True},
-            )
-        )
-    act.commit(
-        intents=intents,
-        applied=[(cmd.id, result)],
-        patch=RunPatch(status=RunStatus.RUNNING, clear_attention=True, status_message=""),
+    close_step(rs, step, StepOutcome(step.seq, StepStatus.COMPLETED, {"resolved": str(decision)}))
+    applied = [(cmd.id, result)]
+    patch = RunPatch(status=RunStatus.RUNNING, clear_attention=True, status_message="")
+    if note is None:
+        commit(rs, applied=applied, patch=patch)
+        return
+    record_completed(
+        rs,
+        StepKind.STEER,
+        "note",
+        {"text": note, "restored": True},
+        {"delivered": True},
+        patch=patch,
+        applied=applied,
     )

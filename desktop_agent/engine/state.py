@@ -10,6 +10,7 @@ Two parts, so that snapshots stay small and storage linear in the number of step
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -153,77 +154,111 @@ class AgentState:
 def apply_conversation(conv: Conversation, step: Step) -> None:
     """Project one finished step onto the conversation, checking it fits.
 
+    Each kind of step has its projection (:data:`PROJECTIONS`); kinds without one (a
+    budget, a report, an error) leave the conversation as it is.
+
     Raises:
         NondeterminismError: the step does not answer what the conversation expects.
     """
     if step.status == StepStatus.STARTED:
         return
-    kind = step.kind
-    if kind in TOOL_USE_KINDS:
+    if step.kind in TOOL_USE_KINDS:
         _check_answers_pending(conv, step)
-    if kind == StepKind.MODEL_CALL:
-        if step.status != StepStatus.COMPLETED:
-            return
-        if conv.pending:
-            raise NondeterminismError(
-                f"step {step.seq}: a model call was recorded while tool use "
-                f"{conv.pending[0]['id']} was still unanswered"
-            )
-        out = step.output or {}
-        if conv.outbox:
-            conv.messages.append({"role": "user", "content": _ordered(conv.outbox)})
-            conv.message_seqs.append(step.seq)
-            conv.outbox = []
-        content = list(out.get("content", []))
-        conv.messages.append({"role": "assistant", "content": content})
-        conv.message_seqs.append(step.seq)
-        conv.pending = [b for b in content if b.get("type") == "tool_use"]
-        stop = str(out.get("stop_reason", "end_turn"))
-        if conv.pending:
-            return
-        if stop == "max_tokens":
-            conv.outbox.append(
-                {
-                    "type": "text",
-                    "text": "(Your last answer was cut off at the output limit. Continue.)",
-                }
-            )
-        elif stop != "pause_turn":
-            conv.finished = True
-            conv.final_text = "\n".join(
-                str(b.get("text", "")) for b in content if b.get("type") == "text"
-            ).strip()
-    elif kind in (StepKind.TOOL_CALL, StepKind.SLEEP, StepKind.QUESTION):
-        out = step.output or {}
-        tool_use_id = str((step.input or {}).get("tool_use_id"))
-        if step.status == StepStatus.FAILED:
-            conv.add_result(tool_use_id, step.error or "the tool failed", is_error=True)
-        else:
-            conv.add_result(
-                tool_use_id, str(out.get("content", "")), is_error=bool(out.get("is_error"))
-            )
-    elif kind == StepKind.APPROVAL:
-        for decision in (step.output or {}).get("decisions", []):
-            tool_use_id = str(decision["tool_use_id"])
-            conv.decisions[tool_use_id] = dict(decision)
-            if decision["state"] in ("rejected", "expired_rejected"):
-                note = decision.get("note") or "no reason given"
-                conv.add_result(
-                    tool_use_id,
-                    f"The analyst rejected this call. Reason: {note}",
-                    is_error=True,
-                )
-    elif kind == StepKind.STEER:
-        text = str((step.input or {}).get("text", ""))
-        conv.outbox.append(
-            {"type": "text", "text": f"[Note from the analyst, sent while you worked]: {text}"}
+    project = PROJECTIONS.get(step.kind)
+    if project is not None:
+        project(conv, step)
+
+
+def _project_model_call(conv: Conversation, step: Step) -> None:
+    """The model's answer: its turn, the tool uses it asks for, or the end of the work."""
+    if step.status != StepStatus.COMPLETED:
+        return
+    if conv.pending:
+        raise NondeterminismError(
+            f"step {step.seq}: a model call was recorded while tool use "
+            f"{conv.pending[0]['id']} was still unanswered"
         )
-        # A note after a final answer reopens the conversation.
-        if conv.finished:
-            conv.finished = False
-    elif kind == StepKind.COMPACTION and step.status == StepStatus.COMPLETED:
-        out = step.output or {}
-        _compact(conv, str(out.get("summary", "")), int(out.get("keep_messages", 0)))
+    out = step.output or {}
+    if conv.outbox:
+        conv.messages.append({"role": "user", "content": _ordered(conv.outbox)})
+        conv.message_seqs.append(step.seq)
+        conv.outbox = []
+    content = list(out.get("content", []))
+    conv.messages.append({"role": "assistant", "content": content})
+    conv.message_seqs.append(step.seq)
+    conv.pending = [b for b in content if b.get("type") == "tool_use"]
+    if conv.pending:
+        return
+    stop = str(out.get("stop_reason", "end_turn"))
+    if stop == "max_tokens":
+        conv.outbox.append(
+            {
+                "type": "text",
+                "text": "(Your last answer was cut off at the output limit. Continue.)",
+            }
+        )
+    elif stop != "pause_turn":
+        conv.finished = True
+        conv.final_text = "\n".join(
+            str(b.get("text", "")) for b in content if b.get("type") == "text"
+        ).strip()
+
+
+def _project_tool_result(conv: Conversation, step: Step) -> None:
+    """A tool call, a timer or a question: the answer to the tool use it was for."""
+    out = step.output or {}
+    tool_use_id = str((step.input or {}).get("tool_use_id"))
+    if step.status == StepStatus.FAILED:
+        conv.add_result(tool_use_id, step.error or "the tool failed", is_error=True)
+    else:
+        conv.add_result(
+            tool_use_id, str(out.get("content", "")), is_error=bool(out.get("is_error"))
+        )
+
+
+def _project_approval(conv: Conversation, step: Step) -> None:
+    """The analyst's decisions: kept for the calls they allow, results for those refused."""
+    for decision in (step.output or {}).get("decisions", []):
+        tool_use_id = str(decision["tool_use_id"])
+        conv.decisions[tool_use_id] = dict(decision)
+        if decision["state"] in ("rejected", "expired_rejected"):
+            note = decision.get("note") or "no reason given"
+            conv.add_result(
+                tool_use_id,
+                f"The analyst rejected this call. Reason: {note}",
+                is_error=True,
+            )
+
+
+def _project_note(conv: Conversation, step: Step) -> None:
+    """A note from the analyst, sent with the next model call."""
+    text = str((step.input or {}).get("text", ""))
+    conv.outbox.append(
+        {"type": "text", "text": f"[Note from the analyst, sent while you worked]: {text}"}
+    )
+    # A note after a final answer reopens the conversation.
+    if conv.finished:
+        conv.finished = False
+
+
+def _project_compaction(conv: Conversation, step: Step) -> None:
+    """A summary that replaces the older turns."""
+    if step.status != StepStatus.COMPLETED:
+        return
+    out = step.output or {}
+    _compact(conv, str(out.get("summary", "")), int(out.get("keep_messages", 0)))
+
+
+PROJECTIONS: dict[StepKind, Callable[[Conversation, Step], None]] = {
+    StepKind.MODEL_CALL: _project_model_call,
+    StepKind.TOOL_CALL: _project_tool_result,
+    StepKind.SLEEP: _project_tool_result,
+    StepKind.QUESTION: _project_tool_result,
+    StepKind.APPROVAL: _project_approval,
+    StepKind.STEER: _project_note,
+    StepKind.COMPACTION: _project_compaction,
+}
+"""How a finished step of each kind changes the conversation."""
 
 
 def _compact(conv: Conversation, summary: str, keep_messages: int) -> None:

@@ -8,29 +8,22 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import TYPE_CHECKING
 
 from desktop_agent.domain import (
-    JSON,
     ApprovalState,
     CommandKind,
     RunStatus,
     Step,
     StepKind,
-    StepStatus,
     WaitReason,
 )
 from desktop_agent.engine import budget as budgets
-from desktop_agent.engine.ports import (
-    RunPatch,
-    StepOutcome,
-)
-
-if TYPE_CHECKING:
-    from desktop_agent.engine.loop import Activation
+from desktop_agent.engine.ports import RunPatch
+from desktop_agent.engine.recording import close_wait, commit, suspend
+from desktop_agent.engine.run_state import RunState
 
 
-def resume_wait(act: Activation, step: Step) -> None:
+def resume_wait(rs: RunState, step: Step) -> None:
     """Finish an open wait step if what it waits for has happened; else hibernate."""
     handler = {
         StepKind.APPROVAL: _resume_approval,
@@ -38,31 +31,12 @@ def resume_wait(act: Activation, step: Step) -> None:
         StepKind.QUESTION: resume_question,
         StepKind.BUDGET: budgets.resume_budget_wait,
     }[step.kind]
-    handler(act, step)
+    handler(rs, step)
 
 
-def close_wait(act: Activation, step: Step, output: JSON, *, worked_s: float = 0.0) -> None:
-    """Complete an open wait step and mark the run running again.
-
-    ``worked_s`` counts towards the run's time budget (the run's own timer waits do;
-    waits on the analyst do not).
-    """
-    act._outcome = StepOutcome(step.seq, StepStatus.COMPLETED, output)
-    act._fold_local(step.seq, step.kind, step.name, step.input, outcome=act._outcome)
-    act.open_step = None
-    act.commit(
-        patch=RunPatch(
-            status=RunStatus.RUNNING,
-            clear_wait=True,
-            status_message="",
-            add_active_seconds=max(0.0, worked_s),
-        )
-    )
-
-
-def _resume_approval(act: Activation, step: Step) -> None:
-    records = act.store.get_approvals(act.run.id, step.seq)
-    now = act.clock.now()
+def _resume_approval(rs: RunState, step: Step) -> None:
+    records = rs.store.get_approvals(rs.run.id, step.seq)
+    now = rs.clock.now()
     expired = []
     for rec in records:
         if rec.state == ApprovalState.PENDING and rec.deadline is not None and rec.deadline <= now:
@@ -80,18 +54,19 @@ def _resume_approval(act: Activation, step: Step) -> None:
                 )
             )
     if expired:
-        act.commit(approvals=expired)
-        records = act.store.get_approvals(act.run.id, step.seq)
+        commit(rs, approvals=expired)
+        records = rs.store.get_approvals(rs.run.id, step.seq)
     pending = [r for r in records if r.state == ApprovalState.PENDING]
     if pending:
         deadlines = [r.deadline for r in pending if r.deadline is not None]
-        act.suspend(
+        suspend(
+            rs,
             RunPatch(
                 status=RunStatus.WAITING,
                 wait_reason=WaitReason.APPROVAL,
                 wake_at=min(deadlines) if deadlines else None,
                 status_message="Waiting for approval: " + ", ".join(r.tool for r in pending),
-            )
+            ),
         )
     by_id = {r.id: r for r in records}
     decisions = []
@@ -110,45 +85,43 @@ def _resume_approval(act: Activation, step: Step) -> None:
                 "note": rec.decision_note,
             }
         )
-    close_wait(act, step, {"decisions": decisions})
+    close_wait(rs, step, {"decisions": decisions})
 
 
-def resume_sleep(act: Activation, step: Step) -> None:
+def resume_sleep(rs: RunState, step: Step) -> None:
     """Close a ``wait`` sleep once its time has come; else hibernate until then."""
     until = float((step.input or {}).get("until", 0))
-    now = act.clock.now()
+    now = rs.clock.now()
     if now >= until:
         slept = until - float((step.input or {}).get("from", until))
-        close_wait(act, step, {"content": f"Waited until {time.ctime(until)}."}, worked_s=slept)
+        close_wait(rs, step, {"content": f"Waited until {time.ctime(until)}."}, worked_s=slept)
         return
-    act.suspend(
+    suspend(
+        rs,
         RunPatch(
             status=RunStatus.WAITING,
             wait_reason=WaitReason.TIMER,
             wake_at=until,
             status_message=f"Sleeping until {time.ctime(until)}",
-        )
+        ),
     )
 
 
-def resume_question(act: Activation, step: Step) -> None:
+def resume_question(rs: RunState, step: Step) -> None:
     """Close a question once the analyst answered it; else hibernate."""
-    for cmd in act.store.pending_commands(act.run.id):
+    for cmd in rs.store.pending_commands(rs.run.id):
         if cmd.kind == CommandKind.ANSWER:
             answer = str((cmd.payload or {}).get("text", ""))
-            act._outcome = StepOutcome(step.seq, StepStatus.COMPLETED, {"content": answer})
-            act._fold_local(step.seq, step.kind, step.name, step.input, outcome=act._outcome)
-            act.open_step = None
-            act.commit(
-                patch=RunPatch(status=RunStatus.RUNNING, clear_wait=True, status_message=""),
-                applied=[(cmd.id, f"answered step {step.seq}")],
+            close_wait(
+                rs, step, {"content": answer}, applied=[(cmd.id, f"answered step {step.seq}")]
             )
             return
     question = str((step.input or {}).get("question", ""))
-    act.suspend(
+    suspend(
+        rs,
         RunPatch(
             status=RunStatus.WAITING,
             wait_reason=WaitReason.HUMAN_INPUT,
             status_message=f"Question for you: {question}"[:300],
-        )
+        ),
     )

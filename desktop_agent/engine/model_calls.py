@@ -1,0 +1,304 @@
+"""Model calls: the streamed effect of a model step, its outcome, and its failures.
+
+A call streams: its text and what it spent are saved as they come
+(:class:`PartialStreamer`), so that a crash or a lost lease loses neither. A failed call
+is recorded with what it streamed and spent, and :func:`model_failed` decides what the run
+does next (wait and retry, ask the analyst, or fail).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import NoReturn
+
+from desktop_agent.domain import (
+    JSON,
+    RunStatus,
+    StepKind,
+    StepStatus,
+    Usage,
+    WaitReason,
+)
+from desktop_agent.domain.errors import (
+    AuthenticationError,
+    BadRequestError,
+    LeaseLost,
+    PermanentError,
+    RateLimitedError,
+    RunCancelled,
+    TransientError,
+)
+from desktop_agent.engine import budget as budgets
+from desktop_agent.engine import fencing, sanitize
+from desktop_agent.engine.ports import (
+    ModelPort,
+    ModelRequest,
+    ModelResponse,
+    RunPatch,
+    StepIntent,
+    StepOutcome,
+)
+from desktop_agent.engine.recording import commit, finish_step, start_step, suspend
+from desktop_agent.engine.request import build_request
+from desktop_agent.engine.run_state import Finish, RunState
+
+MODEL_ATTEMPTS = 5
+"""Failed attempts in a row of a model call before the analyst is asked (setting
+``model_attempts``)."""
+
+
+class PartialStreamer:
+    """Collects streamed text and persists it a few times a second."""
+
+    def __init__(self, rs: RunState, seq: int) -> None:
+        self.rs = rs
+        self.seq = seq
+        self.parts: list[str] = []
+        self.usage = Usage()
+        self.cost_usd = 0.0
+        self._last = time.monotonic()
+        self._dirty = False
+        self._usage_saved = False
+        rs.saved_spend[seq] = (Usage(), 0.0)  # a new attempt: its row holds nothing yet
+
+    @property
+    def text(self) -> str:
+        """Everything streamed so far."""
+        return "".join(self.parts)
+
+    def on_text(self, delta: str) -> None:
+        """Called by the model adapter for each text delta."""
+        self.parts.append(sanitize.clean_text(delta))
+        self._dirty = True
+        if time.monotonic() - self._last >= self.rs.cfg.partial_flush_s:
+            self.flush()
+            self.rs.crash_point("mid_stream")
+
+    def on_usage(self, usage: Usage, cost_usd: float) -> None:
+        """Called by the model adapter with the usage and dollars spent so far."""
+        self.usage = usage
+        self.cost_usd = cost_usd
+        self._dirty = True
+        if not self._usage_saved:
+            # The prompt is paid for as soon as the call starts: record it at once.
+            self._usage_saved = True
+            self.flush()
+
+    def flush(self) -> None:
+        """Persist the text streamed and the usage reported so far, if they changed."""
+        if self._dirty:
+            usage, cost_usd = self.usage, self.cost_usd
+            self.rs.store.save_partial(self.rs.run.id, self.seq, self.text, usage, cost_usd)
+            self.rs.saved_spend[self.seq] = (usage, cost_usd)
+            self._dirty = False
+            self._last = time.monotonic()
+
+
+def model_call(rs: RunState, open_seq: int | None, attempt: int) -> None:
+    """Intent, streamed effect and outcome of one model turn."""
+    request = build_request(rs)
+    model = rs.model_for(rs.run.spec.model)  # fails before the intent if unavailable
+    seq = open_seq if open_seq is not None else rs.next_seq
+    input_ = {"model": request.model, "messages": len(request.messages)}
+    if open_seq is None:
+        start_step(
+            rs, StepIntent(seq=seq, kind=StepKind.MODEL_CALL, name=request.model, input=input_)
+        )
+    response = stream_model(rs, seq, StepKind.MODEL_CALL, input_, request, model)
+    output = {
+        "content": response.content,
+        "stop_reason": response.stop_reason,
+        "model": response.model,
+        "thinking": response.thinking,
+    }
+    finish_step(
+        rs,
+        seq,
+        StepKind.MODEL_CALL,
+        request.model,
+        input_,
+        StepOutcome(
+            seq, StepStatus.COMPLETED, output, usage=response.usage, cost_usd=response.cost_usd
+        ),
+    )
+    budgets.check_after_model_call(rs)
+
+
+def stream_model(
+    rs: RunState, seq: int, kind: StepKind, input_: JSON, request: ModelRequest, model: ModelPort
+) -> ModelResponse:
+    """The effect of a model step: stream the call, persisting text and spend as it goes.
+
+    A cancel or a failure records the step's outcome (with what the call streamed and
+    spent) and unwinds: cancellation raises, failures end the activation as
+    :func:`model_failed` decides. A lost lease (found by a fenced save of the partial
+    text) drops the call and reports what it spent as an event on the run.
+    """
+    # Not on a lease about to expire. The call changes nothing outside: its answer is
+    # fenced at every save of the streamed text, so it needs no more time than that.
+    rs.ensure_lease(0.0)
+    streamer = PartialStreamer(rs, seq)
+    try:
+        response = model.complete(
+            request,
+            idempotency_key=f"{rs.run.id}:{seq}",
+            on_text=streamer.on_text,
+            cancel=rs.cancel,
+            on_usage=streamer.on_usage,
+        )
+        response = sanitize.check_response(response)
+    except RunCancelled:
+        outcome = StepOutcome(
+            seq,
+            StepStatus.FAILED,
+            {"partial": streamer.text},
+            "cancelled",
+            usage=streamer.usage,
+            cost_usd=streamer.cost_usd,
+        )
+        finish_step(rs, seq, kind, request.model, input_, outcome)
+        raise
+    except (TransientError, PermanentError) as exc:
+        model_failed(rs, seq, kind, input_, exc, streamer)
+    except LeaseLost:
+        # Found by a fenced save while it streamed: the call is dropped, its cost told.
+        fencing.report_model_spend(rs, seq, kind, request.model, streamer.usage, streamer.cost_usd)
+        raise
+    try:
+        streamer.flush()
+    except LeaseLost:
+        fencing.report_model_spend(rs, seq, kind, request.model, streamer.usage, streamer.cost_usd)
+        raise
+    return response
+
+
+def model_failed(
+    rs: RunState,
+    seq: int,
+    kind: StepKind,
+    input_: JSON,
+    exc: TransientError | PermanentError,
+    streamer: PartialStreamer,
+) -> NoReturn:
+    """Record a failed model call (and what it spent) and decide what the run does next.
+
+    A call that keeps failing the same way (answers cut off, streams that do not parse,
+    an API that cannot be reached) is retried with growing waits, but only
+    :func:`model_attempts` times in a row: then the run asks the analyst instead of
+    retrying, and spending, until its budget ends. Rate limits are not failures of the
+    call (the API said when to come back) and do not count.
+    """
+    output: dict[str, JSON] = {
+        "partial": streamer.text,
+        "error_code": getattr(exc, "code", ""),
+    }
+    in_a_row = 0
+    if isinstance(exc, TransientError) and not isinstance(exc, RateLimitedError):
+        in_a_row = _failed_in_a_row(rs, seq)
+        if in_a_row >= model_attempts(rs):
+            output["attempts_exhausted"] = True  # the next failure counts from one
+    outcome = StepOutcome(
+        seq,
+        StepStatus.FAILED,
+        output,
+        str(exc),
+        usage=streamer.usage,
+        cost_usd=streamer.cost_usd,
+    )
+    finish_step(rs, seq, kind, rs.run.spec.model, input_, outcome)
+    now = rs.clock.now()
+    if isinstance(exc, AuthenticationError):
+        suspend(
+            rs,
+            RunPatch(
+                status=RunStatus.WAITING,
+                wait_reason=WaitReason.CREDENTIALS,
+                status_message=(
+                    str(exc)
+                    if str(exc).startswith("no API key")
+                    else f"API key rejected: set a valid key ({exc})"
+                ),
+            ),
+        )
+    if output.get("attempts_exhausted"):
+        suspend(
+            rs,
+            RunPatch(
+                status=RunStatus.NEEDS_ATTENTION,
+                status_message=(
+                    f"The model call failed {in_a_row} times in a row (last: {exc}); "
+                    "it is not retried again by itself. Check the network and the model "
+                    "API, then resume the run to try again (`desktop-agent resume "
+                    f"{rs.run.id}`, or Retry in the app), or cancel it."
+                ),
+                clear_wait=True,
+            ),
+        )
+    if isinstance(exc, TransientError):
+        failures = rs.state.scalars.consecutive_failures
+        backoff = min(rs.cfg.backoff_cap_s, rs.cfg.backoff_base_s * (2 ** max(0, failures - 1)))
+        asked = exc.retry_after
+        if isinstance(exc, RateLimitedError) and asked is not None:
+            delay = asked
+        else:
+            delay = max(asked or 0.0, backoff)
+        what = "Rate limited" if isinstance(exc, RateLimitedError) else "Model API unavailable"
+        suspend(
+            rs,
+            RunPatch(
+                status=RunStatus.WAITING,
+                wait_reason=WaitReason.RATE_LIMIT,
+                wake_at=now + float(delay),
+                status_message=f"{what}: {exc}; retrying in {delay:.0f}s",
+            ),
+        )
+    if isinstance(exc, BadRequestError):
+        # The request itself was refused: the run waits for the analyst, who can fix
+        # the cause (model, options, a note) and resume to try again.
+        suspend(
+            rs,
+            RunPatch(
+                status=RunStatus.NEEDS_ATTENTION,
+                status_message=f"The API refused the request: {exc}. Fix it, then resume.",
+                clear_wait=True,
+            ),
+        )
+    commit(
+        rs,
+        patch=RunPatch(
+            status=RunStatus.FAILED,
+            finished_at=now,
+            status_message=f"Model call failed: {exc}",
+        ),
+    )
+    raise Finish(RunStatus.FAILED)
+
+
+def model_attempts(rs: RunState) -> int:
+    """How many failed attempts in a row of a model call are retried by themselves."""
+    value = rs.cfg.settings.get("model_attempts", MODEL_ATTEMPTS)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        return MODEL_ATTEMPTS
+    return value
+
+
+def _failed_in_a_row(rs: RunState, seq: int) -> int:
+    """Failed model attempts in a row, the one at ``seq`` included.
+
+    Counted back through the journal from ``seq``: a completed model call, any other
+    step, or a failure after which the analyst was asked ends the row; rate-limited
+    attempts are skipped.
+    """
+    count = 1
+    first = max(1, seq - 4 * model_attempts(rs))
+    for step in reversed(rs.store.load_steps(rs.run.id, first)):
+        out = step.output if isinstance(step.output, dict) else {}
+        if step.seq >= seq:
+            continue
+        if step.kind not in (StepKind.MODEL_CALL, StepKind.COMPACTION):
+            break
+        if step.status != StepStatus.FAILED or out.get("attempts_exhausted"):
+            break
+        if out.get("error_code") != RateLimitedError.code:
+            count += 1
+    return count
