@@ -9,7 +9,7 @@ A *journal step* is what the engine writes per tool step, through the real
 :class:`~desktop_agent.persistence.store.SqlStore` API: one ``commit()`` holding the
 outcome of step ``n`` (a result of ``--payload`` bytes; every other step a model call with
 usage and cost), the intent of step ``n + 1``, the run's patch (active time, cost), and
-every 25 steps a small snapshot, exactly as :meth:`Activation.commit` sends them.
+every 25 steps a small snapshot, exactly as the engine sends them (``engine.recording.commit``).
 
 The *raw* baseline is the plain ``sqlite3`` module on a fresh file in WAL mode at the same
 ``synchronous`` level, committing one comparable row (same key, kind, name, status, input,
@@ -223,7 +223,7 @@ class JournalWriter:
         self.work: list[_Work] = []
         for n in range(1, n_steps + 1):
             outcome = _outcome(n, size)
-            # What Activation.commit sends with an outcome: the active time.
+            # What engine.recording.commit sends with an outcome: the active time.
             patch = RunPatch(add_active_seconds=0.001)
             snapshot = None
             if n % SNAPSHOT_EVERY == 0:
