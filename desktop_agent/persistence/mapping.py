@@ -1,9 +1,12 @@
 """Row ⇄ domain mapping. Rows are read as SQLAlchemy ``Row`` mappings, never handed out.
 
-Columns are read and written by the declared :class:`~sqlalchemy.schema.Column` objects of
-:mod:`desktop_agent.persistence.tables` (``r[runs.c.goal]``), never by a name typed again:
-a column renamed in the declaration breaks these functions in the tests, not in silence.
-Rows must therefore come from statements that select those columns (``select(runs)``).
+Columns are read by the declared :class:`~sqlalchemy.schema.Column` objects of
+:mod:`desktop_agent.persistence.tables` (``r[runs.c.goal]``), so rows must come from
+statements that select those columns (``select(runs)``). Values are written by column name:
+SQLAlchemy's ``values()`` and the journal's own rendering
+(:func:`~desktop_agent.persistence.compiled.render`) refuse a name the table does not have.
+Either way a column renamed in the declaration breaks these functions in the tests, never
+in silence.
 """
 
 from __future__ import annotations
@@ -151,22 +154,21 @@ def approval_from_row(r: RowMapping) -> Approval:
 
 def approval_values(a: Approval) -> dict[str, Any]:
     """Column values of an approval, by column name."""
-    c = approvals.c
     return {
-        c.id.key: a.id,
-        c.run_id.key: a.run_id,
-        c.seq.key: a.seq,
-        c.tool.key: a.tool,
-        c.arguments.key: dumps(a.arguments),
-        c.state.key: str(a.state),
-        c.reason.key: a.reason,
-        c.rule.key: a.rule,
-        c.decided_arguments.key: dumps(a.decided_arguments),
-        c.decision_note.key: a.decision_note,
-        c.deadline.key: a.deadline,
-        c.default_action.key: a.default_action,
-        c.created_at.key: a.created_at,
-        c.decided_at.key: a.decided_at,
+        "id": a.id,
+        "run_id": a.run_id,
+        "seq": a.seq,
+        "tool": a.tool,
+        "arguments": dumps(a.arguments),
+        "state": str(a.state),
+        "reason": a.reason,
+        "rule": a.rule,
+        "decided_arguments": dumps(a.decided_arguments),
+        "decision_note": a.decision_note,
+        "deadline": a.deadline,
+        "default_action": a.default_action,
+        "created_at": a.created_at,
+        "decided_at": a.decided_at,
     }
 
 
@@ -213,18 +215,17 @@ def worker_from_row(r: RowMapping) -> WorkerInfo:
 
 def run_values(run: Run) -> dict[str, Any]:
     """Column values of a new run, by column name (``SqlStore.create_run``, firings)."""
-    c = runs.c
     return {
-        c.id.key: run.id,
-        c.goal.key: run.goal,
-        c.title.key: run.title,
-        c.status.key: str(run.status),
-        c.spec.key: dumps(run.spec.to_json()),
-        c.definition_hash.key: run.spec.definition_hash,
-        c.workspace.key: run.workspace,
-        c.budget.key: dumps(run.budget.to_json()),
-        c.created_at.key: run.created_at,
-        c.updated_at.key: run.created_at,
-        c.parent_id.key: run.parent_id,
-        c.schedule_id.key: run.schedule_id,
+        "id": run.id,
+        "goal": run.goal,
+        "title": run.title,
+        "status": str(run.status),
+        "spec": dumps(run.spec.to_json()),
+        "definition_hash": run.spec.definition_hash,
+        "workspace": run.workspace,
+        "budget": dumps(run.budget.to_json()),
+        "created_at": run.created_at,
+        "updated_at": run.created_at,
+        "parent_id": run.parent_id,
+        "schedule_id": run.schedule_id,
     }

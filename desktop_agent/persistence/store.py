@@ -53,6 +53,7 @@ from desktop_agent.domain.errors import NotFoundError, StorageError
 from desktop_agent.engine.ports import RunPatch, Snapshot, StepIntent, StepOutcome
 from desktop_agent.persistence.compiled import render
 from desktop_agent.persistence.db import Database
+from desktop_agent.persistence.ledger import EffectLedger
 from desktop_agent.persistence.mapping import (
     approval_from_row,
     approval_values,
@@ -106,13 +107,12 @@ def _spent_params(usage: Usage | None, cost_usd: float) -> dict[str, Any]:
 def _usage_values(usage: Usage | None, cost_usd: float) -> dict[str, Any]:
     """A step's own usage and cost columns, by column name."""
     u = usage or Usage()
-    c = steps.c
     return {
-        c.input_tokens.key: u.input_tokens,
-        c.output_tokens.key: u.output_tokens,
-        c.cache_write_tokens.key: u.cache_write_tokens,
-        c.cache_read_tokens.key: u.cache_read_tokens,
-        c.cost_usd.key: cost_usd,
+        "input_tokens": u.input_tokens,
+        "output_tokens": u.output_tokens,
+        "cache_write_tokens": u.cache_write_tokens,
+        "cache_read_tokens": u.cache_read_tokens,
+        "cost_usd": cost_usd,
     }
 
 
@@ -197,70 +197,66 @@ adds no step, moves it at once.
 
 def _wait_values(p: RunPatch) -> dict[str, Any]:
     """The run's status and wait columns a patch changes, by column name."""
-    c = runs.c
     values: dict[str, Any] = {}
     if p.status is not None:
-        values[c.status.key] = str(p.status)
+        values["status"] = str(p.status)
     if p.clear_wait or (p.status is not None and p.status != RunStatus.WAITING):
-        values[c.wait_reason.key] = None
-        values[c.wake_at.key] = None
+        values["wait_reason"] = None
+        values["wake_at"] = None
     if p.wait_reason is not None:
-        values[c.wait_reason.key] = str(p.wait_reason)
-        values[c.wake_at.key] = p.wake_at
+        values["wait_reason"] = str(p.wait_reason)
+        values["wake_at"] = p.wake_at
     return values
 
 
 def _patch_values(p: RunPatch) -> dict[str, Any]:
     """The run's columns a patch changes, by column name (its time worked aside)."""
-    c = runs.c
     values = _wait_values(p)
     if p.status_message is not None:
-        values[c.status_message.key] = p.status_message
+        values["status_message"] = p.status_message
     if p.attention_seq is not None or p.clear_attention:
-        values[c.attention_seq.key] = p.attention_seq
+        values["attention_seq"] = p.attention_seq
     if p.budget is not None:
-        values[c.budget.key] = dumps(p.budget)
+        values["budget"] = dumps(p.budget)
     if p.started_at is not None:
-        values[c.started_at.key] = p.started_at
+        values["started_at"] = p.started_at
     if p.finished_at is not None:
-        values[c.finished_at.key] = p.finished_at
+        values["finished_at"] = p.finished_at
     if p.spec is not None:
-        values[c.spec.key] = dumps(p.spec)
-        values[c.definition_hash.key] = AgentSpec.from_json(p.spec).definition_hash
+        values["spec"] = dumps(p.spec)
+        values["definition_hash"] = AgentSpec.from_json(p.spec).definition_hash
     return values
 
 
 def _intent_values(run_id: str, intent: StepIntent, now: float) -> dict[str, Any]:
     """The columns of a new journal record (finished at once unless it is ``started``)."""
-    c = steps.c
     finished = intent.status != StepStatus.STARTED
     return {
-        c.run_id.key: run_id,
-        c.seq.key: intent.seq,
-        c.kind.key: str(intent.kind),
-        c.name.key: intent.name,
-        c.status.key: str(intent.status),
-        c.effect.key: str(intent.effect) if intent.effect else None,
-        c.attempt.key: intent.attempt,
-        c.input.key: dumps(intent.input),
-        c.output.key: dumps(intent.output) if finished else None,
-        c.error.key: None,
-        c.partial_text.key: "",
-        c.started_at.key: now,
-        c.finished_at.key: now if finished else None,
+        "run_id": run_id,
+        "seq": intent.seq,
+        "kind": str(intent.kind),
+        "name": intent.name,
+        "status": str(intent.status),
+        "effect": str(intent.effect) if intent.effect else None,
+        "attempt": intent.attempt,
+        "input": dumps(intent.input),
+        "output": dumps(intent.output) if finished else None,
+        "error": None,
+        "partial_text": "",
+        "started_at": now,
+        "finished_at": now if finished else None,
     }
 
 
 def _outcome_params(run_id: str, outcome: StepOutcome, now: float) -> dict[str, Any]:
     """The parameters of :data:`_FINISH_STEP` for an outcome."""
-    c = steps.c
     return {
         "run": run_id,
         "at_seq": outcome.seq,
-        c.status.key: str(outcome.status),
-        c.output.key: dumps(outcome.output),
-        c.error.key: outcome.error,
-        c.finished_at.key: now,
+        "status": str(outcome.status),
+        "output": dumps(outcome.output),
+        "error": outcome.error,
+        "finished_at": now,
         **_usage_values(outcome.usage, outcome.cost_usd),
     }
 
@@ -277,6 +273,9 @@ class SqlStore(WorkerQueries):
         super().__init__(db, clock)
         self._touched: dict[str, float] = {}
         """When each run's ``updated_at`` was last moved by :meth:`commit` (SQLite)."""
+        path = db.settings.sqlite_path
+        self._effects = EffectLedger.beside(path) if path is not None else None
+        """The effect ledger beside a SQLite database (see :meth:`_ledger`)."""
 
     # ------------------------------------------------------------------ journal port
 
@@ -394,13 +393,12 @@ class SqlStore(WorkerQueries):
 
     @staticmethod
     def _replace_snapshot(run: _Exec, run_id: str, snapshot: Snapshot, now: float) -> None:
-        c = snapshots.c
         run(_DELETE_SNAPSHOT, {"run": run_id})
         values = {
-            c.run_id.key: run_id,
-            c.seq.key: snapshot.seq,
-            c.state.key: dumps(snapshot.state),
-            c.created_at.key: now,
+            "run_id": run_id,
+            "seq": snapshot.seq,
+            "state": dumps(snapshot.state),
+            "created_at": now,
         }
         run(_INSERT_SNAPSHOT, values)
 
@@ -414,11 +412,8 @@ class SqlStore(WorkerQueries):
         Raises:
             StorageError: the ledger cannot be written (the effect must then not start).
         """
-        path = self.db.settings.sqlite_path
-        if intents and path is not None:
-            from desktop_agent.persistence.ledger import EffectLedger
-
-            EffectLedger.beside(path).record(run_id, intents)
+        if intents and self._effects is not None:
+            self._effects.record(run_id, intents)
 
     def _write_journal(self, fn: Callable[[_Exec], None]) -> None:
         """One write transaction of the journal's hot path.
