@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from sqlalchemy import RowMapping, Table, delete, exists, func, insert, select, update
+from sqlalchemy import delete, exists, func, insert, select, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
@@ -45,7 +45,6 @@ from desktop_agent.persistence.scheduling_rows import (
     sync_items,
     watch_from_row,
 )
-from desktop_agent.persistence.sqlbase import by_prefix
 from desktop_agent.persistence.store import SqlStore
 from desktop_agent.persistence.tables import (
     batch_items,
@@ -135,17 +134,6 @@ class ScheduleStore(SqlStore):
             super().__init__(db)
         else:
             super().__init__(db, clock)
-
-    def _by_prefix(self, table: Table, prefix: str, what: str, hint: str) -> RowMapping:
-        rows = self._read(lambda c: c.execute(by_prefix(table, prefix)).mappings().all())
-        exact = [r for r in rows if r[table.c.id] == prefix]
-        if exact:
-            return exact[0]
-        if len(rows) == 1:
-            return rows[0]
-        if not rows:
-            raise NotFoundError(f"no {what} {prefix!r}; {hint}")
-        raise NotFoundError(f"{prefix!r} matches several {what}s; give more of the id")
 
     @staticmethod
     def _active_run(conn: Connection, column: Any, value: str) -> str | None:

@@ -7,12 +7,12 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any, TypeVar
 
-from sqlalchemy import Select, Table, insert, select, update
+from sqlalchemy import RowMapping, Select, Table, insert, select, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DatabaseError, DBAPIError, OperationalError
 
 from desktop_agent.domain import CommandKind
-from desktop_agent.domain.errors import StorageError
+from desktop_agent.domain.errors import NotFoundError, StorageError
 from desktop_agent.persistence import backup
 from desktop_agent.persistence.db import Database, locked_message
 from desktop_agent.persistence.mapping import dumps
@@ -62,6 +62,22 @@ class SqlBase:
             if damaged is None:
                 raise
             raise damaged from exc
+
+    def _by_prefix(self, table: Table, prefix: str, what: str, hint: str) -> RowMapping:
+        """The row of ``table`` whose id is ``prefix``, or the only one it starts.
+
+        Raises:
+            NotFoundError: none matches (``hint`` says where to look), or several do.
+        """
+        rows = self._read(lambda c: c.execute(by_prefix(table, prefix)).mappings().all())
+        exact = [r for r in rows if r[table.c.id] == prefix]
+        if exact:
+            return exact[0]
+        if len(rows) == 1:
+            return rows[0]
+        if not rows:
+            raise NotFoundError(f"no {what} {prefix!r}; {hint}")
+        raise NotFoundError(f"{prefix!r} matches several {what}s; give more of the id")
 
     def _damaged(self, exc: DatabaseError) -> StorageError | None:
         """For a damaged file, a StorageError offering the backup; else None."""

@@ -65,7 +65,7 @@ from desktop_agent.persistence.mapping import (
     run_values,
     step_from_row,
 )
-from desktop_agent.persistence.sqlbase import _now, by_prefix, queue_command, storage_error
+from desktop_agent.persistence.sqlbase import _now, queue_command, storage_error
 from desktop_agent.persistence.tables import approvals as approvals_table
 from desktop_agent.persistence.tables import commands, runs, snapshots, steps
 from desktop_agent.persistence.tables import run_events as events_table
@@ -649,15 +649,7 @@ class SqlStore(WorkerQueries):
 
     def find_run(self, prefix: str) -> Run:
         """A run by id or unique id prefix; raises NotFoundError."""
-        rows = self._read(lambda c: c.execute(by_prefix(runs, prefix)).mappings().all())
-        exact = [r for r in rows if r[runs.c.id] == prefix]
-        if exact:
-            return run_from_row(exact[0])
-        if len(rows) == 1:
-            return run_from_row(rows[0])
-        if not rows:
-            raise NotFoundError(f"no run {prefix!r}; `desktop-agent runs` lists them")
-        raise NotFoundError(f"{prefix!r} matches several runs; give more of the id")
+        return run_from_row(self._by_prefix(runs, prefix, "run", "`desktop-agent runs` lists them"))
 
     def add_command(self, run_id: str, kind: CommandKind, payload: Any = None) -> int:
         """Queue a command for the worker; returns its id."""
