@@ -340,7 +340,7 @@ def keep_runs_live(client: Any, root: Path, want: int, started: list[str]) -> No
     """Start runs until ``want`` are active (the analyst's "run again")."""
     from desktop_agent.domain import RunStatus
 
-    active = client.store.list_runs([s for s in RunStatus if s.is_active], limit=want + 50)
+    active = client.runs([s for s in RunStatus if s.is_active], limit=want + 50)
     for _ in range(want - len(active)):
         ws = root / "ws" / f"run-{len(started):05d}"
         ws.mkdir(parents=True)
@@ -371,7 +371,7 @@ def stop_leftover_workers(client: Any) -> None:
 
     from desktop_agent.procs import process_alive
 
-    for info, proc_started in client.store.list_workers():
+    for info, proc_started in client._store.list_workers():
         if not process_alive(info.pid, proc_started):
             continue
         with contextlib.suppress(psutil.Error):
@@ -448,7 +448,7 @@ def drive(args: argparse.Namespace) -> int:
     aborted = child.returncode != 0 or "Fatal Python error" in stderr
     from desktop_agent.domain import RunStatus
 
-    done = client.store.list_runs([RunStatus.COMPLETED], limit=1_000_000)
+    done = client.runs([RunStatus.COMPLETED], limit=1_000_000)
     stop_leftover_workers(client)
     client.close()
     result = judge(args, samples, warmup, aborted, child.returncode, took)

@@ -13,11 +13,10 @@ import getpass
 import json
 import logging
 import os
-import signal
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from desktop_agent import cli_scheduling, config
 from desktop_agent.cli_output import (
@@ -46,10 +45,12 @@ from desktop_agent.domain import (
     RunStatus,
     StepKind,
     StepStatus,
-    WaitReason,
 )
 from desktop_agent.domain.errors import DesktopAgentError, InvalidInputError
 from desktop_agent.domain.units import format_duration, format_usd, parse_duration
+
+if TYPE_CHECKING:
+    from desktop_agent.client.api import Client
 
 
 class CliError(DesktopAgentError):
@@ -184,7 +185,7 @@ def build_parser() -> argparse.ArgumentParser:
 # --------------------------------------------------------------------------- output
 
 
-def _client(args: argparse.Namespace) -> Any:
+def _client(args: argparse.Namespace) -> Client:
     from desktop_agent.client.api import Client
 
     return Client(config.resolve_db_path(getattr(args, "db", None)))
@@ -237,7 +238,7 @@ class _WorkerNote:
         return f"; {self.text}" if self.text else ""
 
 
-def _carry_out(client: Any, run_ids: Sequence[str]) -> _WorkerNote:
+def _carry_out(client: Client, run_ids: Sequence[str]) -> _WorkerNote:
     """Start a background worker when the runs have work for one and none is alive.
 
     Commands only write rows: without a worker nothing applies them. A live worker picks
@@ -249,7 +250,7 @@ def _carry_out(client: Any, run_ids: Sequence[str]) -> _WorkerNote:
     return _start_worker(client)
 
 
-def _start_worker(client: Any) -> _WorkerNote:
+def _start_worker(client: Client) -> _WorkerNote:
     """Start a detached worker (unless :data:`AUTOSTART_ENV` says not to)."""
     how = "start one with `desktop-agent worker` or the app"
     if os.environ.get(AUTOSTART_ENV, "").strip().lower() in ("0", "no", "false", "off"):
@@ -269,49 +270,21 @@ def _queued(out: Out, human: str, data: dict[str, Any], note: _WorkerNote) -> No
 
 
 def cmd_worker(args: argparse.Namespace, out: Out) -> int:
-    """Run a worker in the foreground."""
-    from desktop_agent.worker.compose import build_executor, open_store
-    from desktop_agent.worker.notify import build_notifier
-    from desktop_agent.worker.scheduling import attach_scheduler, clock_from_env
-    from desktop_agent.worker.worker import Worker, WorkerConfig
+    """Run a worker in the foreground (the command every background worker runs too)."""
+    from desktop_agent.worker.main import serve
 
-    db_path = config.resolve_db_path(getattr(args, "db", None))
-    if args.nice:
-        os.nice(args.nice)  # before any thread starts: every thread inherits it
-    settings = config.Settings.load(db_path)
-    store = open_store(db_path, settings)
-    clock = clock_from_env()  # real time unless a test moves it (DESKTOP_AGENT_CLOCK_OFFSET)
-    store.now = clock.now
-    worker = Worker(
-        store,
-        build_executor(store, settings, clock=clock),
-        WorkerConfig(max_runs=args.max_runs or settings.workers, until_idle=args.until_idle),
-        clock=clock,
-        notifier=build_notifier(
-            store,
-            webhook_url=settings.webhook_url,
-            stall_minutes=settings.notify_stall_minutes,
-            clock=clock,
-        ),
+    activations = serve(
+        config.resolve_db_path(getattr(args, "db", None)),
+        until_idle=args.until_idle,
+        max_runs=args.max_runs,
+        nice=args.nice,
+        announce=None if out.as_json else lambda line: print(line, file=sys.stderr),
     )
-
-    def _stop(_sig: int, _frame: Any) -> None:
-        worker.stop()
-
-    signal.signal(signal.SIGTERM, _stop)
-    signal.signal(signal.SIGINT, _stop)
-    if not out.as_json:
-        print(f"worker {worker.id} on {db_path}", file=sys.stderr)
-    with attach_scheduler(worker, settings):
-        worker.run()
-    out.emit(
-        f"worker stopped after {worker.activations} activations",
-        {"activations": worker.activations},
-    )
+    out.emit(f"worker stopped after {activations} activations", {"activations": activations})
     return EXIT_OK
 
 
-def _warn_storage(client: Any) -> None:
+def _warn_storage(client: Client) -> None:
     warning = client.storage_warning()
     if warning:
         echo(f"desktop-agent: warning: {warning}", file=sys.stderr)
@@ -558,7 +531,7 @@ def cmd_budget(args: argparse.Namespace, out: Out) -> int:
     return EXIT_OK
 
 
-def _show_spending(client: Any, run_id: str, out: Out) -> int:
+def _show_spending(client: Client, run_id: str, out: Out) -> int:
     run: Run = client.run(run_id)
     waits = [s for s in client.steps(run.id, max(1, run.last_seq)) if s.kind == StepKind.BUDGET]
     report = waits[-1].input if waits and waits[-1].status == StepStatus.STARTED else None
@@ -649,7 +622,7 @@ def cmd_key(args: argparse.Namespace, out: Out) -> int:
     idle = False
     with contextlib.suppress(DesktopAgentError):
         client = _client(args)
-        resumed = client.store.resume_waiting_for(str(WaitReason.CREDENTIALS))
+        resumed = client.resume_runs_waiting_for_key()
         idle = bool(resumed) and not client.worker_status().alive
     human = "key saved in the OS keyring"
     if resumed:

@@ -8,17 +8,14 @@ damaged: that is when ``restore`` is needed.
 from __future__ import annotations
 
 import argparse
-import sqlite3
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
-from urllib.parse import quote
 
 from desktop_agent import config
-from desktop_agent.domain.errors import InvalidInputError, InvalidStateError
-from desktop_agent.persistence import backup
-from desktop_agent.persistence.ledger import ledger_path
+from desktop_agent.client import backups
+from desktop_agent.domain.errors import InvalidInputError
 
 if TYPE_CHECKING:
     from desktop_agent.cli_output import Out
@@ -41,7 +38,7 @@ def cmd(args: argparse.Namespace, out: Out) -> int:
     """Run ``db backups|backup|restore``."""
     db_path = config.resolve_db_path(getattr(args, "db", None))
     if args.db_command == "backups":
-        found = backup.list_backups(db_path)
+        found = backups.backups(db_path)
         lines = [b.describe() for b in found] or ["no backups yet (the worker makes one a day)"]
         out.emit(
             "\n".join(lines),
@@ -57,19 +54,14 @@ def cmd(args: argparse.Namespace, out: Out) -> int:
         )
         return 0
     if args.db_command == "backup":
-        made = backup.make_backup(db_path, reason="manual")
+        made = backups.make_backup(db_path)
         out.emit(f"backed up to {made.describe()}", {"path": str(made.path), "size": made.size})
         return 0
     return _restore(db_path, args, out)
 
 
 def _restore(db_path: Path, args: argparse.Namespace, out: Out) -> int:
-    users = _live_workers(db_path)
-    if users:
-        raise InvalidStateError(
-            f"a worker (pid {', '.join(map(str, users))}) is using the database: "
-            "stop it (and the app) before restoring"
-        )
+    backups.check_no_worker(db_path)
     chosen = Path(args.backup) if args.backup else None
     if not args.yes:
         target = args.backup or "the newest sound backup"
@@ -81,10 +73,10 @@ def _restore(db_path: Path, args: argparse.Namespace, out: Out) -> int:
         if answer.strip().lower() not in ("y", "yes"):
             out.emit("nothing restored", {"restored": None})
             return 0
-    done = backup.restore(db_path, chosen)
+    done = backups.restore(db_path, chosen)
     kept = f"; the previous file is kept as {done.damaged.name}" if done.damaged else ""
     found = done.reconciled
-    ledger = ledger_path(db_path)
+    ledger = backups.effect_ledger(db_path)
     out.emit(
         f"restored {done.backup.describe()}{kept}; {found.summary(ledger)}",
         {
@@ -101,25 +93,3 @@ def _restore(db_path: Path, args: argparse.Namespace, out: Out) -> int:
         },
     )
     return 0
-
-
-def _live_workers(db_path: Path) -> list[int]:
-    """Pids of live workers on this machine that the database knows of (best effort)."""
-    from desktop_agent.procs import process_alive
-
-    if not db_path.exists():
-        return []
-    try:
-        conn = sqlite3.connect(f"file:{quote(str(db_path))}?mode=ro", uri=True, timeout=2)
-        try:
-            rows = conn.execute(
-                "SELECT host, pid, proc_started_at FROM workers WHERE stopped_at IS NULL"
-            ).fetchall()
-        finally:
-            conn.close()
-    except sqlite3.Error:
-        return []  # damaged beyond reading: nothing to ask
-    import socket
-
-    here = socket.gethostname()
-    return [int(pid) for host, pid, started in rows if host == here and process_alive(pid, started)]

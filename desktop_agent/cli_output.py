@@ -8,7 +8,7 @@ import math
 import re
 import sys
 import time
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from desktop_agent.client import stepkinds
 from desktop_agent.domain import (
@@ -21,6 +21,9 @@ from desktop_agent.domain import (
     WaitReason,
 )
 from desktop_agent.domain.units import format_duration, format_usd
+
+if TYPE_CHECKING:
+    from desktop_agent.client.api import Client
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_WAITING = 0, 1, 2, 3
 """Exit codes: done, failed or cancelled, bad input or environment, waits for the analyst."""
@@ -202,61 +205,28 @@ def exit_code(run: Run) -> int:
 
 
 def follow(
-    client: Any, run_id: str, out: Out, *, auto_approve: bool = False, poll_s: float = 0.2
+    client: Client, run_id: str, out: Out, *, auto_approve: bool = False, poll_s: float = 0.2
 ) -> Run:
     """Print steps as they finish until the run ends or waits for the analyst."""
     printed = 0
-    spinner = "|/-\\"
     tick = 0
     interactive = sys.stdin.isatty() and sys.stderr.isatty() and not out.as_json
     idle_since = time.monotonic()
     decided: set[str] = set()
     while True:
         steps = client.steps(run_id, printed + 1)
-        for step in steps:
-            if step.status == StepStatus.STARTED:
-                break
-            printed = step.seq
+        last = _print_finished(steps, out, interactive)
+        if last is not None:
+            printed = last
             idle_since = time.monotonic()
-            if out.as_json:
-                out.emit("", {"event": "step", **step_json(step)})
-            else:
-                if interactive:
-                    sys.stderr.write("\r\033[K")
-                echo(step_line(step), flush=True)
         run: Run = client.run(run_id)
-        if run.status == RunStatus.WAITING and run.wait_reason == WaitReason.APPROVAL:
-            pending = [a for a in client.approvals() if a.run_id == run.id and a.id not in decided]
-            if pending and (auto_approve or interactive):
-                for a in pending:
-                    decided.add(a.id)  # decided once; the worker applies it when it runs
-                    if auto_approve or _ask_approval(a):
-                        client.approve(a.id, note="approved in the terminal")
-                    else:
-                        reason = (
-                            input("Reason for the agent: ").strip() or "rejected in the terminal"
-                        )
-                        client.reject(a.id, reason)
-                # An idle worker may have exited while the run waited: the decision needs one.
-                client.ensure_worker(until_idle=True)
-                time.sleep(poll_s)
-                continue
-        settled = run.status.is_terminal or run.status in (
-            RunStatus.WAITING,
-            RunStatus.PAUSED,
-            RunStatus.STOPPED,
-            RunStatus.NEEDS_ATTENTION,
-        )
+        if _decide_pending(client, run, decided, auto_approve=auto_approve, ask=interactive):
+            # An idle worker may have exited while the run waited: the decision needs one.
+            client.ensure_worker(until_idle=True)
+            time.sleep(poll_s)
+            continue
         open_steps = [s for s in steps if s.status == StepStatus.STARTED]
-        if (
-            settled
-            and not client.store.pending_commands(run.id)
-            and (
-                run.status.is_terminal
-                or not open_steps
-                or open_steps[0].kind != StepKind.MODEL_CALL
-            )
-        ) and (not client.steps(run_id, printed + 1) or run.status != RunStatus.RUNNING):
+        if _follow_ends(client, run, open_steps):
             rest = [s for s in client.steps(run_id, printed + 1) if s.status != StepStatus.STARTED]
             for step in rest:
                 out.emit(step_line(step), {"event": "step", **step_json(step)})
@@ -264,17 +234,79 @@ def follow(
             return run
         if interactive:
             tick += 1
-            live = open_steps[0].partial_text[-60:].replace("\n", " ") if open_steps else ""
-            live = terminal_safe(live).replace("\t", " ")
-            sys.stderr.write(
-                f"\r\033[K{spinner[tick % 4]} {status_label(run)} · step {run.last_seq} · "
-                f"{format_usd(run.cost_usd)} {live}"
-            )
-            sys.stderr.flush()
+            _spin(run, open_steps, tick)
         if time.monotonic() - idle_since > 20 and not client.worker_status().alive:
             client.ensure_worker(until_idle=True)
             idle_since = time.monotonic()
         time.sleep(poll_s)
+
+
+def _print_finished(steps: list[Step], out: Out, interactive: bool) -> int | None:
+    """Print the finished steps up to the first open one; the seq of the last printed."""
+    last = None
+    for step in steps:
+        if step.status == StepStatus.STARTED:
+            break
+        last = step.seq
+        if out.as_json:
+            out.emit("", {"event": "step", **step_json(step)})
+        else:
+            if interactive:
+                sys.stderr.write("\r\033[K")
+            echo(step_line(step), flush=True)
+    return last
+
+
+def _decide_pending(
+    client: Client, run: Run, decided: set[str], *, auto_approve: bool, ask: bool
+) -> bool:
+    """Approve (or ask the analyst about) the run's pending requests; whether any was decided.
+
+    Each request is decided once (``decided`` remembers it): the worker applies the decision
+    when it runs.
+    """
+    if run.status != RunStatus.WAITING or run.wait_reason != WaitReason.APPROVAL:
+        return False
+    pending = [a for a in client.approvals() if a.run_id == run.id and a.id not in decided]
+    if not pending or not (auto_approve or ask):
+        return False
+    for a in pending:
+        decided.add(a.id)
+        if auto_approve or _ask_approval(a):
+            client.approve(a.id, note="approved in the terminal")
+        else:
+            reason = input("Reason for the agent: ").strip() or "rejected in the terminal"
+            client.reject(a.id, reason)
+    return True
+
+
+def _follow_ends(client: Client, run: Run, open_steps: list[Step]) -> bool:
+    """Whether following stops: the run ended or waits, with nothing left to apply or stream.
+
+    A run that waits but still has commands queued (a decision, a resume) is about to move;
+    a model call still open under a run that is not over streams on.
+    """
+    settled = run.status.is_terminal or run.status in (
+        RunStatus.WAITING,
+        RunStatus.PAUSED,
+        RunStatus.STOPPED,
+        RunStatus.NEEDS_ATTENTION,
+    )
+    if not settled or client.has_pending_commands(run.id):
+        return False
+    return run.status.is_terminal or not open_steps or open_steps[0].kind != StepKind.MODEL_CALL
+
+
+def _spin(run: Run, open_steps: list[Step], tick: int) -> None:
+    """The spinner line on the terminal: status, step, cost and the model's live text."""
+    spinner = "|/-\\"
+    live = open_steps[0].partial_text[-60:].replace("\n", " ") if open_steps else ""
+    live = terminal_safe(live).replace("\t", " ")
+    sys.stderr.write(
+        f"\r\033[K{spinner[tick % 4]} {status_label(run)} · step {run.last_seq} · "
+        f"{format_usd(run.cost_usd)} {live}"
+    )
+    sys.stderr.flush()
 
 
 def _ask_approval(approval: Any) -> bool:

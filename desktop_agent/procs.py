@@ -1,8 +1,27 @@
-"""Whether a recorded process is still the one that was recorded (worker liveness)."""
+"""Worker processes: start one in the background for a database, and tell a live one.
+
+Every place that starts a worker (the app's supervisor, ``run --detach``, a command whose
+decision needs a worker when none is alive) goes through :func:`spawn_worker`: one command
+line, one environment, one log file, one way to detach. What the worker then does is the
+``worker`` command's business (:mod:`desktop_agent.worker.main`); this module only starts
+the process, so that the client can start one without importing any of the execution code.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import BinaryIO
+
 import psutil
+
+from desktop_agent import config
+
+WORKER_LOG = "worker.log"
+"""The file, in the logs folder beside the database, that detached workers write to."""
 
 
 def process_alive(pid: int, started_at: float, tolerance_s: float = 2.0) -> bool:
@@ -18,3 +37,60 @@ def process_alive(pid: int, started_at: float, tolerance_s: float = 2.0) -> bool
         return started_at == 0.0 or abs(proc.create_time() - started_at) < tolerance_s
     except psutil.Error:
         return False
+
+
+def worker_argv(db_path: Path, *, until_idle: bool = False, nice: int = 0) -> list[str]:
+    """The command line of a worker process serving ``db_path``.
+
+    Args:
+        db_path: the database the worker serves.
+        until_idle: the worker exits when no run has work left.
+        nice: how much lower than ours the worker's CPU priority is (0-19).
+    """
+    args = [sys.executable, "-m", "desktop_agent", "--db", str(db_path), "worker"]
+    if until_idle:
+        args.append("--until-idle")
+    if nice:
+        args += ["--nice", str(nice)]
+    return args
+
+
+def spawn_worker(db_path: Path, *, until_idle: bool = False, nice: int = 0) -> int:
+    """Start a detached worker process for ``db_path`` (no stdio pipes); returns its pid.
+
+    The worker gets a session of its own, so that closing the terminal or the app that
+    started it does not stop its runs, and this process's environment (where the API key
+    may be). Its output goes to the private log beside the database.
+
+    Args:
+        db_path: the database the worker serves.
+        until_idle: the worker exits when no run has work left.
+        nice: how much lower than ours the worker's CPU priority is (0-19).
+
+    Raises:
+        OSError: the process could not be started (or its log not opened).
+    """
+    log_path = config.log_dir(db_path) / WORKER_LOG
+    with _private_log(log_path) as log:
+        proc = subprocess.Popen(
+            worker_argv(db_path, until_idle=until_idle, nice=nice),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
+            close_fds=True,
+            env=os.environ.copy(),
+        )
+    return proc.pid
+
+
+def _private_log(path: Path) -> BinaryIO:
+    """``path`` opened for appending, readable by the user only (0600), even if it existed.
+
+    The worker's log holds goals, file names and tool errors of every run: as private as
+    the database beside it.
+    """
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    with contextlib.suppress(OSError):  # not the owner (a shared folder): the mode stays
+        os.fchmod(fd, 0o600)
+    return os.fdopen(fd, "ab")

@@ -110,7 +110,7 @@ class Journal:
 
     def __init__(self, client: Client, run_id: str, model: str) -> None:
         self.client = client
-        self.store = client.store
+        self.store = client._store
         self.run_id = run_id
         self.model = model
         self.seq = 0
@@ -226,7 +226,7 @@ def retime(client: Client, run_id: str, start: float, rng: random.Random) -> flo
     """Spread a run's steps over plausible durations from ``start``; returns the end."""
     t = start
     rows = client.steps(run_id)
-    with client.store.db.write() as conn:
+    with client._store.db.write() as conn:
         for step in rows:
             if step.kind in (StepKind.MODEL_CALL, StepKind.COMPACTION):
                 took = rng.uniform(3.0, 14.0)
@@ -279,8 +279,8 @@ def build(root: Path) -> tuple[Client, dict[str, str]]:
     (ws / "brief").mkdir(exist_ok=True)
     (ws / "brief" / "vendors.md").write_text(SOURCES["sources/vendors.md"])
     worker = Worker(
-        client.store,
-        build_executor(client.store, settings),
+        client._store,
+        build_executor(client._store, settings),
         WorkerConfig(max_runs=2, until_idle=True, poll_s=0.01),
     )
     worker.run()
@@ -288,8 +288,8 @@ def build(root: Path) -> tuple[Client, dict[str, str]]:
     for a in done:
         client.approve(a.id)
     Worker(
-        client.store,
-        build_executor(client.store, settings),
+        client._store,
+        build_executor(client._store, settings),
         WorkerConfig(max_runs=2, until_idle=True, poll_s=0.01),
     ).run()
 
@@ -338,7 +338,7 @@ def build(root: Path) -> tuple[Client, dict[str, str]]:
         "onboarding matters less since the Q3 redesign.",
         tokens=(16900, 900),
     )
-    client.store.commit(
+    client._store.commit(
         r,
         patch=RunPatch(
             status=RunStatus.COMPLETED,
@@ -380,7 +380,7 @@ def build(root: Path) -> tuple[Client, dict[str, str]]:
     ids["paused"] = r
     j = Journal(client, r, "claude-haiku-5-5")
     j.model_call("Listing this week's notes.", [("list_files", {"path": "."})], tokens=(1800, 90))
-    client.store.commit(
+    client._store.commit(
         r, patch=RunPatch(status=RunStatus.PAUSED, status_message="Paused by the analyst")
     )
 
@@ -396,7 +396,7 @@ def build(root: Path) -> tuple[Client, dict[str, str]]:
         "Fetching the first citation.", [("web_fetch", {"url": "https://example.org/report-2025"})]
     )
     j.model_call("", fail="400 prompt is too long: 212,400 tokens > 200,000 maximum", tokens=(0, 0))
-    client.store.commit(
+    client._store.commit(
         r,
         patch=RunPatch(
             status=RunStatus.FAILED,
@@ -419,7 +419,7 @@ def build(root: Path) -> tuple[Client, dict[str, str]]:
         open_=True,
         effect=EffectClass.UNSAFE,
     )
-    client.store.commit(
+    client._store.commit(
         r,
         patch=RunPatch(
             status=RunStatus.NEEDS_ATTENTION,
@@ -447,7 +447,7 @@ def build(root: Path) -> tuple[Client, dict[str, str]]:
     ids["cancelled"] = r
     j = Journal(client, r, "claude-haiku-5-5")
     j.model_call("Starting with the 2024 report.", [("list_files", {"path": "."})])
-    client.store.commit(
+    client._store.commit(
         r,
         patch=RunPatch(
             status=RunStatus.CANCELLED,
@@ -476,7 +476,7 @@ def build(root: Path) -> tuple[Client, dict[str, str]]:
     for key in order:
         end = retime(client, ids[key], start, rng)
         start = max(start + 1800, end + 600)
-    with client.store.db.write() as conn:
+    with client._store.db.write() as conn:
         conn.exec_driver_sql(
             "UPDATE runs SET updated_at = ? WHERE id = ?", (now - 3, ids["streaming"])
         )
@@ -492,8 +492,8 @@ def build(root: Path) -> tuple[Client, dict[str, str]]:
     # Workers: this process stands in for a live one; a dead one held the interrupted run.
     host = socket.gethostname()
     live = WorkerInfo(f"{host}:{os.getpid()}:live", host, os.getpid(), now - 3600, time.time())
-    client.store.register_worker(live, psutil.Process().create_time())
-    client.store.claim_run(ids["streaming"], live.id, time.time(), 3600)
+    client._store.register_worker(live, psutil.Process().create_time())
+    client._store.claim_run(ids["streaming"], live.id, time.time(), 3600)
     gone = subprocess.run(
         [sys.executable, "-c", "import os; print(os.getpid())"],
         capture_output=True,
@@ -502,9 +502,9 @@ def build(root: Path) -> tuple[Client, dict[str, str]]:
     )
     dead_pid = int(gone.stdout)
     dead = WorkerInfo(f"{host}:{dead_pid}:gone", host, dead_pid, now - 7200, now - 900)
-    client.store.register_worker(dead, now - 7200)
-    client.store.claim_run(ids["interrupted"], dead.id, now - 900, 3600)
-    with client.store.db.write() as conn:
+    client._store.register_worker(dead, now - 7200)
+    client._store.claim_run(ids["interrupted"], dead.id, now - 900, 3600)
+    with client._store.db.write() as conn:
         conn.exec_driver_sql(
             "UPDATE runs SET status = 'running' WHERE id = ?", (ids["interrupted"],)
         )
@@ -522,7 +522,7 @@ def _finish(client: Client, run_id: str, status: RunStatus, message: str, at: fl
         j.model_call("", fail=message, tokens=(0, 0))
     else:
         j.model_call("Done: summary written to summary.md.", tokens=(3900, 420))
-    client.store.commit(
+    client._store.commit(
         run_id, patch=RunPatch(status=status, finished_at=at, status_message=message)
     )
 
@@ -530,8 +530,8 @@ def _finish(client: Client, run_id: str, status: RunStatus, message: str, at: fl
 def build_scheduling(client: Client, root: Path) -> dict[str, str]:
     """Schedules that fired, two batches and watched folders, as a worker leaves them."""
     sched = Scheduling(client)
-    port = DbSchedulerPort(client.store, SystemClock(), client.db_path.parent)
-    store = ScheduleStore(client.db)
+    port = DbSchedulerPort(client._store, SystemClock(), client.db_path.parent)
+    store = ScheduleStore(client._db)
     opts = RunOptions(model="claude-sonnet-5-5", workspace=root / "research")
     now = time.time()
     ids: dict[str, str] = {}
@@ -550,7 +550,7 @@ def build_scheduling(client: Client, root: Path) -> dict[str, str]:
             )
         end = retime(client, result.run_id, at + 1, rng)
         if status.is_terminal:
-            with client.store.db.write() as conn:
+            with client._store.db.write() as conn:
                 conn.exec_driver_sql(
                     "UPDATE runs SET finished_at = ? WHERE id = ?", (end, result.run_id)
                 )
@@ -594,7 +594,7 @@ def build_scheduling(client: Client, root: Path) -> dict[str, str]:
         options=opts,
     )
     sched.pause_schedule(digest.id)
-    with client.store.db.write() as conn:  # made days ago, not just now
+    with client._store.db.write() as conn:  # made days ago, not just now
         for days, s in enumerate((rulings, churn, daily, digest), start=2):
             conn.exec_driver_sql(
                 "UPDATE schedules SET created_at = ? WHERE id = ?", (now - days * 86400, s.id)
@@ -607,7 +607,7 @@ def build_scheduling(client: Client, root: Path) -> dict[str, str]:
     big = sched.start_batch(
         "Profile {item}: products, size, last funding round", lines=lines, options=opts
     )
-    with client.store.db.write() as conn:
+    with client._store.db.write() as conn:
         conn.exec_driver_sql(
             "UPDATE batch_items SET status = 'completed', attempts = 1 WHERE batch_id = ?",
             (big.id,),
@@ -661,14 +661,14 @@ def build_scheduling(client: Client, root: Path) -> dict[str, str]:
     ids["batch_running"], stuck = running[-1], running[0]
     # One of them hangs in a model call: the worker's scheduler flagged it.
     retime(client, stuck, now - 44 * 60, rng)
-    with client.store.db.write() as conn:
+    with client._store.db.write() as conn:
         conn.exec_driver_sql("UPDATE runs SET updated_at = ? WHERE id = ?", (now - 41 * 60, stuck))
         conn.exec_driver_sql(
             "UPDATE steps SET started_at = ? WHERE run_id = ? AND status = 'started'",
             (now - 41 * 60, stuck),
         )
     store.flag_stuck(now, 30 * 60)
-    with client.store.db.write() as conn:  # (the interrupted run waits for recovery instead)
+    with client._store.db.write() as conn:  # (the interrupted run waits for recovery instead)
         conn.exec_driver_sql("DELETE FROM run_alerts WHERE run_id <> ?", (stuck,))
 
     invoices = root / "research" / "invoices"
@@ -696,7 +696,7 @@ def build_scheduling(client: Client, root: Path) -> dict[str, str]:
 def open_scheduling_window(app: QApplication, client: Client) -> MainWindow:
     """A window with a taller top pane, once the scheduling views are read."""
     live = f"{socket.gethostname()}:{os.getpid()}:live"
-    client.store.heartbeat(live, time.time(), 3600)
+    client._store.heartbeat(live, time.time(), 3600)
     window = MainWindow(client, spawn_workers=False, poll_ms=100)
     window.resize(1280, 800)
     window.show()

@@ -2,20 +2,16 @@
 
 from __future__ import annotations
 
-import contextlib
 import math
-import os
 import shutil
-import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO, TypedDict, Unpack
+from typing import Any, TypedDict, Unpack
 
-from desktop_agent import config
+from desktop_agent import procs
 from desktop_agent.config import Settings
 from desktop_agent.domain import (
     JSON,
@@ -40,7 +36,6 @@ from desktop_agent.llm.pricing import MODELS
 from desktop_agent.persistence.db import Database, DbSettings
 from desktop_agent.persistence.decisions import Decision, DecisionQueries
 from desktop_agent.persistence.store import SqlStore
-from desktop_agent.procs import process_alive
 from desktop_agent.tools.registry import ToolRegistry, default_tools
 
 DEFAULT_SYSTEM_PROMPT = (
@@ -127,14 +122,16 @@ class Client:
     def __init__(self, db_path: Path, settings: Settings | None = None) -> None:
         self.db_path = db_path
         self.settings = settings or Settings.load(db_path)
-        self.db = Database(DbSettings.for_path(db_path, self.settings.durability))
-        self.store = SqlStore(self.db)
-        self.decisions = DecisionQueries(self.db)
-        self.tools = ToolRegistry()
+        # The client's own: views of this package read them, nothing outside does (the
+        # GUI and the CLI call the methods below; tests reach them by these names).
+        self._db = Database(DbSettings.for_path(db_path, self.settings.durability))
+        self._store = SqlStore(self._db)
+        self._decisions = DecisionQueries(self._db)
+        self._tools = ToolRegistry()
 
     def close(self) -> None:
         """Release database connections."""
-        self.db.dispose()
+        self._db.dispose()
 
     # ------------------------------------------------------------------ runs
 
@@ -168,8 +165,8 @@ class Client:
             title=goal.splitlines()[0][:120],
             definition_hash=spec.definition_hash,
         )
-        self.store.create_run(run)
-        return self.store.get_run(run_id)
+        self._store.create_run(run)
+        return self._store.get_run(run_id)
 
     def prepare_run(self, **options: Unpack[RunSpecOptions]) -> tuple[AgentSpec, Budget]:
         """Validate run options into a definition and a budget (for a run or a template)."""
@@ -189,10 +186,11 @@ class Client:
             if tools is not None
             else list(default_tools(web_search=self.settings.web_search))
         )
-        unknown = [n for n in names if n not in self.tools.names()]
+        available = self._tools.names()
+        unknown = [n for n in names if n not in available]
         if unknown:
             raise InvalidInputError(
-                f"unknown tool(s): {', '.join(unknown)}; available: {', '.join(self.tools.names())}"
+                f"unknown tool(s): {', '.join(unknown)}; available: {', '.join(available)}"
             )
         for name, policy in (approval_overrides or {}).items():
             if policy not in {p.value for p in ApprovalPolicy}:
@@ -223,7 +221,7 @@ class Client:
         spec = AgentSpec(
             model=model,
             system_prompt=options.get("system_prompt") or DEFAULT_SYSTEM_PROMPT,
-            tools=tuple((n, self.tools.version_of(n)) for n in names),
+            tools=tuple((n, self._tools.version_of(n)) for n in names),
             max_tokens=options.get("max_tokens", 4096),
             thinking_budget=options.get("thinking_budget", 0),
             approval_overrides=tuple(sorted((approval_overrides or {}).items())),
@@ -250,32 +248,44 @@ class Client:
         limit: int = 500,
     ) -> list[Run]:
         """Runs, newest first."""
-        return self.store.list_runs(statuses, limit=limit, search=search)
+        return self._store.list_runs(statuses, limit=limit, search=search)
 
     def run(self, run_id: str) -> Run:
         """A run by id or unique prefix."""
-        return self.store.find_run(run_id)
+        return self._store.find_run(run_id)
 
     def steps(self, run_id: str, from_seq: int = 1, limit: int | None = None) -> list[Step]:
         """The run's journal."""
-        return self.store.load_steps(run_id, from_seq, limit)
+        return self._store.load_steps(run_id, from_seq, limit)
+
+    def step(self, run_id: str, seq: int) -> Step:
+        """One step of the run's journal; raises NotFoundError."""
+        return self._store.get_step(run_id, seq)
 
     def events(self, run_id: str) -> list[RunEvent]:
         """What happened to the run outside its journal (e.g. a late worker's effects)."""
-        return self.store.run_events(run_id)
+        return self._store.run_events(run_id)
 
     # ------------------------------------------------------------------ commands
 
     def _command(self, run_id: str, kind: CommandKind, payload: JSON = None) -> int:
         run = self.run(run_id)
-        return self.store.add_command(run.id, kind, payload)
+        return self._store.add_command(run.id, kind, payload)
+
+    def has_pending_commands(self, run_id: str) -> bool:
+        """Whether commands to the run wait for a worker to apply them."""
+        return bool(self._store.pending_commands(run_id))
+
+    def resume_runs_waiting_for_key(self) -> int:
+        """Resume every run that waits for an API key (one was just stored); how many."""
+        return self._store.resume_waiting_for(str(WaitReason.CREDENTIALS))
 
     def pause(self, run_id: str) -> Run:
         """Pause at the next step boundary."""
         run = self.run(run_id)
         if run.status.is_terminal or run.status in (RunStatus.PAUSED, RunStatus.STOPPED):
             raise InvalidStateError(f"run {run.id} is {run.status}: nothing to pause")
-        self.store.add_command(run.id, CommandKind.PAUSE)
+        self._store.add_command(run.id, CommandKind.PAUSE)
         return run
 
     def resume(self, run_id: str) -> Run:
@@ -298,7 +308,7 @@ class Client:
         )
         if not ok:
             raise InvalidStateError(_resume_hint(run))
-        self.store.add_command(run.id, CommandKind.RESUME)
+        self._store.add_command(run.id, CommandKind.RESUME)
         return run
 
     def cancel(self, run_id: str) -> Run:
@@ -306,7 +316,7 @@ class Client:
         run = self.run(run_id)
         if run.status.is_terminal:
             raise InvalidStateError(f"run {run.id} already {run.status}")
-        self.store.add_command(run.id, CommandKind.CANCEL)
+        self._store.add_command(run.id, CommandKind.CANCEL)
         return run
 
     def stop(self, run_id: str) -> Run:
@@ -317,7 +327,7 @@ class Client:
         run = self.run(run_id)
         if run.status.is_terminal or run.status == RunStatus.STOPPED:
             raise InvalidStateError(f"run {run.id} already {run.status}")
-        self.store.add_command(run.id, CommandKind.STOP)
+        self._store.add_command(run.id, CommandKind.STOP)
         return run
 
     def steer(self, run_id: str, text: str) -> Run:
@@ -330,7 +340,7 @@ class Client:
         run = self.run(run_id)
         if run.status in (RunStatus.CANCELLED,):
             raise InvalidStateError(f"run {run.id} is cancelled")
-        self.store.add_command(run.id, CommandKind.STEER, {"text": text.strip()})
+        self._store.add_command(run.id, CommandKind.STEER, {"text": text.strip()})
         return run
 
     def answer(self, run_id: str, text: str) -> Run:
@@ -338,7 +348,7 @@ class Client:
         run = self.run(run_id)
         if run.wait_reason != WaitReason.HUMAN_INPUT:
             raise InvalidStateError(f"run {run.id} is not waiting for an answer")
-        self.store.add_command(run.id, CommandKind.ANSWER, {"text": text})
+        self._store.add_command(run.id, CommandKind.ANSWER, {"text": text})
         return run
 
     def extend_budget(
@@ -358,7 +368,7 @@ class Client:
         run = self.run(run_id)
         if run.status.is_terminal:
             raise InvalidStateError(f"run {run.id} already {run.status}")
-        self.store.add_command(
+        self._store.add_command(
             run.id,
             CommandKind.EXTEND_BUDGET,
             {"cost_usd": cost_usd, "steps": steps, "time_s": time_s, "tokens": tokens},
@@ -373,14 +383,18 @@ class Client:
             raise InvalidInputError(f"action must be one of {', '.join(sorted(valid))}")
         if run.status != RunStatus.NEEDS_ATTENTION:
             raise InvalidStateError(f"run {run.id} does not need attention (it is {run.status})")
-        self.store.add_command(run.id, CommandKind.RESOLVE, {"action": action})
+        self._store.add_command(run.id, CommandKind.RESOLVE, {"action": action})
         return run
 
     # ------------------------------------------------------------------ approvals
 
     def approvals(self, state: ApprovalState | None = ApprovalState.PENDING) -> list[Approval]:
         """Approvals across runs, oldest first."""
-        return self.store.list_approvals(state)
+        return self._store.list_approvals(state)
+
+    def step_approvals(self, run_id: str, seq: int) -> list[Approval]:
+        """The approvals asked for by step ``seq`` of the run (pending or decided)."""
+        return self._store.get_approvals(run_id, seq)
 
     def approve(
         self,
@@ -407,7 +421,7 @@ class Client:
         payload: dict[str, Any] = {"reason": note}
         if editing:
             problem = edit_problem(
-                self.tools.get(approval.tool), arguments, self.tool_context(approval)
+                self._tools.get(approval.tool), arguments, self.tool_context(approval)
             )
             if problem:
                 raise InvalidInputError(
@@ -416,13 +430,13 @@ class Client:
                     code="edit_refused",
                 )
             payload["arguments"] = arguments
-        self.decisions.record([Decision(approval.id, CommandKind.APPROVE, payload)])
+        self._decisions.record([Decision(approval.id, CommandKind.APPROVE, payload)])
         return approval
 
     def approve_all(self, approval_ids: Sequence[str], note: str = "") -> list[Approval]:
         """Approve several as proposed: all of them, or none when one cannot be."""
         approvals = [self._pending_approval(i) for i in dict.fromkeys(approval_ids)]
-        self.decisions.record(
+        self._decisions.record(
             [Decision(a.id, CommandKind.APPROVE, {"reason": note}) for a in approvals]
         )
         return approvals
@@ -436,17 +450,17 @@ class Client:
         if not reason.strip():
             raise InvalidInputError("give a reason: the agent reads it")
         approvals = [self._pending_approval(i) for i in dict.fromkeys(approval_ids)]
-        self.decisions.record(
+        self._decisions.record(
             [Decision(a.id, CommandKind.REJECT, {"reason": reason}) for a in approvals]
         )
         return approvals
 
     def _pending_approval(self, approval_id: str) -> Approval:
         """The approval, if nothing decided it yet (queued decisions count)."""
-        approval = self.store.get_approval(approval_id)
+        approval = self._store.get_approval(approval_id)
         if approval.state != ApprovalState.PENDING:
             raise InvalidStateError(f"approval {approval_id} was already {approval.state}")
-        queued = self.decisions.queued_decision(approval.id, approval.run_id)
+        queued = self._decisions.queued_decision(approval.id, approval.run_id)
         if queued is not None:
             raise InvalidStateError(
                 f"approval {approval_id} was already {queued}: that decision is waiting for "
@@ -497,10 +511,12 @@ class Client:
     def worker_status(self) -> WorkerStatus:
         """Whether a live worker serves this database."""
         now = time.time()
-        workers = self.store.list_workers()
+        workers = self._store.list_workers()
         for info, proc_started in workers:
             age = now - info.heartbeat_at
-            local_dead = info.host == _hostname() and not process_alive(info.pid, proc_started)
+            local_dead = info.host == _hostname() and not procs.process_alive(
+                info.pid, proc_started
+            )
             if age <= WORKER_STALE_S and not local_dead:
                 return WorkerStatus(True, info, age)
         if workers:
@@ -509,29 +525,15 @@ class Client:
         return WorkerStatus(False, None, None)
 
     def spawn_worker(self, *, until_idle: bool = False, nice: int = 0) -> int:
-        """Start a detached worker process (no stdio pipes); returns its pid.
+        """Start a detached worker process for this database; returns its pid.
+
+        See :func:`desktop_agent.procs.spawn_worker`, the one place workers are started.
 
         Args:
             until_idle: the worker exits when no run has work left.
             nice: how much lower than ours the worker's CPU priority is (0-19).
         """
-        log_path = config.log_dir(self.db_path) / "worker.log"
-        args = [sys.executable, "-m", "desktop_agent", "--db", str(self.db_path), "worker"]
-        if until_idle:
-            args.append("--until-idle")
-        if nice:
-            args += ["--nice", str(nice)]
-        with _private_log(log_path) as log:
-            proc = subprocess.Popen(
-                args,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=log,
-                start_new_session=True,
-                close_fds=True,
-                env=os.environ.copy(),
-            )
-        return proc.pid
+        return procs.spawn_worker(self.db_path, until_idle=until_idle, nice=nice)
 
     def ensure_worker(self, *, until_idle: bool = False) -> int | None:
         """Start a worker when none is alive; returns the new pid, or None."""
@@ -545,20 +547,8 @@ class Client:
         True when one of them has work for a worker (e.g. a decision just queued) and no
         live worker serves the database to do it.
         """
-        wanted = any(self.store.wants_worker(self.run(r).id) for r in run_ids)
+        wanted = any(self._store.wants_worker(self.run(r).id) for r in run_ids)
         return wanted and not self.worker_status().alive
-
-
-def _private_log(path: Path) -> BinaryIO:
-    """``path`` opened for appending, readable by the user only (0600), even if it existed.
-
-    The worker's log holds goals, file names and tool errors of every run: as private as
-    the database beside it.
-    """
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    with contextlib.suppress(OSError):  # not the owner (a shared folder): the mode stays
-        os.fchmod(fd, 0o600)
-    return os.fdopen(fd, "ab")
 
 
 def _hostname() -> str:

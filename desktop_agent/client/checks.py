@@ -50,7 +50,7 @@ def check_arguments(client: Client, approval: Approval, arguments: JSON) -> Chec
     :meth:`Client.approve` records an edit, and the worker runs the tool's check again right
     before the approved call; this preview lets the analyst see a problem before deciding.
     """
-    tool = client.tools.get(approval.tool)
+    tool = client._tools.get(approval.tool)
     if tool is None:
         return CheckResult(None, f"{approval.tool} cannot be checked here")
     ctx = client.tool_context(approval)
@@ -67,7 +67,7 @@ def final_check(client: Client, approval: Approval) -> CheckResult | None:
     if approval.state in (ApprovalState.PENDING, ApprovalState.REJECTED, ApprovalState.EXPIRED):
         return None
     steps = client.steps(approval.run_id, approval.seq + 1, limit=50)
-    approval_step = client.store.get_step(approval.run_id, approval.seq)
+    approval_step = client.step(approval.run_id, approval.seq)
     use_id = next(
         (
             r.get("tool_use_id")
@@ -121,10 +121,9 @@ def recovery_report(client: Client, *, now: float | None = None) -> RecoveryRepo
     """Runs interrupted by a worker that died, and runs that need attention."""
     now = time.time() if now is None else now
     host = socket.gethostname()
-    store = client.store
     dead: list[WorkerInfo] = []
     live: set[str] = set()
-    for info, started in store.list_workers():
+    for info, started in client._store.list_workers():
         gone = (info.host == host and not process_alive(info.pid, started)) or (
             now - info.heartbeat_at > 2 * WORKER_STALE_S
         )
@@ -133,7 +132,7 @@ def recovery_report(client: Client, *, now: float | None = None) -> RecoveryRepo
         else:
             live.add(info.id)
     by_id = {w.id: w for w in dead}
-    active = store.list_runs([s for s in RunStatus if s.is_active], limit=100_000)
+    active = client._store.list_runs([s for s in RunStatus if s.is_active], limit=100_000)
     items = []
     for run in active:
         owner = run.lease_owner

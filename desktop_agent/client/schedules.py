@@ -79,7 +79,7 @@ class Scheduling:
     def __init__(self, client: Client, clock: Callable[[], float] = time.time) -> None:
         self.client = client
         self.now = clock
-        self.store = ScheduleStore(client.db, clock)
+        self._store = ScheduleStore(client._db, clock)
 
     # ------------------------------------------------------------------ templates
 
@@ -157,29 +157,29 @@ class Scheduling:
             created_at=now,
             updated_at=now,
         )
-        self.store.add_schedule(schedule)
-        return self.store.get_schedule(schedule.id)
+        self._store.add_schedule(schedule)
+        return self._store.get_schedule(schedule.id)
 
     def schedules(self) -> list[Schedule]:
         """Every schedule, oldest first."""
-        return self.store.list_schedules()
+        return self._store.list_schedules()
 
     def schedule(self, schedule_id: str) -> Schedule:
         """A schedule by id or unique prefix."""
-        return self.store.get_schedule(schedule_id)
+        return self._store.get_schedule(schedule_id)
 
     def pause_schedule(self, schedule_id: str) -> Schedule:
         """Stop firing until resumed."""
-        return self.store.set_schedule_paused(self.schedule(schedule_id).id, True)
+        return self._store.set_schedule_paused(self.schedule(schedule_id).id, True)
 
     def resume_schedule(self, schedule_id: str) -> Schedule:
         """Fire again from now on (what was missed while paused is not caught up)."""
-        return self.store.set_schedule_paused(self.schedule(schedule_id).id, False)
+        return self._store.set_schedule_paused(self.schedule(schedule_id).id, False)
 
     def remove_schedule(self, schedule_id: str) -> Schedule:
         """Delete a schedule; its runs stay."""
         schedule = self.schedule(schedule_id)
-        self.store.remove_schedule(schedule.id)
+        self._store.remove_schedule(schedule.id)
         return schedule
 
     # ------------------------------------------------------------------ batches
@@ -233,28 +233,28 @@ class Scheduling:
             created_at=self.now(),
             from_folder=folder is not None,
         )
-        self.store.create_batch(batch, items)
-        return self.store.get_batch(batch.id)
+        self._store.create_batch(batch, items)
+        return self._store.get_batch(batch.id)
 
     def batches(self) -> list[Batch]:
         """Every batch, newest first."""
-        return self.store.list_batches()
+        return self._store.list_batches()
 
     def batch(self, batch_id: str) -> Batch:
         """A batch by id or unique prefix."""
-        return self.store.get_batch(batch_id)
+        return self._store.get_batch(batch_id)
 
     def batch_items(self, batch_id: str) -> list[BatchItem]:
         """The batch's items in order, with their runs' live status."""
-        return self.store.batch_items(self.batch(batch_id).id)
+        return self._store.batch_items(self.batch(batch_id).id)
 
     def batch_progress(self, batch_id: str) -> BatchProgress:
         """Counts of the batch's items by status ("312 / 1000 done")."""
-        return self.store.batch_progress(self.batch(batch_id).id)
+        return self._store.batch_progress(self.batch(batch_id).id)
 
     def retry_batch(self, batch_id: str, items: Sequence[int] | None = None) -> list[int]:
         """Start failed or cancelled items again (all of them, or the given indexes)."""
-        retried = self.store.retry_items(self.batch(batch_id).id, items)
+        retried = self._store.retry_items(self.batch(batch_id).id, items)
         if not retried:
             raise InvalidInputError(f"batch {batch_id} has no failed or cancelled item to retry")
         return retried
@@ -293,41 +293,41 @@ class Scheduling:
             updated_at=now,
         )
         baseline = [] if include_existing else folder_files(where, pattern)
-        self.store.add_watch(watch, baseline)
-        return self.store.get_watch(watch.id)
+        self._store.add_watch(watch, baseline)
+        return self._store.get_watch(watch.id)
 
     def watches(self) -> list[FolderWatch]:
         """Every folder watch."""
-        return self.store.list_watches()
+        return self._store.list_watches()
 
     def pause_watch(self, watch_id: str) -> FolderWatch:
         """Stop scanning until resumed (files that land meanwhile start runs on resume)."""
-        return self.store.set_watch_paused(self.store.get_watch(watch_id).id, True)
+        return self._store.set_watch_paused(self._store.get_watch(watch_id).id, True)
 
     def resume_watch(self, watch_id: str) -> FolderWatch:
         """Scan again."""
-        return self.store.set_watch_paused(self.store.get_watch(watch_id).id, False)
+        return self._store.set_watch_paused(self._store.get_watch(watch_id).id, False)
 
     def remove_watch(self, watch_id: str) -> FolderWatch:
         """Stop watching; runs already started stay."""
-        watch = self.store.get_watch(watch_id)
-        self.store.remove_watch(watch.id)
+        watch = self._store.get_watch(watch_id)
+        self._store.remove_watch(watch.id)
         return watch
 
     # ------------------------------------------------------------------ health and upkeep
 
     def stuck_runs(self) -> list[StuckRun]:
         """Runs flagged by a worker as making no progress."""
-        return self.store.stuck_runs()
+        return self._store.stuck_runs()
 
     def db_info(self) -> DbInfo:
         """Size, schema revision and row counts of the database."""
-        return db_info(self.client.db)
+        return db_info(self.client._db)
 
     def vacuum(self) -> DbInfo:
         """Compact the database file; returns its new size."""
-        vacuum(self.client.db)
-        return db_info(self.client.db)
+        vacuum(self.client._db)
+        return db_info(self.client._db)
 
     def archive(self, older_than_s: float, out: str | Path | None = None) -> ArchiveResult:
         """Archive runs finished more than ``older_than_s`` ago, and remove them."""
@@ -335,5 +335,5 @@ class Scheduling:
             raise InvalidInputError("the age must be a positive duration, e.g. 30d")
         folder = self.client.db_path.parent / "archives"
         target = Path(out).expanduser().absolute() if out is not None else None
-        archiver = Archiver(self.client.db, folder, self.now)
+        archiver = Archiver(self.client._db, folder, self.now)
         return archiver.archive(self.now() - older_than_s, out=target)

@@ -130,18 +130,18 @@ def scheduling_token(client: Client) -> tuple[Any, ...]:
     have seen, batches and retried items, and stuck flags (runs are in it too: batch
     progress and a schedule's last run follow their runs).
     """
-    return scheduling_readmodels.scheduling_token(client.store.db)
+    return scheduling_readmodels.scheduling_token(client._store.db)
 
 
 def batch_progress_all(client: Client) -> dict[str, BatchProgress]:
     """The progress of every batch, in one query."""
-    return scheduling_readmodels.batch_progress_all(client.store.db)
+    return scheduling_readmodels.batch_progress_all(client._store.db)
 
 
 def batch_item_rows(client: Client, batch_id: str) -> list[ItemRow]:
     """The batch's items in order, each with its run's message if it failed or stopped."""
     out = []
-    for item, message in scheduling_readmodels.items_with_messages(client.store.db, batch_id):
+    for item, message in scheduling_readmodels.items_with_messages(client._store.db, batch_id):
         error = ""
         if item.status in (ItemStatus.FAILED, ItemStatus.CANCELLED, ItemStatus.STOPPED):
             error = message
@@ -150,11 +150,11 @@ def batch_item_rows(client: Client, batch_id: str) -> list[ItemRow]:
 
 
 def _run_statuses(client: Client, run_ids: Iterable[str]) -> dict[str, RunStatus]:
-    return scheduling_readmodels.run_statuses(client.store.db, run_ids)
+    return scheduling_readmodels.run_statuses(client._store.db, run_ids)
 
 
 def _watch_counts(client: Client) -> dict[str, tuple[int, int, float | None]]:
-    return scheduling_readmodels.watch_counts(client.store.db)
+    return scheduling_readmodels.watch_counts(client._store.db)
 
 
 def next_firing(schedule: Schedule) -> float | None:

@@ -101,8 +101,8 @@ class ToolInfo:
 def tool_catalog(client: Client) -> list[ToolInfo]:
     """Every tool available to new runs, sorted by name."""
     out = []
-    for name in client.tools.names():
-        tool = client.tools.get(name)
+    for name in client._tools.names():
+        tool = client._tools.get(name)
         if tool is not None:
             out.append(
                 ToolInfo(
@@ -228,7 +228,7 @@ class RunsTracker:
     def poll(self, *, force: bool = False) -> RunsDelta | None:
         """The runs that changed, or None when the change token did not move."""
         with self._lock:
-            store = self.client.store
+            store = self.client._store
             token = store.change_token()
             if token == self._token and not force:
                 return None
@@ -252,7 +252,7 @@ class RunsTracker:
             return RunsDelta(token, rows, full, approvals)
 
     def _runs_since(self, since: float) -> list[Run]:
-        return readmodels.runs_since(self.client.store.db, since, self.limit)
+        return readmodels.runs_since(self.client._store.db, since, self.limit)
 
     def _plans_of(self, runs: Sequence[Run]) -> dict[str, tuple[PlanItem, ...]]:
         """The newest plan of each run, reading only steps added since the last look."""
@@ -266,7 +266,7 @@ class RunsTracker:
         if not stale:
             return out
         newest = readmodels.newest_plans(
-            self.client.store.db, [(run.id, scanned) for run, scanned in stale]
+            self.client._store.db, [(run.id, scanned) for run, scanned in stale]
         )
         for run, _scanned in stale:
             if run.id in newest:
@@ -362,7 +362,7 @@ class StepEntry:
 
 def timeline_entries(client: Client, run_id: str, from_seq: int = 1) -> list[StepEntry]:
     """Steps ``from_seq`` onwards, in order, as slim timeline entries."""
-    rows = readmodels.timeline_rows(client.store.db, run_id, from_seq)
+    rows = readmodels.timeline_rows(client._store.db, run_id, from_seq)
     kinds, statuses, effects = _KINDS, _STATUSES, _EFFECTS
     return [
         StepEntry(

@@ -310,14 +310,14 @@ class RunCommands(QObject):
         self, run_id: str, seq: int, run_title: str, tools: dict[str, ToolInfo]
     ) -> None:
         """Open the approval recorded by an approval step (pending or decided)."""
-        store = self.client.store
+        client = self.client
 
         def opened(found: list[Approval]) -> None:
             if found:
                 first = found[0]
                 self.open_approval(first, run_title, tools.get(first.tool))
 
-        self.tasks.submit(lambda: store.get_approvals(run_id, seq), opened)
+        self.tasks.submit(lambda: client.step_approvals(run_id, seq), opened)
 
     @Slot()
     def _on_approval_dialog_destroyed(self) -> None:

@@ -551,13 +551,11 @@ class MainWindow(QMainWindow):
 
     @Slot(str)
     def _on_settings_dialog_key_saved(self, _where: str) -> None:
-        store = self.client.store
-
         def resumed(n: int) -> None:
             if n:
                 self.statusBar().showMessage(f"Resuming {n} run(s) that waited for a key", 6000)
 
-        self.tasks.submit(lambda: store.resume_waiting_for("credentials"), resumed)
+        self.tasks.submit(self.client.resume_runs_waiting_for_key, resumed)
 
     @Slot()
     def _on_find_triggered(self) -> None:

@@ -350,3 +350,24 @@ def restore(
         with contextlib.suppress(OSError):
             tmp.unlink()  # gone when it was put in place
     return Restored(info, damaged, reconciled)
+
+
+def recorded_workers(db_path: Path) -> list[tuple[str, int, float]]:
+    """Workers the database lists as running: host, pid and the process's start time.
+
+    Read-only and best effort, without opening the database the usual way (it may be the
+    damaged one a restore replaces): nothing when the file is missing or unreadable.
+    """
+    if not db_path.exists():
+        return []
+    try:
+        conn = sqlite3.connect(f"file:{quote(str(db_path))}?mode=ro", uri=True, timeout=2)
+        try:
+            rows = conn.execute(
+                "SELECT host, pid, proc_started_at FROM workers WHERE stopped_at IS NULL"
+            ).fetchall()
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        return []  # damaged beyond reading: nothing to ask
+    return [(str(host), int(pid), float(started)) for host, pid, started in rows]

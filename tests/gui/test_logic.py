@@ -98,7 +98,7 @@ class FakeClient:
         self.spawned: list[int] = []
         self.nices: list[int] = []
         self.children: list[subprocess.Popen[bytes]] = []
-        self.store = FakeStore()
+        self._store = FakeStore()
 
     def worker_status(self) -> WorkerStatus:
         return WorkerStatus(self.alive, None, None)

@@ -164,15 +164,9 @@ class RunListModel(FlatTableModel[RunRow]):
             return self._cells(row).display[col]
         if role not in _SERVED:
             return None
+        if role == _TOOLTIP:
+            return self._tooltip(row)  # built only when asked for
         cells = self._cells(row)
-        if role == _FONT:
-            return self._bold if cells.bold else None
-        if role == _DECORATION:
-            return resources.icon(cells.icon) if col == _STATUS else None
-        if role == _FOREGROUND:
-            return cells.color if col == _STATUS else None
-        if role == _ALIGNMENT:
-            return _RIGHT if col == _COST else None
         if role == RunRole.SORT:
             return cells.sort[col]
         if role == RunRole.ROW:
@@ -181,7 +175,19 @@ class RunListModel(FlatTableModel[RunRow]):
             return row.run.id
         if role == RunRole.PROGRESS:
             return cells.progress
-        return self._tooltip(row)  # the tooltip, built only when asked for
+        return self._look(cells, col, role)
+
+    def _look(self, cells: _Cells, col: int, role: int) -> Any:
+        """How a cell looks (font, icon, colour, alignment), from its row's rendered cells."""
+        if role == _FONT:
+            return self._bold if cells.bold else None
+        if role == _DECORATION:
+            return resources.icon(cells.icon) if col == _STATUS else None
+        if role == _FOREGROUND:
+            return cells.color if col == _STATUS else None
+        if role == _ALIGNMENT:
+            return _RIGHT if col == _COST else None
+        return None
 
     def _cells(self, row: RunRow) -> _Cells:
         """What ``row`` shows, rendered when this version of the row is first seen."""

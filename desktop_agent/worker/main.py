@@ -1,0 +1,72 @@
+"""A worker process's life: ``desktop-agent worker`` hands over to :func:`serve`.
+
+This is the one door from the command line into execution: the CLI parses the options and
+calls :func:`serve`; everything a worker is made of (store, engine, models, tools,
+scheduler, notifier) is wired here and in :mod:`desktop_agent.worker.compose`. Workers are
+started in the background by :func:`desktop_agent.procs.spawn_worker`, which runs that
+same command.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from desktop_agent import config
+from desktop_agent.worker.compose import build_executor, open_store
+from desktop_agent.worker.notify import build_notifier
+from desktop_agent.worker.scheduling import attach_scheduler, clock_from_env
+from desktop_agent.worker.worker import Worker, WorkerConfig
+
+
+def serve(
+    db_path: Path,
+    *,
+    until_idle: bool = False,
+    max_runs: int | None = None,
+    nice: int = 0,
+    announce: Callable[[str], None] | None = None,
+) -> int:
+    """Execute runs of ``db_path`` in this process until stopped; returns the activations.
+
+    SIGTERM and SIGINT stop the worker cleanly (its runs are released for the next one).
+
+    Args:
+        db_path: the database to serve.
+        until_idle: return when no run has work left.
+        max_runs: runs executed at once (default: the settings' ``workers``).
+        nice: lower this process's CPU priority by this much first (0-19).
+        announce: told one line once the worker has its id (e.g. printed to stderr).
+    """
+    if nice:
+        os.nice(nice)  # before any thread starts: every thread inherits it
+    settings = config.Settings.load(db_path)
+    store = open_store(db_path, settings)
+    clock = clock_from_env()  # real time unless a test moves it (DESKTOP_AGENT_CLOCK_OFFSET)
+    store.now = clock.now
+    worker = Worker(
+        store,
+        build_executor(store, settings, clock=clock),
+        WorkerConfig(max_runs=max_runs or settings.workers, until_idle=until_idle),
+        clock=clock,
+        notifier=build_notifier(
+            store,
+            webhook_url=settings.webhook_url,
+            stall_minutes=settings.notify_stall_minutes,
+            clock=clock,
+        ),
+    )
+
+    def _stop(_sig: int, _frame: Any) -> None:
+        worker.stop()
+
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    if announce is not None:
+        announce(f"worker {worker.id} on {db_path}")
+    with attach_scheduler(worker, settings):
+        worker.run()
+    return worker.activations
