@@ -21,8 +21,9 @@ after the backup are unknown, so that none is repeated blindly. After each backu
 ledger's lines older than the oldest backup kept are dropped (they cannot matter to a
 restore of any of them: :meth:`~desktop_agent.persistence.ledger.EffectLedger.compact`).
 
-Only the standard library (and plain modules of this package) is used here, so that a
-damaged database can be dealt with even when nothing else can open it.
+Files are opened with the standard library's ``sqlite3`` only (the few queries are built
+from the declared tables and rendered once: :mod:`~desktop_agent.persistence.compiled`), so
+that a damaged database can be dealt with even when nothing else can open it.
 """
 
 from __future__ import annotations
@@ -39,10 +40,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
+from sqlalchemy import select
+
 from desktop_agent.domain.errors import StorageError
+from desktop_agent.persistence.compiled import execute
 from desktop_agent.persistence.files import fsync_dir
 from desktop_agent.persistence.ledger import COMPACT_MARGIN_S, EffectLedger
 from desktop_agent.persistence.restored import Reconciled, reconcile
+from desktop_agent.persistence.tables import workers
 
 log = logging.getLogger(__name__)
 
@@ -352,6 +357,11 @@ def restore(
     return Restored(info, damaged, reconciled)
 
 
+_RUNNING_WORKERS = select(workers.c.host, workers.c.pid, workers.c.proc_started_at).where(
+    workers.c.stopped_at.is_(None)
+)
+
+
 def recorded_workers(db_path: Path) -> list[tuple[str, int, float]]:
     """Workers the database lists as running: host, pid and the process's start time.
 
@@ -363,9 +373,7 @@ def recorded_workers(db_path: Path) -> list[tuple[str, int, float]]:
     try:
         conn = sqlite3.connect(f"file:{quote(str(db_path))}?mode=ro", uri=True, timeout=2)
         try:
-            rows = conn.execute(
-                "SELECT host, pid, proc_started_at FROM workers WHERE stopped_at IS NULL"
-            ).fetchall()
+            rows = execute(conn, _RUNNING_WORKERS, {}).fetchall()
         finally:
             conn.close()
     except sqlite3.Error:
