@@ -284,7 +284,9 @@ def _follow_ends(client: Client, run: Run, open_steps: list[Step]) -> bool:
     """Whether following stops: the run ended or waits, with nothing left to apply or stream.
 
     A run that waits but still has commands queued (a decision, a resume) is about to move;
-    a model call still open under a run that is not over streams on.
+    so is one that waits for approvals none of which is pending any more (the worker applied
+    the decisions and moves the run on at its next commit); a model call still open under a
+    run that is not over streams on.
     """
     settled = run.status.is_terminal or run.status in (
         RunStatus.WAITING,
@@ -294,6 +296,8 @@ def _follow_ends(client: Client, run: Run, open_steps: list[Step]) -> bool:
     )
     if not settled or client.has_pending_commands(run.id):
         return False
+    if run.status == RunStatus.WAITING and run.wait_reason == WaitReason.APPROVAL:
+        return any(a.run_id == run.id for a in client.approvals())
     return run.status.is_terminal or not open_steps or open_steps[0].kind != StepKind.MODEL_CALL
 
 
