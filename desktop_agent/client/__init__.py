@@ -16,8 +16,8 @@ What the client may depend on, and why:
 - ``persistence``, through its store and query classes (``SqlStore``, ``DecisionQueries``,
   ``ScheduleStore``, archives, backups): the database is the control plane, and the client
   only reads state and writes command rows there. It writes no SQL of its own and imports
-  neither SQLAlchemy nor SQLModel (the timeline and scheduling read models still hold raw
-  reads, on their way into ``persistence``).
+  neither SQLAlchemy nor SQLModel: the run list, timeline and scheduling views read
+  through ``persistence.readmodels`` and ``persistence.scheduling_readmodels``.
 - ``config``, ``secrets`` and ``procs``: settings beside the database, and starting a
   background worker (:func:`desktop_agent.procs.spawn_worker`, the one place that does).
 - The pure parts of the engine and the adapters that answer questions *before* a worker
@@ -34,10 +34,9 @@ What it may not, and why:
 - ``worker``: the client starts a worker *process* (``procs``); it never runs execution
   code in the app's or the command's process.
 - The engine's machinery (``engine.loop``, ``engine.control`` and the rest beyond
-  ``edits`` and ``ports``), the model adapter (``llm.claude``) and the scheduler service
-  (``scheduler.service``): running runs is the worker's job alone. (The tool catalog
-  still reads the descriptions of the engine's own tools from ``engine.control``, until
-  those have a pure home; the contract names that one import.)
+  ``edits``, ``ports`` and the plain data of ``builtin_tools``, whose descriptions the
+  tool catalog shows), the model adapter (``llm.claude``) and the scheduler service
+  (``scheduler.service``): running runs is the worker's job alone.
 
 The import-linter contracts in ``pyproject.toml`` ("Client ...") hold this line.
 """

@@ -25,7 +25,7 @@ from desktop_agent.domain import (
     StepStatus,
     Usage,
 )
-from desktop_agent.engine.control import CONTROL_TOOLS
+from desktop_agent.engine.builtin_tools import CONTROL_TOOLS
 from desktop_agent.llm.pricing import MODELS
 from desktop_agent.persistence import readmodels
 from desktop_agent.tools.registry import default_tools

@@ -32,6 +32,7 @@ from desktop_agent.domain import (
 )
 from desktop_agent.domain.errors import LeaseLost, RunCancelled, plain_error, storage_problem
 from desktop_agent.engine import fencing, sanitize
+from desktop_agent.engine.builtin_tools import CONTROL_TOOLS, SERVER_TOOLS
 from desktop_agent.engine.commands import boundary
 from desktop_agent.engine.ports import (
     RunPatch,
@@ -53,9 +54,6 @@ from desktop_agent.engine.recording import (
     record_completed,
     start_step,
 )
-from desktop_agent.engine.request import CONTROL_TOOL_VERSION as CONTROL_TOOL_VERSION
-from desktop_agent.engine.request import CONTROL_TOOLS as CONTROL_TOOLS
-from desktop_agent.engine.request import SERVER_TOOLS as SERVER_TOOLS
 from desktop_agent.engine.run_state import RunState
 from desktop_agent.engine.waits import resume_question, resume_sleep, resume_wait
 

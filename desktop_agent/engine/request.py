@@ -1,81 +1,16 @@
 """What a model call is sent: the run's tool definitions, and the request itself.
 
-The engine's own tools (:data:`CONTROL_TOOLS`, carried out by
-:mod:`desktop_agent.engine.control`) and the provider's server tools
-(:data:`SERVER_TOOLS`) are defined here, below every helper that builds a request (model
-calls, compaction, the budget's worst case).
+The engine's own tools and the provider's server tools are defined in
+:mod:`desktop_agent.engine.builtin_tools`; this module builds requests from them for every
+helper that sends one (model calls, compaction, the budget's worst case).
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 from desktop_agent.domain import JSON
+from desktop_agent.engine.builtin_tools import CONTROL_TOOLS, SERVER_TOOLS
 from desktop_agent.engine.ports import ModelRequest
 from desktop_agent.engine.run_state import RunState
-
-CONTROL_TOOL_VERSION = "engine-1"
-
-CONTROL_TOOLS: dict[str, dict[str, Any]] = {
-    "update_plan": {
-        "description": (
-            "Write or update your to-do list for this run. Send the whole list each time; "
-            "mark finished items done. The analyst sees it."
-        ),
-        "input_schema": {
-            "type": "object",
-            "properties": {
-                "items": {
-                    "type": "array",
-                    "items": {
-                        "type": "object",
-                        "properties": {
-                            "text": {"type": "string"},
-                            "done": {"type": "boolean"},
-                        },
-                        "required": ["text"],
-                    },
-                }
-            },
-            "required": ["items"],
-        },
-    },
-    "wait": {
-        "description": (
-            "Pause this run until a time or for a duration, e.g. to let a page update. "
-            "The run hibernates and is woken later."
-        ),
-        "input_schema": {
-            "type": "object",
-            "properties": {
-                "seconds": {"type": "number", "description": "how long to wait"},
-                "until": {"type": "number", "description": "epoch seconds to wait until"},
-                "reason": {"type": "string"},
-            },
-        },
-    },
-    "ask_user": {
-        "description": "Ask the analyst a question and wait for the answer.",
-        "input_schema": {
-            "type": "object",
-            "properties": {"question": {"type": "string"}},
-            "required": ["question"],
-        },
-    },
-}
-
-
-SERVER_TOOLS: dict[str, dict[str, Any]] = {
-    "web_search": {"type": "web_search_20250305", "name": "web_search"},
-}
-"""Tools the model provider runs itself (Anthropic server tools).
-
-Offered only when the setting of the same name is true (``web_search_max_uses`` caps the
-searches per call). The model adapter passes these definitions through unchanged: they
-have a ``type`` and no ``input_schema``. Their ``server_tool_use`` and
-``*_tool_result`` blocks in an answer are not tool uses the engine must answer.
-"""
-
 
 # --------------------------------------------------------------------------- schemas
 

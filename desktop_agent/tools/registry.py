@@ -19,7 +19,7 @@ from importlib.metadata import entry_points
 from typing import Any
 
 from desktop_agent.domain import ApprovalPolicy, EffectClass
-from desktop_agent.engine.control import CONTROL_TOOL_VERSION, CONTROL_TOOLS, SERVER_TOOLS
+from desktop_agent.engine.builtin_tools import CONTROL_TOOL_VERSION, CONTROL_TOOLS, SERVER_TOOLS
 from desktop_agent.engine.ports import Tool
 from desktop_agent.tools.files import AppendNote, ListFiles, ReadFile, SearchFiles, WriteFile
 from desktop_agent.tools.prechecks import CheckedHttpPost, CheckedSendEmail

@@ -1,0 +1,72 @@
+"""The tools the engine carries out itself, and those the model provider runs.
+
+Plain data, importing nothing of ours: the engine builds requests from it, the tool
+registry lists these names beside the built-in tools, and the client shows their
+descriptions. :mod:`desktop_agent.engine.control` carries out the control tools.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+CONTROL_TOOL_VERSION = "engine-1"
+
+CONTROL_TOOLS: dict[str, dict[str, Any]] = {
+    "update_plan": {
+        "description": (
+            "Write or update your to-do list for this run. Send the whole list each time; "
+            "mark finished items done. The analyst sees it."
+        ),
+        "input_schema": {
+            "type": "object",
+            "properties": {
+                "items": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "properties": {
+                            "text": {"type": "string"},
+                            "done": {"type": "boolean"},
+                        },
+                        "required": ["text"],
+                    },
+                }
+            },
+            "required": ["items"],
+        },
+    },
+    "wait": {
+        "description": (
+            "Pause this run until a time or for a duration, e.g. to let a page update. "
+            "The run hibernates and is woken later."
+        ),
+        "input_schema": {
+            "type": "object",
+            "properties": {
+                "seconds": {"type": "number", "description": "how long to wait"},
+                "until": {"type": "number", "description": "epoch seconds to wait until"},
+                "reason": {"type": "string"},
+            },
+        },
+    },
+    "ask_user": {
+        "description": "Ask the analyst a question and wait for the answer.",
+        "input_schema": {
+            "type": "object",
+            "properties": {"question": {"type": "string"}},
+            "required": ["question"],
+        },
+    },
+}
+
+
+SERVER_TOOLS: dict[str, dict[str, Any]] = {
+    "web_search": {"type": "web_search_20250305", "name": "web_search"},
+}
+"""Tools the model provider runs itself (Anthropic server tools).
+
+Offered only when the setting of the same name is true (``web_search_max_uses`` caps the
+searches per call). The model adapter passes these definitions through unchanged: they
+have a ``type`` and no ``input_schema``. Their ``server_tool_use`` and
+``*_tool_result`` blocks in an answer are not tool uses the engine must answer.
+"""
