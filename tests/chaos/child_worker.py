@@ -1,7 +1,7 @@
 """A worker process for the chaos tests: production wiring with a short lease.
 
 Run as ``python -m tests.chaos.child_worker DB``. It is ``desktop-agent worker`` as
-:func:`desktop_agent.cli.cmd_worker` builds it (real store, real Claude adapter reaching
+:func:`desktop_agent.cli.commands.cmd_worker` builds it (real store, real Claude adapter reaching
 the fake Messages API through ``ANTHROPIC_BASE_URL``, real tools, plugins named by
 ``DESKTOP_AGENT_TEST_TOOLS``), with two differences the CLI has no option for:
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from desktop_agent.cli_output import Out, follow
+from desktop_agent.cli.output import Out, follow
 from desktop_agent.client.api import Client
 from desktop_agent.domain import Run, RunStatus, WaitReason
 from tests.conftest import MakeExecutor, drain

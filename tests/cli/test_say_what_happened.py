@@ -13,7 +13,7 @@ import keyring
 import pytest
 from keyring.backends import fail, null
 
-from desktop_agent import cli
+from desktop_agent.cli import commands as cli
 from desktop_agent.client.api import Client
 from desktop_agent.secrets import SERVICE, USERNAME, KeyStore
 from tests.helpers.fakes import MemoryKeyring

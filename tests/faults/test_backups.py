@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from alembic import command
 
-from desktop_agent import cli
+from desktop_agent.cli import commands as cli
 from desktop_agent.client.api import Client
 from desktop_agent.config import Settings
 from desktop_agent.domain.errors import StorageError

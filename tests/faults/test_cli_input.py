@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from desktop_agent import cli
+from desktop_agent.cli import commands as cli
 from desktop_agent.config import Settings
 from tests.faults.strategies import JSONISH, TEXT
 

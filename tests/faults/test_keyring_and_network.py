@@ -21,7 +21,7 @@ import keyring.backend
 import keyring.errors
 import pytest
 
-from desktop_agent import cli
+from desktop_agent.cli import commands as cli
 from desktop_agent.client.api import Client
 from desktop_agent.domain import RunStatus, StepKind, StepStatus, WaitReason
 from desktop_agent.llm.claude import ClaudeModel, RetryPolicy

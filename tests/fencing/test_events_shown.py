@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 from pytestqt.qtbot import QtBot
 
-from desktop_agent import cli
+from desktop_agent.cli import commands as cli
 from desktop_agent.client.api import Client
 from desktop_agent.domain import RunEventKind
 from desktop_agent.gui import theme

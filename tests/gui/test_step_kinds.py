@@ -15,7 +15,7 @@ from PySide6.QtCore import QRect, Qt
 from PySide6.QtGui import QColor, QFont, QImage, QPainter, QPalette
 from PySide6.QtWidgets import QStyle, QStyleOptionViewItem
 
-from desktop_agent import cli_output
+from desktop_agent.cli import output as cli_output
 from desktop_agent.client import stepkinds
 from desktop_agent.client.api import Client
 from desktop_agent.client.stepkinds import (

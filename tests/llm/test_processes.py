@@ -22,7 +22,7 @@ from typing import Any
 import psutil
 import pytest
 
-from desktop_agent import cli
+from desktop_agent.cli import commands as cli
 from desktop_agent.client.api import Client
 from desktop_agent.config import Settings
 from desktop_agent.domain import RunStatus, StepKind, StepStatus, WaitReason

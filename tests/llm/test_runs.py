@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from desktop_agent import cli
+from desktop_agent.cli import commands as cli
 from desktop_agent.client.api import Client
 from desktop_agent.domain import RunStatus, StepKind, StepStatus, Usage, WaitReason
 from desktop_agent.engine.compaction import SUMMARY_PROMPT

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from desktop_agent import cli
+from desktop_agent.cli import commands as cli
 from desktop_agent.client.api import Client
 from desktop_agent.config import Settings
 from desktop_agent.domain import Run, Step

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy.exc import IntegrityError
 
-from desktop_agent import cli
+from desktop_agent.cli import commands as cli
 from desktop_agent.client.api import Client
 from desktop_agent.domain import EffectClass, RunStatus, StepKind
 from desktop_agent.engine.ports import StepIntent

@@ -200,7 +200,7 @@ COUNTING_WORKER = """
 import os
 import sys
 
-from desktop_agent import cli
+from desktop_agent.cli import commands as cli
 from desktop_agent.scheduler.service import SchedulerService
 from desktop_agent.worker.worker import Worker
 

@@ -38,7 +38,7 @@ CONTRACTS = (
 """Ids of the contracts this file puts to the test."""
 
 INJECTED = {
-    "cli-through-client": ("cli_output.py", "desktop_agent.engine.loop"),
+    "cli-through-client": ("cli/output.py", "desktop_agent.engine.loop"),
     "client-below-its-callers": ("client/api.py", "desktop_agent.worker"),
     "worker-below-its-callers": ("worker/worker.py", "desktop_agent.client"),
     "client-pure-engine": ("client/checks.py", "desktop_agent.engine.loop"),
@@ -125,7 +125,7 @@ def test_the_gui_and_the_cli_never_touch_the_clients_state(tmp_path: Path) -> No
     hidden = state - PUBLIC_STATE
     assert hidden, "the client keeps no state of its own?"
     reaches = []
-    for path in _sources("gui/**/*.py", "cli*.py"):
+    for path in _sources("gui/**/*.py", "cli/**/*.py"):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if not isinstance(node, ast.Attribute) or node.attr not in hidden:
                 continue

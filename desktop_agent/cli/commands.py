@@ -18,8 +18,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from desktop_agent import cli_scheduling, config
-from desktop_agent.cli_output import (
+from desktop_agent import config
+from desktop_agent.cli import scheduling as cli_scheduling
+from desktop_agent.cli.output import (
     EXIT_OK,
     EXIT_USAGE,
     Out,

@@ -13,13 +13,14 @@ from collections.abc import Callable
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
-from desktop_agent import cli_backup, config
-from desktop_agent.cli_output import echo, usd
+from desktop_agent import config
+from desktop_agent.cli import backup as cli_backup
+from desktop_agent.cli.output import echo, usd
 from desktop_agent.domain.scheduling import Batch, BatchItem, FolderWatch, Schedule
 from desktop_agent.domain.units import format_duration, parse_duration
 
 if TYPE_CHECKING:
-    from desktop_agent.cli_output import Out
+    from desktop_agent.cli.output import Out
     from desktop_agent.client.schedules import RunOptions, Scheduling
 
 AddParser = Callable[[str, str], argparse.ArgumentParser]
@@ -371,7 +372,7 @@ def _size(n: int) -> str:
 
 
 def cmd_db(args: argparse.Namespace, out: Out) -> int:
-    """``db info|vacuum|archive`` (``backups|backup|restore``: :mod:`~desktop_agent.cli_backup`)."""
+    """``db info|vacuum|archive`` (``backups|backup|restore``: :mod:`~desktop_agent.cli.backup`)."""
     if args.db_command in cli_backup.VERBS:
         return cli_backup.cmd(args, out)
     sched = _scheduling(args)

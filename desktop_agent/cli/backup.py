@@ -1,6 +1,6 @@
 """Command line for backups: ``desktop-agent db backups|backup|restore``.
 
-Part of the ``db`` group (:mod:`desktop_agent.cli_scheduling` registers it). These commands
+Part of the ``db`` group (:mod:`desktop_agent.cli.scheduling` registers it). These commands
 never open the database through the usual path, so that they still work when it is
 damaged: that is when ``restore`` is needed.
 """
@@ -18,7 +18,7 @@ from desktop_agent.client import backups
 from desktop_agent.domain.errors import InvalidInputError
 
 if TYPE_CHECKING:
-    from desktop_agent.cli_output import Out
+    from desktop_agent.cli.output import Out
 
 VERBS = ("backups", "backup", "restore")
 

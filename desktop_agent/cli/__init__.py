@@ -1,0 +1,15 @@
+"""The ``desktop-agent`` command: argument parsing, commands and terminal output.
+
+- :mod:`~desktop_agent.cli.commands`: the parser and one function per command.
+- :mod:`~desktop_agent.cli.output`: lines, tables, ``--json`` and following a run live.
+- :mod:`~desktop_agent.cli.scheduling`: schedules, batches and folder watches.
+- :mod:`~desktop_agent.cli.backup`: backups, restore and the database's health.
+
+The CLI reaches the system only through :mod:`desktop_agent.client`, as the GUI does (the
+import contracts in ``pyproject.toml`` hold this); ``desktop-agent worker`` hands over to
+:mod:`desktop_agent.worker.main`, the worker process itself.
+"""
+
+from desktop_agent.cli.commands import AUTOSTART_ENV, main
+
+__all__ = ["AUTOSTART_ENV", "main"]
