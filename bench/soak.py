@@ -29,8 +29,11 @@ flat (at most 2 above their warm-up value); no stall over 50 ms after warm-up.
 from __future__ import annotations
 
 import argparse
+import collections
 import contextlib
+import ctypes
 import json
+import math
 import os
 import random
 import shutil
@@ -39,6 +42,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import tracemalloc
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -171,6 +175,93 @@ def _time_handlers(timings: dict[str, list[float]]) -> None:
         setattr(cls, name, timed)
 
 
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [
+        (name, ctypes.c_size_t)
+        for name in (
+            "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks",
+            "uordblks", "fordblks", "keepcost",
+        )
+    ]  # fmt: skip
+
+
+def _heap() -> dict[str, int]:
+    """The C heap: bytes in use (incl. mmapped blocks) and bytes free in it (glibc only).
+
+    RSS that grows while ``heap_used`` stays flat is fragmentation or freed memory not
+    returned; ``heap_used`` that grows is memory somebody holds.
+    """
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        fn = libc.mallinfo2
+    except (OSError, AttributeError):
+        return {}
+    fn.restype = _MallInfo2
+    info = fn()
+    return {"heap_used": info.uordblks + info.hblkhd, "heap_free": info.fordblks}
+
+
+def _describe(obj: Any) -> str:
+    """Where a container lives: the attribute or key that holds it, and of what."""
+    import gc
+
+    for holder in gc.get_referrers(obj):
+        if isinstance(holder, dict):
+            names = [k for k, v in holder.items() if v is obj]
+            owners = [
+                type(o).__qualname__
+                for o in gc.get_referrers(holder)
+                if getattr(o, "__dict__", None) is holder
+            ]
+            if names:
+                return f"{owners[0] if owners else 'dict'}.{names[0]}"
+    return "?"
+
+
+def _write_grown_containers(f: Any, containers: list[tuple[Any, int]]) -> None:
+    """The containers that were big at the first census and grew most since."""
+    grown = sorted(((len(c) - n, n, c) for c, n in containers), key=lambda g: -g[0])[:12]
+    f.write("\n== big containers that grew since the first census\n")
+    for more, was, container in grown:
+        if more > 0:
+            kind = type(container).__qualname__
+            f.write(f"  {kind} {was} -> {was + more} at {_describe(container)}\n")
+
+
+def _write_kept_allocations(f: Any) -> None:
+    """Memory allocated since the first census and still held, by where it was allocated."""
+    if not tracemalloc.is_tracing():
+        return
+    here = tracemalloc.Filter(False, __file__)
+    snap = tracemalloc.take_snapshot().filter_traces([here, tracemalloc.Filter(False, "<*")])
+    f.write("\n== allocated since the first census and still held\n")
+    for stat in snap.statistics("traceback")[:15]:
+        f.write(f"  {stat.size / 1024:8.1f} KiB in {stat.count} blocks\n")
+        for line in stat.traceback.format()[-12:]:
+            f.write(f"      {line}\n")
+
+
+def _write_holders(f: Any, names: list[str]) -> None:
+    """For each grown type, what holds its newest objects (two levels of referrers)."""
+    import gc
+
+    objects = gc.get_objects()
+    for name in names:
+        mine = [o for o in objects if type(o).__qualname__ == name][-3:]
+        f.write(f"\n== who holds {name}\n")
+        for obj in mine:
+            for holder in gc.get_referrers(obj):
+                if holder is objects or holder is mine:
+                    continue
+                outer = [type(h).__qualname__ for h in gc.get_referrers(holder)][:6]
+                what = type(holder).__qualname__
+                if isinstance(holder, dict):
+                    what += str([k for k in holder if isinstance(k, str)][:6])
+                elif isinstance(holder, (list, tuple)):
+                    what += f"(len {len(holder)})"
+                f.write(f"  {what} <- {outer}\n")
+
+
 def app_main(db: Path, stats: Path, seconds: float, sample_s: float, seed: int, trace: bool) -> int:
     """Run the real app with an analyst and a stall meter inside; write samples to ``stats``."""
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
@@ -237,9 +328,17 @@ def app_main(db: Path, stats: Path, seconds: float, sample_s: float, seed: int, 
 
     census: list[Counter[str]] = []
 
+    containers: list[tuple[Any, int]] = []
+
     def take_census() -> None:  # live objects by type (``--trace-stalls``): what grows?
         gc.collect()
-        census.append(Counter(type(o).__qualname__ for o in gc.get_objects()))
+        objects = gc.get_objects()
+        census.append(Counter(type(o).__qualname__ for o in objects))
+        if not tracemalloc.is_tracing():  # from here on: which lines allocate what stays?
+            tracemalloc.start(6)
+        if not containers:  # and the big containers, to see later which of them grew
+            kinds = (dict, list, set, collections.deque)
+            containers.extend((o, len(o)) for o in objects if isinstance(o, kinds) and len(o) > 30)
 
     def sample() -> None:
         w = window()
@@ -249,6 +348,8 @@ def app_main(db: Path, stats: Path, seconds: float, sample_s: float, seed: int, 
             "threads": me.num_threads(),
             "fds": me.num_fds(),
             "none_refs": sys.getrefcount(None),
+            "py_blocks": sys.getallocatedblocks(),
+            **_heap(),
             "stall_ms": meter.stall_ms(),
             "ticks": len(meter.gaps),
             "runs_shown": w.runs_model.rowCount() if w else 0,
@@ -266,6 +367,9 @@ def app_main(db: Path, stats: Path, seconds: float, sample_s: float, seed: int, 
             with stats.with_name("growth.txt").open("w", encoding="utf-8") as f:
                 for name, n in grown.most_common(40):
                     f.write(f"{n:8d} {name}\n")
+                _write_holders(f, [name for name, _ in grown.most_common(8)])
+                _write_grown_containers(f, containers)
+                _write_kept_allocations(f)
         sample()
         w = window()
         if w is not None:
@@ -322,7 +426,13 @@ class Figures:
 
     def rss_slope_mb_per_h(self) -> float:
         """Least-squares slope of RSS over the samples after warm-up."""
-        pts = [(s["t"], s["rss"] / 2**20) for s in self.after]
+        return self.slope_per_h("rss", 2**20)
+
+    def slope_per_h(self, key: str, unit: float = 1.0) -> float:
+        """Least-squares slope of ``key`` (in ``unit``) per hour after warm-up."""
+        if any(key not in s for s in self.after):
+            return math.nan
+        pts = [(s["t"], s[key] / unit) for s in self.after]
         if len(pts) < 2:
             return 0.0
         mx = sum(t for t, _ in pts) / len(pts)
@@ -497,6 +607,11 @@ def judge(
         f"RSS: {samples[0]['rss'] / mb:.0f} MB at first sample, {first['rss'] / mb:.0f} MB "
         f"after warm-up, {last['rss'] / mb:.0f} MB at the end; growth after warm-up "
         f"{slope:+.1f} MB/h (least squares over {len(f.after)} samples)"
+    )
+    print(
+        f"  of which C heap in use {f.slope_per_h('heap_used', mb):+.1f} MB/h, free in the "
+        f"heap {f.slope_per_h('heap_free', mb):+.1f} MB/h; Python objects "
+        f"{f.slope_per_h('py_blocks'):+.0f} blocks/h"
     )
     print(
         f"threads: {first['threads']} after warm-up, {last['threads']} at the end, "
