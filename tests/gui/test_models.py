@@ -109,6 +109,21 @@ def test_run_list_model(qtmodeltester: ModelTesterFixture) -> None:
     assert model.row_of("run007") == -1 and model.row_of("run002") >= 0
 
 
+def test_archived_runs_leave_the_list_one_span_at_a_time(
+    qtmodeltester: ModelTesterFixture,
+) -> None:
+    model = RunListModel()
+    model.apply([RunRow(run(i)) for i in range(50)], full=True)
+    removed: list[tuple[int, int]] = []
+    model.rowsRemoved.connect(lambda _parent, first, last: removed.append((first, last)))
+    gone = {*range(10, 40), 45}
+    model.apply([RunRow(run(i)) for i in range(50) if i not in gone], full=True)
+    qtmodeltester.check(model)
+    assert sorted(removed) == [(10, 39), (45, 45)]
+    left = [model.index(i, 0).data(RunRole.RUN_ID) for i in range(model.rowCount())]
+    assert left == [run(i).id for i in range(50) if i not in gone]
+
+
 def test_run_filter_proxy(qtmodeltester: ModelTesterFixture) -> None:
     model = RunListModel()
     model.apply(

@@ -275,14 +275,7 @@ class RunListModel(FlatTableModel[RunRow]):
             self.endResetModel()
             return
         if full:
-            keep = {r.run.id for r in rows}
-            for i in range(len(self._rows) - 1, -1, -1):
-                if self._rows[i].run.id not in keep:
-                    self.beginRemoveRows(QModelIndex(), i, i)
-                    self._rendered.pop(self._rows[i].run.id, None)
-                    del self._rows[i]
-                    self.endRemoveRows()
-            self._index = {r.run.id: i for i, r in enumerate(self._rows)}
+            self._remove_missing({r.run.id for r in rows})
         new: list[RunRow] = []
         changed: list[int] = []
         for row in rows:
@@ -303,6 +296,27 @@ class RunListModel(FlatTableModel[RunRow]):
                 self._rows.append(row)
                 self._index[row.run.id] = start + offset
             self.endInsertRows()
+
+    def _remove_missing(self, keep: set[str]) -> None:
+        """Remove the rows whose run is not in ``keep``, one signal per contiguous span.
+
+        Retention archives runs a hundred at a time; removing them row by row made the
+        sorting proxy and the view redo their bookkeeping a hundred times in one go.
+        """
+        gone = [i for i, r in enumerate(self._rows) if r.run.id not in keep]
+        spans: list[tuple[int, int]] = []
+        for i in gone:
+            if spans and spans[-1][1] == i - 1:
+                spans[-1] = (spans[-1][0], i)
+            else:
+                spans.append((i, i))
+        for first, last in reversed(spans):  # from the end: earlier indexes stay valid
+            self.beginRemoveRows(QModelIndex(), first, last)
+            for row in self._rows[first : last + 1]:
+                self._rendered.pop(row.run.id, None)
+            del self._rows[first : last + 1]
+            self.endRemoveRows()
+        self._index = {r.run.id: i for i, r in enumerate(self._rows)}
 
     def refresh_times(self) -> None:
         """Re-render the relative times (``5m ago``) as the clock moves."""
