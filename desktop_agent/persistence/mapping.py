@@ -1,8 +1,9 @@
 """Row ⇄ domain mapping. Rows are read as SQLAlchemy ``Row`` mappings, never handed out.
 
-Columns are read by the declared :class:`~sqlalchemy.schema.Column` objects of
-:mod:`desktop_agent.persistence.tables` (``r[runs.c.goal]``), so rows must come from
-statements that select those columns (``select(runs)``). Values are written by column name:
+Columns are read by the names the declaration of :mod:`desktop_agent.persistence.tables`
+gives them (``r[_RUNS.goal]``, a name taken from ``runs.c``), so rows must come from
+single-table statements that select those columns (``select(runs)``). Values are written
+by column name:
 SQLAlchemy's ``values()`` and the journal's own rendering
 (:func:`~desktop_agent.persistence.compiled.render`) refuse a name the table does not have.
 Either way a column renamed in the declaration breaks these functions in the tests, never
@@ -12,9 +13,10 @@ in silence.
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 from typing import Any
 
-from sqlalchemy import RowMapping
+from sqlalchemy import RowMapping, Table
 
 from desktop_agent.domain import (
     JSON,
@@ -39,6 +41,26 @@ from desktop_agent.domain import (
 from desktop_agent.persistence.tables import approvals, commands, run_events, runs, steps, workers
 
 
+def _names(table: Table) -> SimpleNamespace:
+    """A table's column names as attributes (``_names(runs).goal == "goal"``).
+
+    Rows are read by name, a plain lookup in the row's key map: the run list maps hundreds
+    of rows per poll, and a lookup by ``Column`` object costs several times as much. The
+    names come from the declaration, so one the table lacks fails as an AttributeError
+    wherever it is read, never as a silent None. Only for single-table selects, where no
+    name is ambiguous.
+    """
+    return SimpleNamespace(**{column.key: column.key for column in table.c})
+
+
+_RUNS = _names(runs)
+_STEPS = _names(steps)
+_APPROVALS = _names(approvals)
+_COMMANDS = _names(commands)
+_EVENTS = _names(run_events)
+_WORKERS = _names(workers)
+
+
 def dumps(value: JSON) -> str | None:
     """JSON text for a column (None stays NULL)."""
     if value is None:
@@ -55,7 +77,7 @@ def loads(text: str | None) -> JSON:
 
 def run_from_row(r: RowMapping) -> Run:
     """Map a ``runs`` row."""
-    c = runs.c
+    c = _RUNS
     return Run(
         id=r[c.id],
         goal=r[c.goal],
@@ -105,7 +127,7 @@ def salvage_of(salvaged: str | None) -> tuple[tuple[str, ...], Usage, float]:
 
 def step_from_row(r: RowMapping) -> Step:
     """Map a ``steps`` row."""
-    c = steps.c
+    c = _STEPS
     texts, spent, spent_usd = salvage_of(r[c.salvaged])
     return Step(
         run_id=r[c.run_id],
@@ -133,7 +155,7 @@ def step_from_row(r: RowMapping) -> Step:
 
 def approval_from_row(r: RowMapping) -> Approval:
     """Map an ``approvals`` row."""
-    c = approvals.c
+    c = _APPROVALS
     return Approval(
         id=r[c.id],
         run_id=r[c.run_id],
@@ -174,7 +196,7 @@ def approval_values(a: Approval) -> dict[str, Any]:
 
 def command_from_row(r: RowMapping) -> Command:
     """Map a ``commands`` row."""
-    c = commands.c
+    c = _COMMANDS
     return Command(
         id=r[c.id],
         run_id=r[c.run_id],
@@ -188,7 +210,7 @@ def command_from_row(r: RowMapping) -> Command:
 
 def event_from_row(r: RowMapping) -> RunEvent:
     """Map a ``run_events`` row."""
-    c = run_events.c
+    c = _EVENTS
     return RunEvent(
         id=r[c.id],
         run_id=r[c.run_id],
@@ -202,7 +224,7 @@ def event_from_row(r: RowMapping) -> RunEvent:
 
 def worker_from_row(r: RowMapping) -> WorkerInfo:
     """Map a ``workers`` row."""
-    c = workers.c
+    c = _WORKERS
     return WorkerInfo(
         id=r[c.id],
         host=r[c.host],

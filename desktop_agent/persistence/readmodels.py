@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from sqlalchemy import and_, or_, select
+from sqlalchemy import and_, bindparam, or_, select
 
 from desktop_agent.domain import Run, RunStatus, StepStatus
 from desktop_agent.persistence.db import Database
@@ -24,16 +24,19 @@ PLAN_TOOL = "update_plan"
 """The control tool whose output holds the agent's plan."""
 
 
+_RUNS_SINCE = (
+    select(runs)
+    .where(or_(runs.c.updated_at >= bindparam("since"), runs.c.status == str(RunStatus.RUNNING)))
+    .order_by(runs.c.created_at.desc())
+    .limit(bindparam("n"))
+)
+"""Built once: the window's run list asks several times a second."""
+
+
 def runs_since(db: Database, since: float, limit: int) -> list[Run]:
     """Runs updated at or after ``since``, and every running run; newest first."""
-    stmt = (
-        select(runs)
-        .where(or_(runs.c.updated_at >= since, runs.c.status == str(RunStatus.RUNNING)))
-        .order_by(runs.c.created_at.desc())
-        .limit(limit)
-    )
     with db.read() as conn:
-        rows = conn.execute(stmt).mappings().all()
+        rows = conn.execute(_RUNS_SINCE, {"since": since, "n": limit}).mappings().all()
     return [run_from_row(r) for r in rows]
 
 
@@ -96,10 +99,15 @@ _TIMELINE = select(*(steps.c[name] for name in TimelineRow._fields))
 """The columns of :class:`TimelineRow`, in its order."""
 
 
+_TIMELINE_FROM = _TIMELINE.where(
+    steps.c.run_id == bindparam("run_id"), steps.c.seq >= bindparam("from_seq")
+).order_by(steps.c.seq)
+"""Built once: the window reads the selected run's new steps several times a second."""
+
+
 def timeline_rows(db: Database, run_id: str, from_seq: int = 1) -> list[TimelineRow]:
     """The run's steps ``from_seq`` onwards, in order."""
-    stmt = _TIMELINE.where(steps.c.run_id == run_id, steps.c.seq >= from_seq).order_by(steps.c.seq)
     with db.read() as conn:
-        rows = conn.execute(stmt).all()
+        rows = conn.execute(_TIMELINE_FROM, {"run_id": run_id, "from_seq": from_seq}).all()
     make = TimelineRow._make
     return [make(r) for r in rows]
