@@ -16,7 +16,7 @@ What the client may depend on, and why:
 - ``persistence``, through its store and query classes (``SqlStore``, ``DecisionQueries``,
   ``ScheduleStore``, archives, backups): the database is the control plane, and the client
   only reads state and writes command rows there. It writes no SQL of its own and imports
-  neither SQLAlchemy nor SQLModel: the run list, timeline and scheduling views read
+  no SQLAlchemy: the run list, timeline and scheduling views read
   through ``persistence.readmodels`` and ``persistence.scheduling_readmodels``.
 - ``config``, ``secrets`` and ``procs``: settings beside the database, and starting a
   background worker (:func:`desktop_agent.procs.spawn_worker`, the one place that does).

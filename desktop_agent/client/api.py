@@ -111,6 +111,22 @@ class RunSpecOptions(TypedDict, total=False):
     count_waiting_time: bool
 
 
+def prepare_workspace(workspace: str | Path) -> Path:
+    """The absolute folder of a run's workspace, created if missing.
+
+    Raises:
+        InvalidInputError: the path is a file, or the folder cannot be created.
+    """
+    path = Path(workspace).expanduser().absolute()
+    if path.exists() and not path.is_dir():
+        raise InvalidInputError(f"workspace {path} is a file, not a folder")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InvalidInputError(f"cannot create workspace {path}: {exc.strerror}") from None
+    return path
+
+
 class Client:
     """Client API over one database.
 
@@ -230,16 +246,8 @@ class Client:
 
     def _workspace(self, workspace: str | Path | None, run_id: str) -> Path:
         if workspace is None:
-            path = self.db_path.parent / "workspaces" / run_id
-        else:
-            path = Path(workspace).expanduser().absolute()
-        if path.exists() and not path.is_dir():
-            raise InvalidInputError(f"workspace {path} is a file, not a folder")
-        try:
-            path.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise InvalidInputError(f"cannot create workspace {path}: {exc.strerror}") from None
-        return path
+            return prepare_workspace(self.db_path.parent / "workspaces" / run_id)
+        return prepare_workspace(workspace)
 
     def runs(
         self,

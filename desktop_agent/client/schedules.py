@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from desktop_agent.client.api import Client
+from desktop_agent.client.api import Client, prepare_workspace
 from desktop_agent.domain.errors import InvalidInputError
 from desktop_agent.domain.scheduling import (
     Batch,
@@ -99,14 +99,7 @@ class Scheduling:
         )
         workspace = None
         if opts.workspace is not None:
-            path = Path(opts.workspace).expanduser().absolute()
-            if path.exists() and not path.is_dir():
-                raise InvalidInputError(f"workspace {path} is a file, not a folder")
-            try:
-                path.mkdir(parents=True, exist_ok=True)
-            except OSError as exc:
-                raise InvalidInputError(f"cannot create workspace {path}: {exc.strerror}") from None
-            workspace = str(path)
+            workspace = str(prepare_workspace(opts.workspace))
         return RunTemplate(goal=goal, spec=spec, budget=budget, workspace=workspace)
 
     # ------------------------------------------------------------------ schedules

@@ -28,6 +28,7 @@ from desktop_agent.domain.scheduling import (
     ItemStatus,
     Schedule,
     StuckRun,
+    cron_weekdays,
 )
 from desktop_agent.domain.units import format_duration
 from desktop_agent.persistence import scheduling_readmodels
@@ -255,7 +256,6 @@ class SchedulingTracker:
 
 
 _DAYS = ("Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday")
-_DAY_ABBR = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
 
 
 def _cap(text: str) -> str:
@@ -276,34 +276,15 @@ def interval_words(seconds: float) -> str:
     return f"every {format_duration(seconds)}"
 
 
-def _day(token: str) -> int | None:
-    token = token.lower()
-    if token.isdigit():
-        n = int(token)
-        return n % 7 if 0 <= n <= 7 else None
-    return _DAY_ABBR.index(token[:3]) if token[:3] in _DAY_ABBR else None
-
-
 def _days_words(field: str) -> str | None:
     if field == "*":
         return "every day"
-    days: list[int] = []
-    for part in field.split(","):
-        if "-" in part:
-            a, b = part.split("-", 1)
-            first, last = _day(a), _day(b)
-            if first is None or last is None:
-                return None
-            if last == 0 and b != "0":  # 5-7: Friday to Sunday
-                last = 7
-            if last < first:
-                return None
-            days.extend(d % 7 for d in range(first, last + 1))
-        else:
-            d = _day(part)
-            if d is None:
-                return None
-            days.append(d)
+    if "/" in field:
+        return None  # steps are shown as written
+    try:
+        days = cron_weekdays(field)
+    except ValueError:
+        return None
     chosen = sorted(set(days), key=lambda d: (d + 6) % 7)  # Monday first
     if chosen == [1, 2, 3, 4, 5]:
         return "on weekdays"

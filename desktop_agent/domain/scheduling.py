@@ -7,6 +7,7 @@ them, the run is built from a :class:`RunTemplate`.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -331,3 +332,58 @@ class StuckRun:
     last_progress_at: float
     flagged_at: float
     message: str
+
+
+# --------------------------------------------------------------------------- crontab days
+
+DAY_ABBREVIATIONS = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
+"""Crontab's day names, in its numbering: 0 (or 7) is Sunday."""
+
+_DOW_TOKEN = re.compile(r"^(\*|[a-z0-9]+(?:-[a-z0-9]+)?)(?:/(\d+))?$")
+
+
+def _day_number(text: str) -> int:
+    if text.isdigit():
+        n = int(text)
+        if not 0 <= n <= 7:
+            raise ValueError(f"day of week {n} is not between 0 and 7")
+        return n % 7
+    if text[:3] in DAY_ABBREVIATIONS and len(text) >= 3:
+        return DAY_ABBREVIATIONS.index(text[:3])
+    raise ValueError(f"unknown day of week {text!r}")
+
+
+def cron_weekdays(field: str) -> set[int]:
+    """The days a classic crontab day-of-week field names (0 is Sunday, 6 Saturday).
+
+    One reading for the scheduler, which hands the days to APScheduler, and for the views,
+    which put them in words.
+
+    Args:
+        field: e.g. ``*``, ``1-5``, ``0,6``, ``*/2``, ``mon-fri``, ``5-7`` (Friday to Sunday).
+
+    Raises:
+        ValueError: the field is not a valid day-of-week field.
+    """
+    days: set[int] = set()
+    for token in field.lower().split(","):
+        match = _DOW_TOKEN.match(token.strip())
+        if not match:
+            raise ValueError(f"invalid day-of-week field {field!r}")
+        span, step_text = match.groups()
+        step = int(step_text) if step_text else 1
+        if step < 1:
+            raise ValueError("a step must be at least 1")
+        if span == "*":
+            first, last = 0, 6
+        elif "-" in span:
+            a, b = span.split("-", 1)
+            first, last = _day_number(a), _day_number(b)
+            if b.isdigit() and int(b) == 7:
+                last = 7  # ``5-7`` is Friday to Sunday
+        else:
+            first = last = _day_number(span)
+        if last < first:
+            raise ValueError(f"day-of-week range {span!r} runs backwards")
+        days.update(d % 7 for d in range(first, last + 1, step))
+    return days

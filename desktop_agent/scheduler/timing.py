@@ -15,33 +15,19 @@ reading; classic cron fires when either matches).
 from __future__ import annotations
 
 import math
-import re
 from datetime import UTC, datetime, tzinfo
 
 from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 
 from desktop_agent.domain.errors import InvalidInputError
-from desktop_agent.domain.scheduling import Schedule
+from desktop_agent.domain.scheduling import DAY_ABBREVIATIONS, Schedule, cron_weekdays
 
 CRON_HELP = "five fields 'minute hour day-of-month month day-of-week', e.g. '0 9 * * 1-5'"
 
-_DAY_NAMES = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
-_DOW_TOKEN = re.compile(r"^(\*|[a-z0-9]+(?:-[a-z0-9]+)?)(?:/(\d+))?$")
 
 MAX_CATCH_UP = 10_000
 """Missed firings counted one by one at most; beyond that a firing handles 'now'."""
-
-
-def _day_number(text: str) -> int:
-    if text.isdigit():
-        n = int(text)
-        if not 0 <= n <= 7:
-            raise ValueError(f"day of week {n} is not between 0 and 7")
-        return n % 7
-    if text[:3] in _DAY_NAMES and len(text) >= 3:
-        return _DAY_NAMES.index(text[:3])
-    raise ValueError(f"unknown day of week {text!r}")
 
 
 def crontab_weekdays(field: str) -> str:
@@ -56,31 +42,11 @@ def crontab_weekdays(field: str) -> str:
     Raises:
         ValueError: the field is not a valid day-of-week field.
     """
-    days: set[int] = set()
-    for token in field.lower().split(","):
-        match = _DOW_TOKEN.match(token.strip())
-        if not match:
-            raise ValueError(f"invalid day-of-week field {field!r}")
-        span, step_text = match.groups()
-        step = int(step_text) if step_text else 1
-        if step < 1:
-            raise ValueError("a step must be at least 1")
-        if span == "*":
-            first, last = 0, 6
-        elif "-" in span:
-            a, b = span.split("-", 1)
-            first, last = _day_number(a), _day_number(b)
-            if b.isdigit() and int(b) == 7:
-                last = 7  # ``5-7`` is Friday to Sunday
-        else:
-            first = last = _day_number(span)
-        if last < first:
-            raise ValueError(f"day-of-week range {span!r} runs backwards")
-        days.update(d % 7 for d in range(first, last + 1, step))
+    days = cron_weekdays(field)
     if len(days) == 7:
         return "*"
     order = [1, 2, 3, 4, 5, 6, 0]
-    return ",".join(_DAY_NAMES[d] for d in order if d in days)
+    return ",".join(DAY_ABBREVIATIONS[d] for d in order if d in days)
 
 
 def parse_crontab(expr: str, timezone: str = "") -> CronTrigger:
