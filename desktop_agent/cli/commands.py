@@ -24,7 +24,6 @@ from desktop_agent.cli.output import (
     EXIT_OK,
     EXIT_USAGE,
     Out,
-    clip,
     echo,
     event_json,
     event_line,
@@ -40,6 +39,7 @@ from desktop_agent.cli.output import (
     usd,
 )
 from desktop_agent.client.messages import note_delivery, plain_error
+from desktop_agent.client.stepkinds import clip
 from desktop_agent.domain import (
     ApprovalState,
     Run,

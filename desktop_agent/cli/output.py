@@ -189,12 +189,6 @@ def step_line(step: Step) -> str:
     return f"[{step.seq:>4}] {mark} {step.kind:<11} {what}{tail}"
 
 
-def clip(text: str, n: int) -> str:
-    """``text`` on one line, cut to ``n`` characters with an ellipsis."""
-    text = " ".join(text.split())
-    return text if len(text) <= n else text[: n - 1] + "…"
-
-
 def exit_code(run: Run) -> int:
     """Exit code for a run that ended or waits (a stopped run waits to be resumed)."""
     if run.status == RunStatus.COMPLETED:

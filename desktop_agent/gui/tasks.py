@@ -16,8 +16,8 @@ from __future__ import annotations
 import concurrent.futures
 import itertools
 import logging
-import threading
 from collections.abc import Callable
+from concurrent.futures import Future
 from typing import Any
 
 from PySide6.QtCore import QObject, Signal, Slot
@@ -75,11 +75,10 @@ class TaskRunner(QObject):
     def __init__(self, threads: int = 2, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self._pool = concurrent.futures.ThreadPoolExecutor(threads, "gui-task")
-        self._running: set[concurrent.futures.Future[None]] = set()
-        self._lock = threading.Lock()
         self._relay = _Relay(self)
         self._relay.settled.connect(self._on_relay_settled)
-        self._pending: dict[int, tuple[Done | None, Failed | None]] = {}
+        self._pending: dict[int, tuple[Done | None, Failed | None, Future[None]]] = {}
+        """Callbacks and future of each task until its outcome is delivered (GUI thread only)."""
         self._keys = itertools.count()
         self._closed = False
 
@@ -90,15 +89,8 @@ class TaskRunner(QObject):
         if self._closed:
             return
         key = next(self._keys)
-        self._pending[key] = (on_done, on_error)
-        future = self._pool.submit(_run, fn, key, self._relay)
-        with self._lock:
-            self._running.add(future)
-        future.add_done_callback(self._forget)
-
-    def _forget(self, future: concurrent.futures.Future[None]) -> None:
-        with self._lock:
-            self._running.discard(future)
+        # The outcome comes back through the event loop, so never before this returns.
+        self._pending[key] = (on_done, on_error, self._pool.submit(_run, fn, key, self._relay))
 
     @Slot(object)
     def _on_relay_settled(self, outcome: tuple[int, bool, Any]) -> None:
@@ -106,7 +98,7 @@ class TaskRunner(QObject):
         callbacks = self._pending.pop(key, None)
         if callbacks is None or self._closed:
             return
-        on_done, on_error = callbacks
+        on_done, on_error, _ = callbacks
         if ok:
             if on_done is not None:
                 on_done(value)
@@ -122,17 +114,14 @@ class TaskRunner(QObject):
 
     @property
     def busy(self) -> bool:
-        """Whether tasks are queued or running."""
-        with self._lock:
-            running = bool(self._running)
-        return running or bool(self._pending)
+        """Whether tasks are queued or running (a task is pending until it is delivered)."""
+        return bool(self._pending)
 
     def wait(self, msecs: int = -1) -> bool:
         """Block until every task finished (tests and shutdown only); False on timeout."""
-        with self._lock:
-            running = list(self._running)
+        futures = [f for _, _, f in self._pending.values()]
         timeout = None if msecs < 0 else msecs / 1000
-        _, left = concurrent.futures.wait(running, timeout)
+        _, left = concurrent.futures.wait(futures, timeout)
         return not left
 
     @Slot()
