@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from desktop_agent import config
+from desktop_agent.cli import desktop_entry
 from desktop_agent.cli import scheduling as cli_scheduling
 from desktop_agent.cli.output import (
     EXIT_OK,
@@ -179,6 +180,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("action", choices=["set", "status", "delete"])
 
     cli_scheduling.add_parsers(add, common)
+    desktop_entry.add_parser(add)
     add("gui", "start the desktop app")
     return parser
 
@@ -665,6 +667,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, Out], int]] = {
     "resolve": cmd_resolve,
     "key": cmd_key,
     "gui": cmd_gui,
+    "install-desktop-entry": desktop_entry.cmd,
     **cli_scheduling.COMMANDS,
 }
 
