@@ -6,6 +6,7 @@ import gc
 import logging
 import sys
 import traceback
+from functools import partial
 from pathlib import Path
 from types import TracebackType
 
@@ -17,6 +18,7 @@ from desktop_agent.client.api import Client
 from desktop_agent.crashlog import AppSession
 from desktop_agent.domain.errors import DesktopAgentError, KnownError, plain_error
 from desktop_agent.gui import resources
+from desktop_agent.gui.single_instance import SingleInstance, bring_to_front
 
 log = logging.getLogger(__name__)
 
@@ -79,14 +81,37 @@ def settle_memory() -> None:
 
 
 def main(db_path: Path, *, spawn_workers: bool = True) -> int:
-    """Open the database at ``db_path`` and run the app until it quits; returns the exit code."""
+    """Open the database at ``db_path`` and run the app until it quits; returns the exit code.
+
+    When an app already runs on the same data folder, it is brought to the front instead
+    and this one exits with 0 after saying so on stderr.
+    """
+    app = create_app()
+    folder = db_path.expanduser().absolute().parent
+    instance = SingleInstance(folder)
+    # Before the session marker: a launch that only brings the running app to the front
+    # must neither write a marker nor consume the markers its crash report is made of.
+    if not instance.claim():
+        print(
+            f"desktop-agent is already running for {folder}; brought its window to the front",
+            file=sys.stderr,
+            flush=True,
+        )
+        return 0
+    try:
+        return _run(app, db_path, instance, spawn_workers=spawn_workers)
+    finally:
+        instance.close()
+
+
+def _run(app: QApplication, db_path: Path, instance: SingleInstance, *, spawn_workers: bool) -> int:
+    """The app's session: the window over the database, until the app quits."""
     from desktop_agent.gui.mainwindow import MainWindow
 
     # First of all, so that a fatal error anywhere after this leaves its traceback.
     session = AppSession(config.log_dir(db_path))
     previous = session.start()
     try:
-        app = create_app()
         _install_excepthook(app)
         try:
             client = Client(db_path)
@@ -96,6 +121,7 @@ def main(db_path: Path, *, spawn_workers: bool = True) -> int:
         # With a tray icon the app lives on after the window closes; "Quit everything" ends it.
         app.setQuitOnLastWindowClosed(not QSystemTrayIcon.isSystemTrayAvailable())
         window = MainWindow(client, spawn_workers=spawn_workers)
+        instance.activate_requested.connect(partial(bring_to_front, window))
         window.show()
         if previous is not None:
             window.show_previous_crash(previous)
