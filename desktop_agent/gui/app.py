@@ -18,6 +18,7 @@ from desktop_agent.client.api import Client
 from desktop_agent.crashlog import AppSession
 from desktop_agent.domain.errors import DesktopAgentError, KnownError, plain_error
 from desktop_agent.gui import resources
+from desktop_agent.gui.palette import apply_palette
 from desktop_agent.gui.single_instance import SingleInstance, bring_to_front
 
 log = logging.getLogger(__name__)
@@ -120,6 +121,8 @@ def _run(app: QApplication, db_path: Path, instance: SingleInstance, *, spawn_wo
             return 2
         # With a tray icon the app lives on after the window closes; "Quit everything" ends it.
         app.setQuitOnLastWindowClosed(not QSystemTrayIcon.isSystemTrayAvailable())
+        if client.settings.palette != "system":  # the system's is what Qt starts with
+            apply_palette(client.settings.palette)
         window = MainWindow(client, spawn_workers=spawn_workers)
         instance.activate_requested.connect(partial(bring_to_front, window))
         window.show()

@@ -1,8 +1,9 @@
 """Colors, labels and icon names for statuses, and step kinds' colors, for light and dark.
 
 Colors come in pairs (light, dark): the dark variant is lighter so that it stays readable
-on a dark background. ``is_dark`` decides from the palette actually in use, so the app
-follows the system's color scheme without a setting of its own. A step kind's pair, label
+on a dark background. ``is_dark`` decides from the palette actually in use, so the
+colors follow the system's scheme, or the one chosen in View ▸ Palette
+(:mod:`desktop_agent.gui.palette`). A step kind's pair, label
 and icon are in its description (:mod:`desktop_agent.client.stepkinds`), shared with the
 CLI; this module only turns the pair into a ``QColor``.
 """
@@ -109,28 +110,72 @@ def needs_user(run: Run) -> bool:
 
 
 def dark_palette() -> QPalette:
-    """A dark palette for the Fusion style (used for dark screenshots and checks)."""
+    """A dark palette for the Fusion style (View ▸ Palette ▸ Dark, and dark screenshots)."""
+    return _palette(
+        {
+            "window": "#2b2d30",
+            "text": "#dfe1e5",
+            "base": "#1e1f22",
+            "alternate": "#25272a",
+            "placeholder": "#8c9096",
+            "button": "#35373b",
+            "bright": "#ff7b72",
+            "highlight": "#2f65ca",
+            "link": "#64a8f0",
+            "mid": "#4a4d52",
+            "dark": "#18191b",
+            "light": "#45484d",
+            "midlight": "#3c3f44",
+            "disabled": "#6f737a",
+        }
+    )
+
+
+def light_palette() -> QPalette:
+    """A light palette for the Fusion style (View ▸ Palette ▸ Light), whatever the desktop's."""
+    return _palette(
+        {
+            "window": "#efefef",
+            "text": "#1f2328",
+            "base": "#ffffff",
+            "alternate": "#f5f6f7",
+            "placeholder": "#6e7781",
+            "button": "#e8e8e8",
+            "bright": "#c62828",
+            "highlight": "#2f65ca",
+            "link": "#1565c0",
+            "mid": "#b8b8b8",
+            "dark": "#a0a0a0",
+            "light": "#ffffff",
+            "midlight": "#f7f7f7",
+            "disabled": "#8c959f",
+        }
+    )
+
+
+def _palette(c: dict[str, str]) -> QPalette:
+    """Every color role of a palette, from a few named colors (one scheme for both)."""
     pal = QPalette()
-    base, window, text = QColor("#1e1f22"), QColor("#2b2d30"), QColor("#dfe1e5")
+    base, window, text = QColor(c["base"]), QColor(c["window"]), QColor(c["text"])
     roles = {
         QPalette.ColorRole.Window: window,
         QPalette.ColorRole.WindowText: text,
         QPalette.ColorRole.Base: base,
-        QPalette.ColorRole.AlternateBase: QColor("#25272a"),
+        QPalette.ColorRole.AlternateBase: QColor(c["alternate"]),
         QPalette.ColorRole.ToolTipBase: window,
         QPalette.ColorRole.ToolTipText: text,
-        QPalette.ColorRole.PlaceholderText: QColor("#8c9096"),
+        QPalette.ColorRole.PlaceholderText: QColor(c["placeholder"]),
         QPalette.ColorRole.Text: text,
-        QPalette.ColorRole.Button: QColor("#35373b"),
+        QPalette.ColorRole.Button: QColor(c["button"]),
         QPalette.ColorRole.ButtonText: text,
-        QPalette.ColorRole.BrightText: QColor("#ff7b72"),
-        QPalette.ColorRole.Highlight: QColor("#2f65ca"),
+        QPalette.ColorRole.BrightText: QColor(c["bright"]),
+        QPalette.ColorRole.Highlight: QColor(c["highlight"]),
         QPalette.ColorRole.HighlightedText: QColor("#ffffff"),
-        QPalette.ColorRole.Link: QColor("#64a8f0"),
-        QPalette.ColorRole.Mid: QColor("#4a4d52"),
-        QPalette.ColorRole.Dark: QColor("#18191b"),
-        QPalette.ColorRole.Light: QColor("#45484d"),
-        QPalette.ColorRole.Midlight: QColor("#3c3f44"),
+        QPalette.ColorRole.Link: QColor(c["link"]),
+        QPalette.ColorRole.Mid: QColor(c["mid"]),
+        QPalette.ColorRole.Dark: QColor(c["dark"]),
+        QPalette.ColorRole.Light: QColor(c["light"]),
+        QPalette.ColorRole.Midlight: QColor(c["midlight"]),
         QPalette.ColorRole.Shadow: QColor("#000000"),
     }
     for role, color in roles.items():
@@ -140,5 +185,5 @@ def dark_palette() -> QPalette:
         QPalette.ColorRole.Text,
         QPalette.ColorRole.ButtonText,
     ):
-        pal.setColor(QPalette.ColorGroup.Disabled, role, QColor("#6f737a"))
+        pal.setColor(QPalette.ColorGroup.Disabled, role, QColor(c["disabled"]))
     return pal
