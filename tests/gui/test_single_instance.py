@@ -6,6 +6,7 @@ the last one starts the real app twice, in processes of its own.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -213,3 +214,5 @@ def test_a_second_app_on_the_same_folder_exits_and_the_first_runs_on(db_path: Pa
         if first.poll() is None:
             os.kill(first.pid, signal.SIGTERM)
         first.wait(timeout=30)
+        with contextlib.suppress(FileNotFoundError):  # SIGTERM left its socket behind
+            os.unlink(_socket_path(db_path.parent))
