@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from desktop_agent import config
 from desktop_agent.cli import desktop_entry
 from desktop_agent.cli import scheduling as cli_scheduling
+from desktop_agent.cli import search as cli_search
 from desktop_agent.cli.output import (
     EXIT_OK,
     EXIT_USAGE,
@@ -180,6 +181,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("action", choices=["set", "status", "delete"])
 
     cli_scheduling.add_parsers(add, common)
+    cli_search.add_parsers(add)
     desktop_entry.add_parser(add)
     add("gui", "start the desktop app")
     return parser
@@ -669,6 +671,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, Out], int]] = {
     "gui": cmd_gui,
     "install-desktop-entry": desktop_entry.cmd,
     **cli_scheduling.COMMANDS,
+    **cli_search.COMMANDS,
 }
 
 

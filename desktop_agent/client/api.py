@@ -33,8 +33,10 @@ from desktop_agent.domain.errors import InvalidInputError, InvalidStateError, No
 from desktop_agent.engine.edits import edit_problem
 from desktop_agent.engine.ports import CancelToken, SystemClock, ToolContext
 from desktop_agent.llm.pricing import MODELS
+from desktop_agent.persistence import search as search_index
 from desktop_agent.persistence.db import Database, DbSettings
 from desktop_agent.persistence.decisions import Decision, DecisionQueries
+from desktop_agent.persistence.search import SearchFilters, SearchHit, fts_query
 from desktop_agent.persistence.store import SqlStore
 from desktop_agent.tools.registry import ToolRegistry, default_tools
 
@@ -393,6 +395,24 @@ class Client:
             raise InvalidStateError(f"run {run.id} does not need attention (it is {run.status})")
         self._store.add_command(run.id, CommandKind.RESOLVE, {"action": action})
         return run
+
+    # ------------------------------------------------------------------ search
+
+    def search(
+        self, query: str, filters: SearchFilters | None = None, limit: int = 50
+    ) -> list[SearchHit]:
+        """Steps, goals and approvals matching ``query``, best first (archived runs too).
+
+        What was recorded since the last search is indexed first (a few thousand steps a
+        second, in short transactions). See :mod:`desktop_agent.persistence.search` for
+        the query syntax.
+
+        Raises:
+            InvalidInputError: the query cannot be read, or the database cannot search.
+        """
+        fts_query(query)  # a bad query is refused before any indexing
+        search_index.catch_up(self._db)
+        return search_index.search(self._db, query, filters or SearchFilters(), limit)
 
     # ------------------------------------------------------------------ approvals
 

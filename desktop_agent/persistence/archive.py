@@ -13,7 +13,6 @@ import contextlib
 import gzip
 import json
 import os
-import re
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -26,9 +25,11 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import OperationalError
 
 from desktop_agent.domain.errors import InvalidInputError, StorageError
+from desktop_agent.persistence import search
 from desktop_agent.persistence.db import Database
 from desktop_agent.persistence.files import fsync_dir
 from desktop_agent.persistence.mapping import loads
+from desktop_agent.persistence.redaction import redact
 from desktop_agent.persistence.scheduling_rows import TERMINAL, sync_items
 from desktop_agent.persistence.tables import (
     approvals,
@@ -65,7 +66,6 @@ _OF_RUNS: tuple[Column[str], ...] = (
 
 _COUNTED = (runs, steps, approvals, commands, schedules, batch_items, watches)
 """Tables whose row counts :func:`db_info` reports."""
-_KEY_LIKE = re.compile(r"sk-ant-[A-Za-z0-9_\-]{8,}")
 ARCHIVE_FORMAT = "desktop-agent-archive-1"
 CHUNK = 200
 """Runs per read-and-delete round, to bound memory."""
@@ -105,17 +105,6 @@ class DbInfo:
     revision: str | None
     rows: dict[str, int]
     runs_by_status: dict[str, int]
-
-
-def redact(value: Any) -> Any:
-    """``value`` with every string that looks like an Anthropic API key replaced."""
-    if isinstance(value, str):
-        return _KEY_LIKE.sub("[redacted]", value)
-    if isinstance(value, list):
-        return [redact(v) for v in value]
-    if isinstance(value, dict):
-        return {k: redact(v) for k, v in value.items()}
-    return value
 
 
 class Archiver:
@@ -159,6 +148,9 @@ class Archiver:
                 tmp.unlink()
             raise StorageError(f"cannot write the archive {path}: {exc.strerror}") from None
         fsync_dir(path.parent)
+        # Archived runs stay searchable: their text is indexed (in short transactions)
+        # before their rows go, and whatever is left in the transaction that removes them.
+        search.catch_up(self.db, ids)
         for start in range(0, len(ids), CHUNK):
             self._delete(ids[start : start + CHUNK])
         return ArchiveResult(path, ids)
@@ -220,6 +212,9 @@ class Archiver:
             with self.db.write() as conn:
                 # Batch items keep their final status once their run is gone.
                 conn.execute(sync_items(self.now()))
+                if search.available(self.db):
+                    search.catch_up_runs(conn, ids)
+                    search.mark_archived(conn, ids)
                 for key in _OF_RUNS:
                     conn.execute(delete(key.table).where(key.in_(list(ids))))
         except OperationalError as exc:

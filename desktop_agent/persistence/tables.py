@@ -301,3 +301,41 @@ run_alerts = Table(
     _time("cleared_at", nullable=True),
 )
 """Something wrong with a run that is not a status: for now, a stuck run."""
+
+# --------------------------------------------------------------------------- search
+# Migration 0004. The full-text index itself (``search_fts``, an FTS5 virtual table over
+# ``search_docs.body``, and its triggers) is SQLite DDL that Core does not declare; see
+# :mod:`desktop_agent.persistence.search`.
+
+search_docs = Table(
+    "search_docs",
+    metadata,
+    Column("id", Integer(), primary_key=True, autoincrement=True),
+    Column("run_id", String(64), nullable=False),
+    Column("seq", Integer(), nullable=False),
+    Column("source", String(16), nullable=False),
+    Column("kind", String(32), nullable=False),
+    _text("tool", ""),
+    _time("at"),
+    _text("body"),
+    Index("ix_search_docs_run_id_seq", "run_id", "seq"),
+)
+"""The searchable text of a step, a run's goal or an approval (kept after archiving)."""
+
+search_runs = Table(
+    "search_runs",
+    metadata,
+    Column("run_id", String(64), primary_key=True),
+    _text("goal", ""),
+    _text("title", ""),
+    Column("status", String(32), nullable=False),
+    _text("model", ""),
+    _amount("cost_usd"),
+    Column("schedule_id", String(64)),
+    Column("batch_id", String(64)),
+    _time("created_at"),
+    _count("indexed_seq"),
+    _amount("seen_updated_at"),
+    Column("archived", Boolean(), nullable=False, server_default=false()),
+)
+"""What search filters on, per run (kept after archiving), and how far it is indexed."""
