@@ -2,10 +2,14 @@
 
 Action icons draw with ``currentColor``; they are rendered in the palette's text color, so
 they stay readable in light and dark themes. Status icons carry their own colors.
+
+The ``resources`` folder lives at the top of the source tree and ships inside the wheel as
+``desktop_agent/resources`` (pyproject.toml maps it into the package).
 """
 
 from __future__ import annotations
 
+import importlib.resources
 import logging
 import os
 import sys
@@ -22,16 +26,27 @@ RESOURCES_ENV = "DESKTOP_AGENT_RESOURCES"
 _SIZES = (16, 20, 24, 32, 48, 64)
 
 
+def _installed() -> Path | None:
+    """``resources`` inside the installed package, when it is a folder on disk.
+
+    Asked first: beside an installed package, ``<site-packages>/../resources`` is not ours
+    and could be any folder of that name. Icons are handed to Qt by path, so a package
+    imported from a zip (no folder on disk) does not count.
+    """
+    root = importlib.resources.files("desktop_agent") / "resources"
+    return root if isinstance(root, Path) else None
+
+
 def _candidates() -> list[Path]:
     found = []
     env = os.environ.get(RESOURCES_ENV)
     if env:
         found.append(Path(env))
-    here = Path(__file__).resolve()
+    installed = _installed()
+    if installed is not None:
+        found.append(installed)
     # A source checkout or editable install: <repo>/resources beside the package.
-    found.append(here.parents[2] / "resources")
-    # An installed copy shipped inside the package, or a PyInstaller bundle.
-    found.append(here.parent / "resources")
+    found.append(Path(__file__).resolve().parents[2] / "resources")
     bundle = getattr(sys, "_MEIPASS", None)
     if bundle:
         found.append(Path(bundle) / "resources")
