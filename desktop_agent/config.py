@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import types
 import typing
@@ -23,6 +24,10 @@ from desktop_agent.domain.errors import InvalidInputError
 APP_NAME = "desktop-agent"
 DB_ENV = "DESKTOP_AGENT_DB"
 DB_FILE = "desktop-agent.db"
+PALETTES = ("system", "light", "dark")
+"""The desktop app's palette choices (``Settings.palette``)."""
+
+log = logging.getLogger(__name__)
 
 
 def default_data_dir() -> Path:
@@ -83,6 +88,8 @@ class Settings:
             file beside the database, and remove them from it (None: keep everything).
         fallback_model: model used after repeated overload (empty: none).
         compaction_threshold: fraction of the context window that triggers compaction.
+        palette: the desktop app's colors: ``system`` (follow the desktop), ``light`` or
+            ``dark``.
     """
 
     default_model: str = "demo"
@@ -118,6 +125,7 @@ class Settings:
     retention_days: float | None = None
     fallback_model: str = ""
     compaction_threshold: float = 0.8
+    palette: str = "system"
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -142,7 +150,16 @@ class Settings:
                     f"settings {path}: {k} = {json.dumps(v)[:60]} is not a valid "
                     f"{str(hints[k]).replace('typing.', '')}; fix or delete the file"
                 )
-        return cls(**{k: v for k, v in data.items() if k in known})
+        settings = cls(**{k: v for k, v in data.items() if k in known})
+        if settings.palette not in PALETTES:  # only looks: not worth refusing to start
+            log.warning(
+                "settings %s: palette %r is not one of %s; using system",
+                path,
+                settings.palette,
+                ", ".join(PALETTES),
+            )
+            settings.palette = "system"
+        return settings
 
     def save(self, db_path: Path) -> None:
         """Write the settings next to ``db_path`` (private file)."""

@@ -61,6 +61,9 @@ SPECS: dict[str, ActionSpec] = {
         "&Follow newest step", "follow", "Ctrl+End", "Keep the newest step in view"
     ),
     "show": ActionSpec("&Show window", "app", "", "Show the main window"),
+    "palette_system": ActionSpec("&System", "", "", "Use the desktop's colors"),
+    "palette_light": ActionSpec("&Light", "", "", "Use light colors"),
+    "palette_dark": ActionSpec("&Dark", "", "", "Use dark colors"),
     "close": ActionSpec("&Close window", "window-close", "Ctrl+W", "Close the window; runs go on"),
     "quit": ActionSpec(
         "&Quit everything…", "quit", "Ctrl+Q", "Quit the app and stop the worker it started"
@@ -101,8 +104,12 @@ MENUS: tuple[tuple[str, tuple[str | None, ...]], ...] = (
     ("&File", ("new_run", "settings", None, "close", "quit")),
     ("&Run", RUN_CONTROLS),
     ("&Approvals", (*APPROVAL_CONTROLS, None, "inbox")),
-    ("&View", ("find", "follow", "refresh")),
+    ("&View", ("find", "follow", "refresh", None, "palette")),
 )
+SUBMENUS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "palette": ("&Palette", ("palette_system", "palette_light", "palette_dark")),
+}
+"""Keys in :data:`MENUS` that open a submenu: its title and actions."""
 
 
 class Actions:
@@ -153,5 +160,10 @@ class Actions:
             for key in keys:
                 if key is None:
                     menu.addSeparator()
+                elif key in SUBMENUS:
+                    sub_title, sub_keys = SUBMENUS[key]
+                    sub = menu.addMenu(sub_title)
+                    for sub_key in sub_keys:
+                        sub.addAction(self[sub_key])
                 else:
                     menu.addAction(self[key])

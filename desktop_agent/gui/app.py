@@ -64,7 +64,8 @@ def create_app(argv: list[str] | None = None) -> QApplication:
     app = QApplication(argv if argv is not None else sys.argv[:1])
     app.setApplicationName("desktop-agent")
     app.setApplicationDisplayName("desktop-agent")
-    app.setDesktopFileName("desktop-agent")
+    # The desktop entry's id: Wayland compositors match the window to its launcher by it.
+    app.setDesktopFileName("io.desktopagent.DesktopAgent")
     app.setWindowIcon(resources.app_icon())
     return app
 

@@ -32,7 +32,7 @@ from desktop_agent.client.views import (
     model_choices,
     tool_catalog,
 )
-from desktop_agent.config import Settings
+from desktop_agent.config import PALETTES, Settings
 from desktop_agent.crashlog import PreviousCrash
 from desktop_agent.domain import Approval, Run
 from desktop_agent.gui import notify, resources, theme
@@ -48,6 +48,7 @@ from desktop_agent.gui.dialogs.settings import SettingsDialog
 from desktop_agent.gui.models.approvals import ApprovalListModel, ApprovalRow
 from desktop_agent.gui.models.runs import RunListModel
 from desktop_agent.gui.models.steps import StepTimelineModel
+from desktop_agent.gui.palette import PaletteChooser
 from desktop_agent.gui.poller import LivePoller, StepsBatch
 from desktop_agent.gui.supervisor import WorkerSupervisor
 from desktop_agent.gui.tasks import TaskRunner
@@ -95,6 +96,9 @@ class MainWindow(QMainWindow):
         self.supervisor = WorkerSupervisor(client, self.tasks, spawn=spawn_workers, parent=self)
         self.commands = RunCommands(client, self.tasks, self)
         self.acts = Actions(self)
+        self.palette_chooser = PaletteChooser(
+            {c: self.acts[f"palette_{c}"] for c in PALETTES}, client, self.tasks.submit, self
+        )
         self.tools = {t.name: t for t in tool_catalog(client)}
         self.approvals: tuple[Approval, ...] = ()
         self.selected: RunRow | None = None
@@ -210,6 +214,8 @@ class MainWindow(QMainWindow):
         self.commands.run_started.connect(self._on_commands_run_started)
         self.commands.decisions_changed.connect(self._on_commands_decisions_changed)
         self.tasks.task_failed.connect(self._on_tasks_task_failed)
+        self.palette_chooser.saved.connect(self._on_palette_chooser_saved)
+        self.palette_chooser.failed.connect(self.show_error)
 
     def _start(self) -> None:
         self.poller.start()
@@ -550,6 +556,10 @@ class MainWindow(QMainWindow):
         self.statusBar().showMessage("Settings saved", 5000)
 
     @Slot(str)
+    def _on_palette_chooser_saved(self, message: str) -> None:
+        self.statusBar().showMessage(message, 5000)
+
+    @Slot(str)
     def _on_settings_dialog_key_saved(self, _where: str) -> None:
         def resumed(n: int) -> None:
             if n:
@@ -604,11 +614,17 @@ class MainWindow(QMainWindow):
     def changeEvent(self, event: QEvent) -> None:
         """Re-tint icons when the palette switches between light and dark."""
         if event.type() == QEvent.Type.PaletteChange and self._built:
-            self.acts.refresh_icons()
-            self.detail.refresh_colors()
-            self._shown_pending = -1
-            self._show_approvals()
+            # The children get the new palette after this event: re-color once they have it.
+            QTimer.singleShot(0, self, self._refresh_colors)
         super().changeEvent(event)
+
+    def _refresh_colors(self) -> None:
+        if self._shut_down:
+            return
+        self.acts.refresh_icons()
+        self.detail.refresh_colors()
+        self._shown_pending = -1
+        self._show_approvals()
 
     def closeEvent(self, event: QCloseEvent) -> None:
         """Hide to the tray (runs go on), or close the app leaving the worker running."""
