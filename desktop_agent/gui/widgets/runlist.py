@@ -18,6 +18,7 @@ from PySide6.QtWidgets import (
     QHeaderView,
     QLabel,
     QLineEdit,
+    QStackedWidget,
     QStyle,
     QStyledItemDelegate,
     QStyleOptionViewItem,
@@ -35,6 +36,7 @@ from desktop_agent.gui.models.runs import (
     StatusFilter,
 )
 from desktop_agent.gui.tables import list_table
+from desktop_agent.gui.widgets.empty_state import EmptyMode, EmptyState
 
 Index = QModelIndex | QPersistentModelIndex
 
@@ -80,9 +82,13 @@ class RunListPanel(QWidget):
 
     Signals:
         run_selected: the current run changed (its id, or "" for none).
+        demo_requested: the empty list's "Try the offline demo" was pressed.
+        new_run_requested: the empty list's "New run" was pressed.
     """
 
     run_selected = Signal(str)
+    demo_requested = Signal()
+    new_run_requested = Signal()
 
     def __init__(self, model: RunListModel, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -124,6 +130,20 @@ class RunListPanel(QWidget):
         self.proxy.rowsRemoved.connect(self._update_count)
         self.proxy.modelReset.connect(self._update_count)
         self.proxy.layoutChanged.connect(self._update_count)
+        # The source too: a run arriving hidden by the filters changes what the empty
+        # list says (no runs at all, or none matching), not what the proxy shows.
+        self.model.rowsInserted.connect(self._on_model_loaded)
+        self.model.modelReset.connect(self._on_model_loaded)
+        self.model.rowsRemoved.connect(self._update_count)
+        self.loaded = False
+        """A first poll has filled the model: before it, an empty list means nothing yet."""
+        self.empty = EmptyState(self)
+        self.empty.demo_requested.connect(self.demo_requested)
+        self.empty.new_run_requested.connect(self.new_run_requested)
+        self.empty.clear_filters_requested.connect(self.clear_filters)
+        self.stack = QStackedWidget(self)
+        self.stack.addWidget(self.table)
+        self.stack.addWidget(self.empty)
 
         bar = QHBoxLayout()
         bar.addWidget(self.search, 1)
@@ -132,7 +152,7 @@ class RunListPanel(QWidget):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(6, 6, 6, 0)
         layout.addLayout(bar)
-        layout.addWidget(self.table, 1)
+        layout.addWidget(self.stack, 1)
         self._update_count()
 
     def current_run_id(self) -> str | None:
@@ -157,6 +177,12 @@ class RunListPanel(QWidget):
         self.table.scrollTo(index)
         return True
 
+    @Slot()
+    def clear_filters(self) -> None:
+        """Show every run again: no search text, the "All runs" filter."""
+        self.search.clear()
+        self.filter.setCurrentIndex(0)
+
     @Slot(str)
     def _on_search_text_changed(self, text: str) -> None:
         self.proxy.set_text(text)
@@ -178,3 +204,13 @@ class RunListPanel(QWidget):
         shown, total = self.proxy.rowCount(), self.model.rowCount()
         noun = "run" if total == 1 else "runs"
         self.count.setText(f"{total} {noun}" if shown == total else f"{shown} of {total} {noun}")
+        if shown or not self.loaded:
+            self.stack.setCurrentWidget(self.table)
+            return
+        self.empty.set_mode(EmptyMode.NO_MATCH if total else EmptyMode.NO_RUNS)
+        self.stack.setCurrentWidget(self.empty)
+
+    @Slot()
+    def _on_model_loaded(self) -> None:
+        self.loaded = True
+        self._update_count()

@@ -1,0 +1,140 @@
+"""The first-time user's path: the empty list, the demo, the workspace warning, the header.
+
+Real window offscreen, real database, runs executed by an in-thread worker with the demo
+model; clicks are real mouse clicks on the widgets the analyst sees.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtCore import Qt
+from PySide6.QtTest import QTest
+from PySide6.QtWidgets import QAbstractButton
+from pytestqt.qtbot import QtBot
+
+from desktop_agent.client.api import Client
+from desktop_agent.client.schedules import Scheduling
+from desktop_agent.client.workspaces import DEMO_NOTES, create_demo_workspace
+from desktop_agent.domain import RunStatus
+from desktop_agent.gui.mainwindow import MainWindow
+from desktop_agent.gui.widgets.empty_state import EmptyMode
+from tests.gui.conftest import StartWorker, wait_status
+
+
+def click(button: QAbstractButton) -> None:
+    """A real left click on a visible, enabled button."""
+    assert button.isVisible() and button.isEnabled(), button.text()
+    QTest.mouseClick(button, Qt.MouseButton.LeftButton)
+
+
+def empty_shown(window: MainWindow, mode: EmptyMode) -> bool:
+    """Whether the run list shows its empty state, in ``mode``, instead of the table."""
+    panel = window.run_list
+    return (
+        panel.stack.currentWidget() is panel.empty
+        and panel.empty.isVisible()
+        and panel.empty.mode == mode
+    )
+
+
+# ---------------------------------------------------------------- the sample workspace
+
+
+def test_demo_workspace_is_created_once_and_never_overwritten(tmp_path: Path) -> None:
+    folder = create_demo_workspace(tmp_path)
+    assert folder == tmp_path / "demo-workspace"
+    assert sorted(p.name for p in folder.iterdir()) == sorted(DEMO_NOTES)
+    # The analyst edited a note and the demo wrote a report: both stay as they are.
+    (folder / "supplier-acme.md").write_text("my own notes\n")
+    (folder / "report.md").write_text("# earlier report\n")
+    assert create_demo_workspace(tmp_path) == folder
+    assert (folder / "supplier-acme.md").read_text() == "my own notes\n"
+    assert (folder / "report.md").read_text() == "# earlier report\n"
+    # A deleted note comes back; the others are not rewritten.
+    (folder / "supplier-corvid.md").unlink()
+    create_demo_workspace(tmp_path)
+    assert (folder / "supplier-corvid.md").read_text() == DEMO_NOTES["supplier-corvid.md"]
+
+
+def test_a_foreign_folder_of_that_name_is_left_alone(tmp_path: Path) -> None:
+    foreign = tmp_path / "demo-workspace"
+    foreign.mkdir()
+    (foreign / "thesis.md").write_text("not a demo\n")
+    folder = create_demo_workspace(tmp_path)
+    assert folder == tmp_path / "demo-workspace-2"
+    assert sorted(p.name for p in foreign.iterdir()) == ["thesis.md"]
+    assert sorted(p.name for p in folder.iterdir()) == sorted(DEMO_NOTES)
+
+
+# ---------------------------------------------------------------- the empty run list
+
+
+def test_empty_list_offers_the_demo_which_starts_and_is_selected(
+    qtbot: QtBot, window: MainWindow, client: Client
+) -> None:
+    qtbot.waitUntil(lambda: empty_shown(window, EmptyMode.NO_RUNS))
+    empty = window.run_list.empty
+    assert "no API key" in empty.text.text() and "costs nothing" in empty.text.text()
+    assert empty.new_run_button.isVisible() and not empty.clear_button.isVisible()
+    # Not a dialog: the state sits in the list area, centered under the search bar.
+    assert empty.window() is window
+    assert window.run_list.stack.isAncestorOf(empty)
+
+    click(empty.demo_button)
+    qtbot.waitUntil(lambda: window.selected is not None)
+    assert window.selected is not None
+    run = window.selected.run
+    assert run.model == "demo"
+    data = client.db_path.parent
+    assert Path(run.workspace) == data / "demo-workspace"
+    assert sorted(p.name for p in Path(run.workspace).iterdir()) == sorted(DEMO_NOTES)
+    assert window.run_list.stack.currentWidget() is window.run_list.table
+    assert not empty.isVisible()
+    assert window.run_list.current_run_id() == run.id
+
+
+def test_new_run_button_opens_the_new_run_dialog(qtbot: QtBot, window: MainWindow) -> None:
+    qtbot.waitUntil(lambda: empty_shown(window, EmptyMode.NO_RUNS))
+    click(window.run_list.empty.new_run_button)
+    dialog = window.new_run_dialog
+    assert dialog is not None
+    qtbot.waitUntil(dialog.isVisible)
+    dialog.reject()
+
+
+def test_filtered_to_nothing_says_no_match_and_clears(
+    qtbot: QtBot, window: MainWindow, client: Client, demo_ws: Path
+) -> None:
+    run = client.start_run("Summarise the sources", model="demo", workspace=demo_ws)
+    qtbot.waitUntil(lambda: window.runs_model.get(run.id) is not None)
+    assert window.run_list.stack.currentWidget() is window.run_list.table
+
+    window.run_list.search.setText("no such words anywhere")
+    qtbot.waitUntil(lambda: empty_shown(window, EmptyMode.NO_MATCH))
+    empty = window.run_list.empty
+    assert empty.text.text() == "No run matches the search or the status filter."
+    assert not empty.demo_button.isVisible() and not empty.new_run_button.isVisible()
+    click(empty.clear_button)
+    assert window.run_list.search.text() == ""
+    assert window.run_list.stack.currentWidget() is window.run_list.table
+
+    # The status filter alone, too: no completed run.
+    window.run_list.filter.setCurrentText("Completed")
+    qtbot.waitUntil(lambda: empty_shown(window, EmptyMode.NO_MATCH))
+    click(empty.clear_button)
+    assert window.run_list.filter.currentIndex() == 0
+    assert window.run_list.proxy.rowCount() == 1
+
+
+def test_the_empty_state_comes_back_when_every_run_is_archived(
+    qtbot: QtBot, window: MainWindow, client: Client, start_worker: StartWorker, demo_ws: Path
+) -> None:
+    run = client.start_run("Summarise the sources", model="demo", workspace=demo_ws)
+    qtbot.waitUntil(lambda: window.runs_model.get(run.id) is not None)
+    assert not window.run_list.empty.isVisible()
+    client.cancel(run.id)
+    start_worker()
+    wait_status(qtbot, window, run.id, RunStatus.CANCELLED)
+    assert Scheduling(client).archive(0).run_ids == [run.id]
+    qtbot.waitUntil(lambda: empty_shown(window, EmptyMode.NO_RUNS))
