@@ -47,7 +47,13 @@ def worker_argv(db_path: Path, *, until_idle: bool = False, nice: int = 0) -> li
         until_idle: the worker exits when no run has work left.
         nice: how much lower than ours the worker's CPU priority is (0-19).
     """
-    args = [sys.executable, "-m", "desktop_agent", "--db", str(db_path), "worker"]
+    # In a bundle, sys.executable is desktop-agent itself, not a Python to give "-m".
+    runner = (
+        [sys.executable]
+        if getattr(sys, "frozen", False)
+        else [sys.executable, "-m", "desktop_agent"]
+    )
+    args = [*runner, "--db", str(db_path), "worker"]
     if until_idle:
         args.append("--until-idle")
     if nice:

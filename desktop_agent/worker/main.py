@@ -41,7 +41,7 @@ def serve(
         nice: lower this process's CPU priority by this much first (0-19).
         announce: told one line once the worker has its id (e.g. printed to stderr).
     """
-    if nice:
+    if nice and hasattr(os, "nice"):  # not on Windows, where the worker runs at normal priority
         os.nice(nice)  # before any thread starts: every thread inherits it
     settings = config.Settings.load(db_path)
     store = open_store(db_path, settings)
