@@ -17,6 +17,8 @@ from desktop_agent.client.api import Client
 from desktop_agent.client.schedules import Scheduling
 from desktop_agent.client.workspaces import DEMO_NOTES, create_demo_workspace
 from desktop_agent.domain import RunStatus
+from desktop_agent.gui.dialogs.new_run import NewRunDialog
+from desktop_agent.gui.dialogs.prompts import MessageDialog
 from desktop_agent.gui.mainwindow import MainWindow
 from desktop_agent.gui.widgets.empty_state import EmptyMode
 from tests.gui.conftest import StartWorker, wait_status
@@ -138,3 +140,90 @@ def test_the_empty_state_comes_back_when_every_run_is_archived(
     wait_status(qtbot, window, run.id, RunStatus.CANCELLED)
     assert Scheduling(client).archive(0).run_ids == [run.id]
     qtbot.waitUntil(lambda: empty_shown(window, EmptyMode.NO_RUNS))
+
+
+# ---------------------------------------------------------------- the workspace warning
+
+
+def _new_run_dialog(qtbot: QtBot, window: MainWindow, workspace: str) -> NewRunDialog:
+    dialog = window.open_new_run()
+    qtbot.waitUntil(dialog.isVisible)
+    dialog.goal.setPlainText("Summarise the sources")
+    dialog.model.setCurrentIndex(dialog.model.findData("demo"))
+    dialog.workspace.setText(workspace)
+    return dialog
+
+
+def question_of(dialog: NewRunDialog) -> MessageDialog | None:
+    """The dialog's "Start anyway?" question, if open (read afresh after each click)."""
+    return dialog.confirm
+
+
+def test_the_workspace_note_follows_the_path_as_it_is_typed(
+    qtbot: QtBot, window: MainWindow, tmp_path: Path, demo_ws: Path
+) -> None:
+    dialog = _new_run_dialog(qtbot, window, "")
+    note = dialog.workspace_note
+    assert not note.isVisible()  # the default (a new folder in the data folder) is fine
+    dialog.workspace.setText(str(tmp_path / "nowhere"))
+    assert note.isVisible() and "does not exist" in note.text()
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / ".hidden").write_text("")
+    dialog.workspace.setText(str(tmp_path / "empty"))
+    assert note.isVisible() and "empty" in note.text()
+    dialog.workspace.setText(str(demo_ws))
+    assert not note.isVisible()
+    dialog.workspace.setText(str(demo_ws / "alpha.md"))
+    assert note.isVisible() and "file, not a folder" in note.text()
+    dialog.reject()
+
+
+def test_an_empty_workspace_asks_start_anyway_before_starting(
+    qtbot: QtBot, window: MainWindow, client: Client, tmp_path: Path
+) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    dialog = _new_run_dialog(qtbot, window, str(empty))
+    asked: list[object] = []
+    dialog.start_requested.connect(asked.append)
+
+    click(dialog.start)
+    question = dialog.confirm
+    assert question is not None and question.isVisible()
+    assert question.windowTitle() == "Start anyway?"
+    assert "empty" in question.text.text()
+    assert asked == []  # nothing starts while the question is open
+    click(question.cancel_button)
+    assert dialog.confirm is None and asked == []
+    assert dialog.isVisible() and dialog.start.isEnabled()
+
+    click(dialog.start)
+    question = question_of(dialog)
+    assert question is not None and question.confirm_button is not None
+    click(question.confirm_button)
+    assert len(asked) == 1
+    qtbot.waitUntil(lambda: window.selected is not None)
+    assert window.selected is not None
+    assert Path(window.selected.run.workspace) == empty
+    qtbot.waitUntil(lambda: not dialog.isVisible())
+
+
+def test_the_default_workspace_starts_without_a_question(
+    qtbot: QtBot, window: MainWindow, client: Client
+) -> None:
+    dialog = _new_run_dialog(qtbot, window, "")
+    click(dialog.start)
+    assert dialog.confirm is None
+    qtbot.waitUntil(lambda: window.selected is not None)
+
+
+def test_a_workspace_that_is_a_file_is_refused_in_the_dialog(
+    qtbot: QtBot, window: MainWindow, client: Client, demo_ws: Path
+) -> None:
+    dialog = _new_run_dialog(qtbot, window, str(demo_ws / "alpha.md"))
+    click(dialog.start)
+    assert dialog.confirm is None
+    qtbot.waitUntil(lambda: "is a file, not a folder" in dialog.error.text())
+    assert dialog.isVisible() and dialog.start.isEnabled()
+    assert client.runs() == []
+    dialog.reject()

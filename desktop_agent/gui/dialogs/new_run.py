@@ -29,11 +29,13 @@ from PySide6.QtWidgets import (
 
 from desktop_agent.client.messages import plain_error
 from desktop_agent.client.views import ModelChoice, ToolInfo
+from desktop_agent.client.workspaces import WorkspaceState, check_workspace
 from desktop_agent.config import Settings
 from desktop_agent.domain import EffectClass, RunStatus
 from desktop_agent.domain.errors import InvalidInputError
 from desktop_agent.domain.units import format_duration, parse_duration
 from desktop_agent.gui import resources, theme
+from desktop_agent.gui.dialogs.prompts import MessageDialog
 from desktop_agent.gui.sizing import keep_minimum_size
 
 
@@ -121,6 +123,14 @@ class NewRunDialog(QDialog):
         ws_row = QHBoxLayout()
         ws_row.addWidget(self.workspace, 1)
         ws_row.addWidget(browse)
+        self.workspace_note = QLabel(self)
+        """What the chosen folder holds, when the agent would find nothing in it."""
+        self.workspace_note.setWordWrap(True)
+        self.workspace_note.hide()
+        self.workspace.textChanged.connect(self._on_workspace_text_changed)
+        self.confirm: MessageDialog | None = None
+        """The "Start anyway?" question, while open."""
+        self._asked: NewRunRequest | None = None
 
         self.tools = QListWidget(self)
         for tool in tools:
@@ -167,6 +177,7 @@ class NewRunDialog(QDialog):
         top.addRow("Model", self.model)
         top.addRow("", self.model_note)
         top.addRow("Workspace", ws_row)
+        top.addRow("", self.workspace_note)
         tools_box = QGroupBox("Tools and approvals", self)
         tl = QVBoxLayout(tools_box)
         tl.addWidget(self.tools)
@@ -254,6 +265,17 @@ class NewRunDialog(QDialog):
         else:
             self.model_note.setText("Uses your Anthropic API key (Settings) and costs money.")
 
+    @Slot(str)
+    def _on_workspace_text_changed(self, text: str) -> None:
+        check = check_workspace(text)
+        if check.state == WorkspaceState.NOT_A_FOLDER:
+            color = theme.status_color(RunStatus.FAILED, self.palette())
+        else:
+            color = theme.warning_color(self.palette())
+        self.workspace_note.setStyleSheet(f"QLabel {{ color: {color.name()}; }}")
+        self.workspace_note.setText(f"⚠ {check.message}" if check.message else "")
+        self.workspace_note.setVisible(bool(check.message))
+
     @Slot()
     def _on_browse_clicked(self) -> None:
         dialog = QFileDialog(self, "Workspace folder", self.workspace.text())
@@ -270,5 +292,38 @@ class NewRunDialog(QDialog):
             self.show_error(plain_error(exc))
             return
         self.error.setText("")
+        check = check_workspace(request.workspace or "")
+        if check.warns:
+            self._ask_start_anyway(request, check.message)
+            return
+        self._emit_start(request)
+
+    def _ask_start_anyway(self, request: NewRunRequest, problem: str) -> None:
+        """The agent would find no files: say so, and start only if the analyst confirms."""
+        box = MessageDialog(
+            "Start anyway?",
+            f"{problem}\n\nStart the run anyway?",
+            "status-needs-attention",
+            confirm="Start anyway",
+            parent=self,
+        )
+        box.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        self._asked = request
+        box.confirmed.connect(self._on_confirm_confirmed)
+        box.finished.connect(self._on_confirm_finished)
+        self.confirm = box
+        box.open()
+
+    @Slot()
+    def _on_confirm_confirmed(self) -> None:
+        if self._asked is not None:
+            self._emit_start(self._asked)
+
+    @Slot()
+    def _on_confirm_finished(self) -> None:
+        self.confirm = None
+        self._asked = None
+
+    def _emit_start(self, request: NewRunRequest) -> None:
         self.start.setEnabled(False)
         self.start_requested.emit(request)
