@@ -6,22 +6,27 @@ model; clicks are real mouse clicks on the widgets the analyst sees.
 
 from __future__ import annotations
 
+import time
+from dataclasses import replace
 from pathlib import Path
 
 from PySide6.QtCore import Qt
 from PySide6.QtTest import QTest
-from PySide6.QtWidgets import QAbstractButton
+from PySide6.QtWidgets import QAbstractButton, QApplication
 from pytestqt.qtbot import QtBot
 
 from desktop_agent.client.api import Client
 from desktop_agent.client.schedules import Scheduling
+from desktop_agent.client.views import RunRow
 from desktop_agent.client.workspaces import DEMO_NOTES, create_demo_workspace
-from desktop_agent.domain import RunStatus
+from desktop_agent.domain import AgentSpec, Budget, Run, RunStatus, WaitReason
+from desktop_agent.gui.controls import Control
+from desktop_agent.gui.dialogs.approval import ApprovalDialog
 from desktop_agent.gui.dialogs.new_run import NewRunDialog
-from desktop_agent.gui.dialogs.prompts import MessageDialog
+from desktop_agent.gui.dialogs.prompts import BudgetDialog, MessageDialog
 from desktop_agent.gui.mainwindow import MainWindow
 from desktop_agent.gui.widgets.empty_state import EmptyMode
-from tests.gui.conftest import StartWorker, wait_status
+from tests.gui.conftest import StartWorker, select, wait_status
 
 
 def click(button: QAbstractButton) -> None:
@@ -227,3 +232,80 @@ def test_a_workspace_that_is_a_file_is_refused_in_the_dialog(
     assert dialog.isVisible() and dialog.start.isEnabled()
     assert client.runs() == []
     dialog.reject()
+
+
+# ---------------------------------------------------------------- the header's banner
+
+
+def opened_approval(window: MainWindow) -> ApprovalDialog | None:
+    """The window's approval dialog, if open (read afresh after each click)."""
+    return window.approval_dialog
+
+
+def test_the_banner_says_an_approval_waits_and_review_opens_it(
+    qtbot: QtBot, window: MainWindow, client: Client, start_worker: StartWorker, demo_ws: Path
+) -> None:
+    run = client.start_run("Summarise the sources", model="demo", workspace=demo_ws)
+    select(qtbot, window, run.id)
+    banner = window.detail.header.banner
+    assert not banner.isVisible()
+    start_worker()
+    qtbot.waitUntil(banner.isVisible)
+    assert banner.text.full_text() == "Waiting for your approval: write_file report.md"
+    assert banner.button.text() == "Review"
+    # Shown, not popped up: no dialog opened by itself, nothing modal.
+    assert window.approval_dialog is None
+    assert QApplication.activeModalWidget() is None
+
+    click(banner.button)
+    dialog = opened_approval(window)
+    assert dialog is not None and dialog.isVisible()
+    assert dialog.approval.id == client.approvals()[0].id
+    click(dialog.approve_button)
+    qtbot.waitUntil(lambda: not banner.isVisible())
+    wait_status(qtbot, window, run.id, RunStatus.COMPLETED)
+    assert not banner.isVisible()
+
+
+def test_the_banner_says_the_budget_is_reached_and_offers_to_extend(
+    qtbot: QtBot, window: MainWindow, client: Client, start_worker: StartWorker, demo_ws: Path
+) -> None:
+    run = client.start_run("Summarise the sources", model="demo", workspace=demo_ws, max_steps=2)
+    select(qtbot, window, run.id)
+    start_worker()
+    wait_status(qtbot, window, run.id, RunStatus.WAITING)
+    banner = window.detail.header.banner
+    qtbot.waitUntil(banner.isVisible)
+    assert banner.text.full_text().startswith("Budget reached: ")
+    assert banner.button.text() == "Extend budget"
+    assert QApplication.activeModalWidget() is None
+    click(banner.button)
+    extend = window.commands.dialog
+    assert isinstance(extend, BudgetDialog) and extend.isVisible()
+    extend.reject()
+
+
+def test_the_banner_says_the_agent_asks_a_question(window: MainWindow) -> None:
+    header = window.detail.header
+    now = time.time()
+    run = Run(
+        id="q1",
+        goal="Plan the trip",
+        status=RunStatus.WAITING,
+        spec=AgentSpec(model="demo", system_prompt="", tools=()),
+        workspace="/tmp",
+        budget=Budget(),
+        created_at=now,
+        updated_at=now,
+        wait_reason=WaitReason.HUMAN_INPUT,
+        status_message="Question for you: Which city first?",
+    )
+    asked: list[object] = []
+    header.control_requested.connect(asked.append)
+    header.show_row(RunRow(run))
+    assert header.banner.isVisible()
+    assert header.banner.text.full_text() == "The agent asks you: Which city first?"
+    click(header.banner.button)
+    assert asked == [Control.ANSWER]
+    header.show_row(RunRow(replace(run, status=RunStatus.RUNNING, wait_reason=None)))
+    assert not header.banner.isVisible()

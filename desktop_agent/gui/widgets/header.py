@@ -3,23 +3,28 @@
 from __future__ import annotations
 
 import html
+import json
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
-from PySide6.QtCore import QRectF, QSize, Qt, Signal
+from PySide6.QtCore import QRectF, QSize, Qt, Signal, Slot
 from PySide6.QtGui import QFontMetrics, QPainter, QPaintEvent, QPalette, QResizeEvent
 from PySide6.QtWidgets import (
+    QFrame,
     QGridLayout,
     QHBoxLayout,
     QLabel,
+    QPushButton,
     QSizePolicy,
     QVBoxLayout,
     QWidget,
 )
 
 from desktop_agent.client.views import RunRow, model_label
-from desktop_agent.domain import Run, RunStatus
+from desktop_agent.domain import Approval, Run, RunStatus, WaitReason
 from desktop_agent.gui import fmt, resources, theme
+from desktop_agent.gui.controls import Control
 
 
 class ElidedLabel(QLabel):
@@ -122,6 +127,77 @@ class Gauge(QWidget):
         painter.end()
 
 
+def call_summary(approval: Approval, keep: int = 60) -> str:
+    """The call in a few words: the tool and its first arguments (``write_file report.md``)."""
+    args = approval.arguments if isinstance(approval.arguments, dict) else {}
+    parts = []
+    for key in ("path", "to", "url", "query", "name", "command"):
+        value = args.get(key)
+        if value:
+            parts.append(value if isinstance(value, str) else json.dumps(value))
+    if not parts and args:
+        key, value = next(iter(args.items()))
+        parts.append(f"{key}={value if isinstance(value, str) else json.dumps(value)}")
+    text = " ".join(" ".join(parts).split())
+    text = text if len(text) <= keep else text[: keep - 1] + "…"
+    return f"{approval.tool} {text}".strip()
+
+
+class WaitBanner(QFrame):
+    """A line across the header: the run waits for the analyst, and the button to act.
+
+    Never a dialog of its own: the analyst opens one with the button when they choose to.
+
+    Args:
+        parent: owner.
+
+    Signals:
+        activated: the button was pressed.
+    """
+
+    activated = Signal()
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("waitBanner")
+        self.setFrameShape(QFrame.Shape.StyledPanel)
+        self.setAutoFillBackground(True)
+        self.icon = QLabel(self)
+        self.icon.setPixmap(resources.icon("status-waiting").pixmap(QSize(18, 18)))
+        self.text = ElidedLabel(self)
+        self.button = QPushButton(self)
+        self.button.clicked.connect(self.activated)
+        row = QHBoxLayout(self)
+        row.setContentsMargins(8, 3, 4, 3)
+        row.addWidget(self.icon)
+        row.addWidget(self.text, 1)
+        row.addWidget(self.button)
+        self.refresh_colors()
+        self.hide()
+
+    def show_wait(self, text: str, button: str, icon: str) -> None:
+        """Say what the run waits for; ``button`` names what the analyst can do."""
+        self.text.set_full_text(text)
+        self.button.setText(button)
+        self.button.setIcon(resources.icon(icon))
+        self.show()
+
+    def refresh_colors(self) -> None:
+        """A warning tint over the window's colour, readable in light and dark palettes."""
+        owner = self.parentWidget()
+        pal = QPalette(owner.palette() if owner is not None else self.palette())
+        base = pal.color(QPalette.ColorRole.Window)
+        tint = theme.warning_color(pal)
+        mixed = base.toRgb()
+        mixed.setRgbF(
+            base.redF() * 0.8 + tint.redF() * 0.2,
+            base.greenF() * 0.8 + tint.greenF() * 0.2,
+            base.blueF() * 0.8 + tint.blueF() * 0.2,
+        )
+        pal.setColor(QPalette.ColorRole.Window, mixed)
+        self.setPalette(pal)
+
+
 def _ratio(used: float, limit: float | None) -> float | None:
     return None if not limit else used / limit
 
@@ -134,13 +210,22 @@ class RunHeader(QWidget):
 
     Signals:
         open_workspace_requested: the analyst clicked the workspace link (its path).
+        review_requested: the banner's Review was pressed (the :class:`Approval`).
+        control_requested: the banner's Answer or Extend budget was pressed (a
+            :class:`~desktop_agent.gui.controls.Control`).
     """
 
     open_workspace_requested = Signal(str)
+    review_requested = Signal(object)
+    control_requested = Signal(object)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.row: RunRow | None = None
+        self.pending: tuple[Approval, ...] = ()
+        """The selected run's approvals waiting for the analyst, oldest first."""
+        self.banner = WaitBanner(self)
+        self.banner.activated.connect(self._on_banner_activated)
         self.icon = QLabel(self)
         self.icon.setFixedSize(24, 24)
         self.title = ElidedLabel(self)
@@ -178,15 +263,57 @@ class RunHeader(QWidget):
         left.addWidget(self.details)
         left.addLayout(gauges)
         left.addStretch(1)
-        outer = QHBoxLayout(self)
+        columns = QHBoxLayout()
+        columns.addLayout(left, 3)
+        columns.addWidget(self.plan, 2)
+        outer = QVBoxLayout(self)
         outer.setContentsMargins(8, 6, 8, 6)
-        outer.addLayout(left, 3)
-        outer.addWidget(self.plan, 2)
+        outer.addWidget(self.banner)
+        outer.addLayout(columns)
         self.show_row(None)
+
+    def show_pending(self, approvals: Sequence[Approval]) -> None:
+        """The approvals of the shown run that wait for the analyst (decided ones left out)."""
+        pending = tuple(approvals)
+        if pending != self.pending:
+            self.pending = pending
+            self._show_banner()
+
+    def _show_banner(self) -> None:
+        run = self.row.run if self.row else None
+        if self.pending:
+            first = self.pending[0]
+            more = f" (and {len(self.pending) - 1} more)" if len(self.pending) > 1 else ""
+            text = f"Waiting for your approval: {call_summary(first)}{more}"
+            self.banner.show_wait(text, "Review", "approve")
+        elif run is not None and run.status == RunStatus.WAITING:
+            if run.wait_reason == WaitReason.HUMAN_INPUT:
+                question = run.status_message.removeprefix("Question for you: ")
+                self.banner.show_wait(f"The agent asks you: {question}", "Answer", "answer")
+            elif run.wait_reason == WaitReason.BUDGET:
+                text = f"Budget reached: {run.status_message}"
+                self.banner.show_wait(text, "Extend budget", "budget")
+            else:
+                self.banner.hide()
+        else:
+            self.banner.hide()
+
+    @Slot()
+    def _on_banner_activated(self) -> None:
+        run = self.row.run if self.row else None
+        if self.pending:
+            self.review_requested.emit(self.pending[0])
+        elif run is not None and run.wait_reason == WaitReason.HUMAN_INPUT:
+            self.control_requested.emit(Control.ANSWER)
+        elif run is not None and run.wait_reason == WaitReason.BUDGET:
+            self.control_requested.emit(Control.EXTEND_BUDGET)
 
     def show_row(self, row: RunRow | None) -> None:
         """Show ``row`` (None: a hint to select a run)."""
+        if row is None or self.row is None or row.run.id != self.row.run.id:
+            self.pending = ()  # another run's approvals are not this one's
         self.row = row
+        self._show_banner()
         if row is None:
             self.icon.clear()
             self.title.set_full_text("No run selected")

@@ -19,7 +19,7 @@ from PySide6.QtWidgets import (
 
 from desktop_agent.client.stepkinds import model_text, tool_uses
 from desktop_agent.client.views import RunRow, StepEntry
-from desktop_agent.domain import RunEvent, RunStatus, StepKind
+from desktop_agent.domain import Approval, RunEvent, RunStatus, StepKind
 from desktop_agent.gui import resources, theme
 from desktop_agent.gui.models.steps import StepTimelineModel
 from desktop_agent.gui.poller import StepsBatch
@@ -40,10 +40,14 @@ class RunDetailPane(QWidget):
     Signals:
         open_workspace_requested: the analyst clicked the workspace link (its path).
         approval_step_activated: the analyst double-clicked an approval step (run id, seq).
+        review_requested: the header's banner asked to review an approval (the Approval).
+        control_requested: the header's banner asked for a control (Answer, Extend budget).
     """
 
     open_workspace_requested = Signal(str)
     approval_step_activated = Signal(str, int)
+    review_requested = Signal(object)
+    control_requested = Signal(object)
 
     def __init__(
         self, model: StepTimelineModel, follow: QAction, parent: QWidget | None = None
@@ -53,6 +57,8 @@ class RunDetailPane(QWidget):
         self.row: RunRow | None = None
         self.header = RunHeader(self)
         self.header.open_workspace_requested.connect(self.open_workspace_requested)
+        self.header.review_requested.connect(self.review_requested)
+        self.header.control_requested.connect(self.control_requested)
         self.events_label = QLabel(self)
         """The run's events (e.g. what a worker that lost its lease did), when it has any."""
         self.events_label.setTextFormat(Qt.TextFormat.PlainText)
@@ -126,6 +132,10 @@ class RunDetailPane(QWidget):
             self.row = row
             self.header.show_row(row)
             self._show_stream()  # the panel goes when the run stops working
+
+    def show_pending(self, approvals: Sequence[Approval]) -> None:
+        """The shown run's approvals that wait for the analyst (the header's banner)."""
+        self.header.show_pending(approvals)
 
     def apply(self, batch: StepsBatch) -> None:
         """Merge steps read by the poller."""
@@ -228,6 +238,7 @@ class RunDetailPane(QWidget):
 
     def refresh_colors(self) -> None:
         """Redo what was colored from the palette (after a light/dark switch)."""
+        self.header.banner.refresh_colors()
         self.header.show_row(self.row)
         current = self.current_entry()
         self.inspector.entry = None
