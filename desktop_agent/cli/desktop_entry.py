@@ -11,18 +11,18 @@ bundle. ``--uninstall`` removes exactly those files. No Qt here: the files are c
 from __future__ import annotations
 
 import argparse
-import importlib.resources
 import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from desktop_agent.domain.errors import InvalidInputError
+from desktop_agent.resource_files import RESOURCES_ENV, resource_roots
 
 if TYPE_CHECKING:
     from desktop_agent.cli.output import Out
@@ -34,7 +34,6 @@ ICON_NAME = "desktop-agent"
 COMMAND = "desktop-agent"
 ICON_SIZES = ("16x16", "22x22", "24x24", "32x32", "48x48", "64x64", "128x128", "256x256")
 ICON_SIZES_LARGE = ("512x512",)
-RESOURCES_ENV = "DESKTOP_AGENT_RESOURCES"
 
 _EXEC_RESERVED = set(" \t\n\"'\\><~|&;$*?#()`")
 """Characters that make an Exec argument need quotes (desktop entry spec, "The Exec key")."""
@@ -78,19 +77,6 @@ def pieces(target: Path) -> list[Piece]:
     return found
 
 
-def _resource_roots() -> Iterator[Traversable]:
-    env = os.environ.get(RESOURCES_ENV)
-    if env:
-        yield Path(env)
-    # A source checkout or an editable install: <repo>/resources beside the package.
-    yield Path(__file__).resolve().parents[2] / "resources"
-    # An installed wheel carries the folder inside the package.
-    yield importlib.resources.files("desktop_agent") / "resources"
-    bundle = getattr(sys, "_MEIPASS", None)
-    if bundle:
-        yield Path(bundle) / "resources"
-
-
 def _child(root: Traversable, parts: tuple[str, ...]) -> Traversable:
     for part in parts:
         root = root / part
@@ -104,7 +90,7 @@ def resource_root() -> Traversable:
         InvalidInputError: no such folder (a broken install), naming what is missing.
     """
     wanted = pieces(Path("."))
-    for root in _resource_roots():
+    for root in resource_roots():
         if all(_child(root, p.source).is_file() for p in wanted):
             return root
     raise InvalidInputError(

@@ -9,10 +9,7 @@ The ``resources`` folder lives at the top of the source tree and ships inside th
 
 from __future__ import annotations
 
-import importlib.resources
 import logging
-import os
-import sys
 from functools import cache, lru_cache
 from pathlib import Path
 
@@ -20,46 +17,20 @@ from PySide6.QtCore import QByteArray, QRectF, QSize, Qt
 from PySide6.QtGui import QColor, QGuiApplication, QIcon, QPainter, QPalette, QPixmap
 from PySide6.QtSvg import QSvgRenderer
 
+from desktop_agent.resource_files import resource_roots
+
 log = logging.getLogger(__name__)
 
-RESOURCES_ENV = "DESKTOP_AGENT_RESOURCES"
 _SIZES = (16, 20, 24, 32, 48, 64)
-
-
-def _installed() -> Path | None:
-    """``resources`` inside the installed package, when it is a folder on disk.
-
-    Asked first: beside an installed package, ``<site-packages>/../resources`` is not ours
-    and could be any folder of that name. Icons are handed to Qt by path, so a package
-    imported from a zip (no folder on disk) does not count.
-    """
-    root = importlib.resources.files("desktop_agent") / "resources"
-    return root if isinstance(root, Path) else None
-
-
-def _candidates() -> list[Path]:
-    found = []
-    env = os.environ.get(RESOURCES_ENV)
-    if env:
-        found.append(Path(env))
-    installed = _installed()
-    if installed is not None:
-        found.append(installed)
-    # A source checkout or editable install: <repo>/resources beside the package.
-    found.append(Path(__file__).resolve().parents[2] / "resources")
-    bundle = getattr(sys, "_MEIPASS", None)
-    if bundle:
-        found.append(Path(bundle) / "resources")
-    return found
 
 
 @cache
 def resource_dir() -> Path | None:
     """The folder holding ``icons/``, or None when it cannot be found."""
-    for path in _candidates():
+    for path in resource_roots():
         if (path / "icons").is_dir():
             return path
-    log.warning("resources not found (looked in %s)", ", ".join(map(str, _candidates())))
+    log.warning("resources not found (looked in %s)", ", ".join(map(str, resource_roots())))
     return None
 
 
