@@ -6,6 +6,7 @@ model; clicks are real mouse clicks on the widgets the analyst sees.
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -309,3 +310,41 @@ def test_the_banner_says_the_agent_asks_a_question(window: MainWindow) -> None:
     assert asked == [Control.ANSWER]
     header.show_row(RunRow(replace(run, status=RunStatus.RUNNING, wait_reason=None)))
     assert not header.banner.isVisible()
+
+
+# ---------------------------------------------------------------- the time gauge
+
+
+def test_the_time_gauge_says_the_time_worked_and_the_age_beside_it(
+    qtbot: QtBot, window: MainWindow, client: Client, demo_ws: Path
+) -> None:
+    run = client.start_run(
+        "Summarise the sources", model="demo", workspace=demo_ws, max_time_s=1800
+    )
+    # Worked 3m 12s in a run created 2h 05m ago (it waited for the analyst meanwhile).
+    with sqlite3.connect(client.db_path) as con:
+        con.execute(
+            "UPDATE runs SET active_seconds = 192, created_at = ? WHERE id = ?",
+            (time.time() - 7500, run.id),
+        )
+    window.poller.refresh()
+    qtbot.waitUntil(
+        lambda: (row := window.runs_model.get(run.id)) is not None and row.run.active_seconds > 0
+    )
+    select(qtbot, window, run.id)
+    gauge = window.detail.header.gauges["Worked"]
+    assert gauge.label == "Worked"
+    assert gauge.value_text == "3m 12s / 30m"
+    assert gauge.fraction == 192 / 1800
+    assert gauge.note == "age 2h 05m"
+    assert "waits for you are not counted" in gauge.toolTip()
+    # The age is painted under the bar, not only in the tooltip.
+    assert gauge.height() >= gauge.sizeHint().height()
+    image = gauge.grab().toImage()
+    bar_bottom = gauge.fontMetrics().height() + 11
+    below = {
+        image.pixel(x, y)
+        for x in range(0, min(image.width(), 80))
+        for y in range(bar_bottom + 3, image.height())
+    }
+    assert len(below) > 1, "nothing is drawn under the bar"

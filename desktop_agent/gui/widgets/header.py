@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from PySide6.QtCore import QRectF, QSize, Qt, Signal, Slot
-from PySide6.QtGui import QFontMetrics, QPainter, QPaintEvent, QPalette, QResizeEvent
+from PySide6.QtGui import QFont, QFontMetrics, QPainter, QPaintEvent, QPalette, QResizeEvent
 from PySide6.QtWidgets import (
     QFrame,
     QGridLayout,
@@ -65,31 +65,49 @@ class Gauge(QWidget):
     Args:
         label: what is measured (``Cost``).
         parent: owner.
+        note_line: keep a line under the bar for a note in small print (see
+            :meth:`set_value`).
     """
 
-    def __init__(self, label: str, parent: QWidget | None = None) -> None:
+    def __init__(self, label: str, parent: QWidget | None = None, note_line: bool = False) -> None:
         super().__init__(parent)
         self.label = label
         self.value_text = "—"
         self.fraction: float | None = None
+        self.note = ""
+        self.note_line = note_line
+        self.explanation = ""
+        """What the gauge counts, said first in its tooltip."""
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
 
-    def set_value(self, text: str, fraction: float | None) -> None:
-        """Show ``text``; ``fraction`` of the limit used (None: no limit)."""
-        if (text, fraction) != (self.value_text, self.fraction):
-            self.value_text, self.fraction = text, fraction
-            self.setToolTip(f"{self.label}: {text}")
+    def set_value(self, text: str, fraction: float | None, note: str = "") -> None:
+        """Show ``text``; ``fraction`` of the limit used (None: no limit); ``note`` below."""
+        if (text, fraction, note) != (self.value_text, self.fraction, self.note):
+            self.value_text, self.fraction, self.note = text, fraction, note
+            tip = f"{self.label}: {text}" + (f" · {note}" if note else "")
+            self.setToolTip(f"{self.explanation}\n{tip}" if self.explanation else tip)
             self.update()
+
+    def _note_font(self) -> QFont:
+        font = QFont(self.font())
+        font.setPointSizeF(font.pointSizeF() * 0.85)
+        return font
+
+    def _height(self) -> int:
+        height = QFontMetrics(self.font()).height() + 14
+        if self.note_line:
+            height += QFontMetrics(self._note_font()).height() + 2
+        return height
 
     def sizeHint(self) -> QSize:
         """Two lines of text and a bar."""
         fm = QFontMetrics(self.font())
-        return QSize(fm.horizontalAdvance("Tokens  12.3k of 100.0k") + 8, fm.height() + 14)
+        return QSize(fm.horizontalAdvance("Tokens  12.3k of 100.0k") + 8, self._height())
 
     def minimumSizeHint(self) -> QSize:
         """Narrow but readable."""
         fm = QFontMetrics(self.font())
-        return QSize(fm.horizontalAdvance("Tokens 12.3k") + 8, fm.height() + 14)
+        return QSize(fm.horizontalAdvance("Tokens 12.3k") + 8, self._height())
 
     def paintEvent(self, event: QPaintEvent) -> None:
         """Label and value on one line, the bar below."""
@@ -124,6 +142,16 @@ class Gauge(QWidget):
                 color = pal.color(QPalette.ColorRole.Highlight)
             painter.setBrush(color)
             painter.drawRoundedRect(QRectF(bar.left(), bar.top(), bar.width() * f, 6), 3, 3)
+        if self.note_line and self.note:
+            font = self._note_font()
+            painter.setFont(font)
+            painter.setPen(muted)
+            note_fm = QFontMetrics(font)
+            note_rect = QRectF(0, bar.bottom() + 2, w, note_fm.height())
+            note = note_fm.elidedText(self.note, Qt.TextElideMode.ElideRight, w)
+            painter.drawText(
+                note_rect, Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter, note
+            )
         painter.end()
 
 
@@ -198,6 +226,22 @@ class WaitBanner(QFrame):
         self.setPalette(pal)
 
 
+def span(seconds: float) -> str:
+    """A duration as a person reads it: ``45s``, ``3m 12s``, ``2h 05m``, ``3d 04h``."""
+    s = round(max(0.0, seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m {s % 60:02d}s" if s % 60 else f"{s // 60}m"
+    if s < 86400:
+        return f"{s // 3600}h {(s % 3600) // 60:02d}m"
+    return f"{s // 86400}d {(s % 86400) // 3600:02d}h"
+
+
+TIME_EXPLAINED = "Time the run worked, as its time budget counts it: waits for you are not counted."
+WALL_EXPLAINED = "Time since the run started, waits included: its time budget counts them."
+
+
 def _ratio(used: float, limit: float | None) -> float | None:
     return None if not limit else used / limit
 
@@ -241,7 +285,12 @@ class RunHeader(QWidget):
         self.details.setTextFormat(Qt.TextFormat.RichText)
         self.details.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         self.details.linkActivated.connect(self.open_workspace_requested)
-        self.gauges = {name: Gauge(name, self) for name in ("Cost", "Steps", "Time", "Tokens")}
+        self.gauges = {
+            name: Gauge(name, self, note_line=name == "Worked")
+            for name in ("Cost", "Steps", "Worked", "Tokens")
+        }
+        self._worked_seen: tuple[str, float, float] | None = None
+        """The shown run's id, its recorded time worked, and when that value was first read."""
         self.plan = QLabel(self)
         self.plan.setTextFormat(Qt.TextFormat.RichText)
         self.plan.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
@@ -361,15 +410,44 @@ class RunHeader(QWidget):
         self.gauges["Cost"].set_value(f"{cost}{limit}{sim}", _ratio(run.cost_usd, b.max_cost_usd))
         steps = f"{run.last_seq}" + (f" of {b.max_steps}" if b.max_steps else "")
         self.gauges["Steps"].set_value(steps, _ratio(run.last_seq, b.max_steps))
-        active = run.active_seconds
-        if run.status == RunStatus.RUNNING and run.started_at and not active:
-            active = time.time() - run.started_at
-        spent = fmt.format_duration(active)
-        limit_t = f" of {fmt.format_duration(b.max_time_s)}" if b.max_time_s else ""
-        self.gauges["Time"].set_value(spent + limit_t, _ratio(active, b.max_time_s))
+        self._time_gauge(run)
         total = run.usage.total
         limit_k = f" of {fmt.tokens(b.max_tokens)}" if b.max_tokens else ""
         self.gauges["Tokens"].set_value(fmt.tokens(total) + limit_k, _ratio(total, b.max_tokens))
+
+    def tick(self) -> None:
+        """Once a second: the time worked of a working run moves on."""
+        if self.row is not None and self.row.run.status == RunStatus.RUNNING:
+            self._time_gauge(self.row.run)
+
+    def worked_seconds(self, run: Run, now: float) -> float:
+        """The time the run worked, as its time budget counts it (the engine's ``elapsed_s``).
+
+        The recorded total moves at each step's commit; while the run works, the time since
+        that total was first read here is added, so the gauge moves between commits too.
+        """
+        if run.budget.count_waiting_time and run.started_at is not None:
+            return max(0.0, (run.finished_at or now) - run.started_at)
+        seen = self._worked_seen
+        if seen is None or seen[0] != run.id or seen[1] != run.active_seconds:
+            seen = self._worked_seen = (run.id, run.active_seconds, now)
+        if run.status != RunStatus.RUNNING:
+            return run.active_seconds
+        return run.active_seconds + max(0.0, now - seen[2])
+
+    def _time_gauge(self, run: Run) -> None:
+        now = time.time()
+        worked = self.worked_seconds(run, now)
+        limit = run.budget.max_time_s
+        text = span(worked) + (f" / {span(limit)}" if limit else "")
+        gauge = self.gauges["Worked"]
+        wall = run.budget.count_waiting_time
+        label = "Elapsed" if wall else "Worked"
+        if label != gauge.label:
+            gauge.label = label
+            gauge.update()
+        gauge.explanation = WALL_EXPLAINED if wall else TIME_EXPLAINED
+        gauge.set_value(text, _ratio(worked, limit), f"age {span(now - run.created_at)}")
 
     def _plan_html(self, row: RunRow) -> str:
         if not row.plan:

@@ -169,7 +169,8 @@ class RunDetailPane(QWidget):
         self.events_label.setVisible(bool(lines))
 
     def tick(self) -> None:
-        """Once a second: the running time of open steps."""
+        """Once a second: the time worked, and the running time of open steps."""
+        self.header.tick()
         if self.model.has_open():
             self.timeline.viewport().update()
 
