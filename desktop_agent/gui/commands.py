@@ -7,7 +7,9 @@ locked database.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import QObject, Qt, Signal, Slot
@@ -18,10 +20,57 @@ from desktop_agent.client.checks import CheckResult, check_arguments, final_chec
 from desktop_agent.client.messages import note_delivery, plain_error
 from desktop_agent.client.views import ToolInfo
 from desktop_agent.domain import JSON, Approval, ApprovalState, Run
+from desktop_agent.domain.errors import DesktopAgentError
 from desktop_agent.gui.dialogs.approval import ApprovalDialog
 from desktop_agent.gui.dialogs.new_run import NewRunRequest
 from desktop_agent.gui.dialogs.prompts import BudgetDialog, MessageDialog, ResolveDialog, TextPrompt
+from desktop_agent.gui.diffview import DiskFile, read_target, written_file
 from desktop_agent.gui.tasks import TaskRunner
+
+
+@dataclass
+class BatchOutcome:
+    """What a decision on several approvals did, one approval at a time.
+
+    Attributes:
+        verb: ``Approved`` or ``Rejected``.
+        decided: the approvals whose decision was recorded.
+        failed: the others, each with why (e.g. decided meanwhile elsewhere).
+    """
+
+    verb: str
+    decided: list[Approval] = field(default_factory=list)
+    failed: list[tuple[Approval, str]] = field(default_factory=list)
+
+    def message(self) -> str:
+        """One line: how many were decided, and which were not and why."""
+        total = len(self.decided) + len(self.failed)
+        text = f"{self.verb} {len(self.decided)} of {total} call{'s' if total != 1 else ''}"
+        if not self.failed:
+            return text
+        why = "; ".join(f"{call_label(a)}: {reason}" for a, reason in self.failed)
+        return f"{text}. Not decided here: {why}"
+
+
+def call_label(approval: Approval) -> str:
+    """A call in a few words: the tool and what it acts on (``write_file report.md``)."""
+    args = approval.arguments if isinstance(approval.arguments, dict) else {}
+    for key in ("to", "path", "url", "query", "name"):
+        value = args.get(key)
+        if isinstance(value, str) and value.strip():
+            target = " ".join(value.split())
+            target = target if len(target) <= 40 else target[:39] + "…"
+            return f"{approval.tool} to {target}" if key == "to" else f"{approval.tool} {target}"
+        if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+            return f"{approval.tool} to {', '.join(value)[:40]}"
+    return approval.tool
+
+
+def batch_question(verb: str, approvals: Sequence[Approval]) -> str:
+    """The question before deciding several calls (``Approve 3 calls: …, write_file x.md?``)."""
+    listed = ", ".join(call_label(a) for a in approvals[:8])
+    more = f" and {len(approvals) - 8} more" if len(approvals) > 8 else ""
+    return f"{verb} {len(approvals)} calls: {listed}{more}?"
 
 
 class RunCommands(QObject):
@@ -54,6 +103,8 @@ class RunCommands(QObject):
         self.decided: set[str] = set()
         """Approvals decided here whose decision the worker has not applied yet."""
         self.approval_dialog: ApprovalDialog | None = None
+        self.last_batch: BatchOutcome | None = None
+        """What the last decision on several approvals did (tests read it)."""
 
     def _send(
         self, fn: Callable[[], Any], message: str, then: Callable[[Any], None] | None = None
@@ -284,14 +335,17 @@ class RunCommands(QObject):
     # ------------------------------------------------------------------ approval dialog
 
     def open_approval(
-        self, approval: Approval, run_title: str, tool: ToolInfo | None
+        self, approval: Approval, run_title: str, tool: ToolInfo | None, position: str = ""
     ) -> ApprovalDialog:
-        """Open the approval dialog (replacing one already open)."""
+        """Open the approval dialog (replacing one already open).
+
+        ``position`` says where the call stands among its run's pending calls (``1 of 3``).
+        """
         if self.approval_dialog is not None:
             self.approval_dialog.close()
         effect = tool.effect.value if tool and tool.effect else ""
         dialog = ApprovalDialog(
-            approval, run_title, tool.input_schema if tool else {}, effect, self.window
+            approval, run_title, tool.input_schema if tool else {}, effect, self.window, position
         )
         dialog.approve_requested.connect(self._on_approval_dialog_approve_requested)
         dialog.reject_requested.connect(self._on_approval_dialog_reject_requested)
@@ -304,7 +358,99 @@ class RunCommands(QObject):
             self.check(approval, approval.arguments, dialog)
         else:
             self.final_check(approval, dialog)
+        self.read_disk(approval, dialog)
         return dialog
+
+    def read_disk(self, approval: Approval, dialog: ApprovalDialog) -> None:
+        """Read the file a write would replace, off-thread, and show the diff in ``dialog``."""
+        written = written_file(approval.tool, approval.arguments)
+        if written is None:
+            return
+        client, rel = self.client, written[0]
+
+        def read() -> DiskFile:
+            return read_target(Path(client.run(approval.run_id).workspace), rel)
+
+        def show(disk: DiskFile) -> None:
+            if self.approval_dialog is dialog:
+                dialog.show_disk(disk)
+
+        def failed(exc: Exception) -> None:
+            show(DiskFile(rel, None, plain_error(exc)))
+
+        self.tasks.submit(read, show, failed)
+
+    # ------------------------------------------------------------------ several approvals
+
+    def approve_many(self, approvals: Sequence[Approval]) -> None:
+        """Ask once, listing the calls, then approve each as proposed."""
+        chosen = list(approvals)
+        box = MessageDialog(
+            "Approve several calls?",
+            batch_question("Approve", chosen)
+            + "\n\nEach runs as the agent proposed it. Review one (Return) to edit it first.",
+            "approve",
+            confirm=f"Approve {len(chosen)}",
+            cancel="Back",
+            parent=self.window,
+        )
+        box.confirmed.connect(
+            lambda: self._decide_many(
+                chosen, "Approved", lambda a: self.client.approve(a.id, None, "approved in the app")
+            )
+        )
+        self.dialog = box
+        box.open()
+
+    def reject_many(self, approvals: Sequence[Approval]) -> None:
+        """Ask once for a reason, listing the calls, then reject each with it."""
+        chosen = list(approvals)
+        self._prompt(
+            "Reject several calls",
+            batch_question("Reject", chosen) + " The agents read your reason.",
+            f"Reject {len(chosen)}",
+            lambda reason: self._decide_many(
+                chosen, "Rejected", lambda a: self.client.reject(a.id, reason)
+            ),
+        )
+
+    def _decide_many(
+        self, approvals: list[Approval], verb: str, record: Callable[[Approval], Any]
+    ) -> None:
+        """Record one decision per approval off-thread; report what was and was not decided.
+
+        One at a time rather than all-or-none: a call decided meanwhile elsewhere (the CLI,
+        a deadline) must not hold back the others, and is reported, not counted as done.
+        """
+        self.decided.update(a.id for a in approvals)
+        self.decisions_changed.emit()
+
+        def decide_each() -> BatchOutcome:
+            outcome = BatchOutcome(verb)
+            for approval in approvals:
+                try:
+                    record(approval)
+                except DesktopAgentError as exc:
+                    outcome.failed.append((approval, plain_error(exc)))
+                else:
+                    outcome.decided.append(approval)
+            return outcome
+
+        def reported(outcome: BatchOutcome) -> None:
+            self.last_batch = outcome
+            self.decided.difference_update(a.id for a, _why in outcome.failed)
+            self.decisions_changed.emit()
+            if outcome.failed:
+                self.failed.emit(outcome.message())
+            else:
+                self.done.emit(outcome.message())
+
+        def broke(exc: Exception) -> None:
+            self.decided.difference_update(a.id for a in approvals)
+            self.decisions_changed.emit()
+            self.failed.emit(plain_error(exc))
+
+        self.tasks.submit(decide_each, reported, broke)
 
     def open_step_approvals(
         self, run_id: str, seq: int, run_title: str, tools: dict[str, ToolInfo]

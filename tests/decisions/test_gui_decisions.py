@@ -114,8 +114,11 @@ def test_the_inbox_says_when_an_approval_was_already_decided_elsewhere(
 
     window.acts["inbox"].trigger()
     window.inbox.table.selectRow(0)
-    QTest.mouseClick(window.inbox.approve, Qt.MouseButton.LeftButton)
-    qtbot.waitUntil(lambda: "was already rejected" in (window.last_error or ""))
+    QTest.mouseClick(window.inbox.approve, Qt.MouseButton.LeftButton)  # opens the call
+    dialog = window.approval_dialog
+    assert dialog is not None and dialog.isVisible()
+    QTest.mouseClick(dialog.approve_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: "was already rejected" in dialog.error.text())
     assert len(client._store.pending_commands(run_id)) == 1  # only the other decision
     drain(client._store, make_executor())
     assert client._store.list_approvals(None)[0].state == ApprovalState.REJECTED

@@ -205,7 +205,11 @@ def test_controls_have_shortcuts_and_the_toolbar_approves(
     select(qtbot, window, run.id)
     wait_status(qtbot, window, run.id, RunStatus.WAITING)
     qtbot.waitUntil(lambda: window.acts[Control.APPROVE].isEnabled())
-    window.acts[Control.APPROVE].trigger()
+    window.acts[Control.APPROVE].trigger()  # shows the call; the dialog decides
+    dialog = window.approval_dialog
+    assert dialog is not None and dialog.isVisible()
+    assert window.approvals_model.rowCount() == 1
+    QTest.mouseClick(dialog.approve_button, Qt.MouseButton.LeftButton)
     # Decided here: hidden at once, and the controls no longer offer it.
     assert window.approvals_model.rowCount() == 0
     assert not window.acts[Control.APPROVE].isEnabled()

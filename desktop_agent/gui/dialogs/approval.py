@@ -2,8 +2,10 @@
 
 It shows the tool, the rule that asked, the agent's stated reason, an editable form
 generated from the tool's schema with a live diff of the edits, the tool's own check of the
-(edited) arguments, and the time left before the deadline. Rejecting asks for a reason,
-which goes back to the agent.
+(edited) arguments, and the time left before the deadline. A call that replaces a file
+also shows the file on disk against the proposed content. Rejecting asks for a reason,
+which goes back to the agent. Ctrl+Return approves what the form holds: the call as
+proposed, or the edited call after an edit (refused inline while the edit is invalid).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from PySide6.QtCore import Qt, QTimer, Signal, Slot
-from PySide6.QtGui import QKeySequence, QPalette
+from PySide6.QtGui import QKeySequence, QPalette, QShortcut
 from PySide6.QtWidgets import (
     QDialog,
     QDialogButtonBox,
@@ -24,6 +26,7 @@ from PySide6.QtWidgets import (
     QPushButton,
     QScrollArea,
     QSplitter,
+    QTabWidget,
     QTextBrowser,
     QVBoxLayout,
     QWidget,
@@ -34,6 +37,7 @@ from desktop_agent.client.messages import plain_error
 from desktop_agent.domain import JSON, Approval, ApprovalState, RunStatus
 from desktop_agent.gui import fmt, resources, theme
 from desktop_agent.gui.dialogs.prompts import TextPrompt
+from desktop_agent.gui.diffview import DiskFile, file_diff_html, written_file
 from desktop_agent.gui.sizing import keep_minimum_size
 from desktop_agent.gui.widgets.schema_form import FormError, SchemaForm, diff_html
 
@@ -62,6 +66,7 @@ class ApprovalDialog(QDialog):
         run_title: title of its run.
         schema: the tool's JSON schema (``{}`` when unknown).
         effect: the tool's effect class, for display.
+        position: where this call stands among the run's pending calls (``1 of 3``), or "".
         parent: owner.
 
     Signals:
@@ -81,18 +86,26 @@ class ApprovalDialog(QDialog):
         schema: Mapping[str, Any],
         effect: str = "",
         parent: QWidget | None = None,
+        position: str = "",
     ) -> None:
         super().__init__(parent)
         self.approval = approval
         self.reject_prompt: TextPrompt | None = None
+        self.disk: DiskFile | None = None
         pending = approval.state == ApprovalState.PENDING
-        self.setWindowTitle(
-            f"Approve {approval.tool}?" if pending else f"Approval of {approval.tool}"
-        )
+        title = f"Approve {approval.tool}?" if pending else f"Approval of {approval.tool}"
+        self.setWindowTitle(f"{title} ({position})" if position else title)
         self.setWindowIcon(resources.icon("inbox"))
         self.resize(980, 680)
 
         facts = QFormLayout()
+        self.position = self._label(
+            f"Pending call {position} of this run; the others wait for their turn."
+            if position
+            else ""
+        )
+        if position:
+            facts.addRow("Call", self.position)
         facts.addRow("Run", self._label(f"{run_title}  ({approval.run_id})"))
         tool = f"<b>{approval.tool}</b>" + (
             f" — effect: {effect.replace('_', ' ')}" if effect else ""
@@ -123,9 +136,21 @@ class ApprovalDialog(QDialog):
         self.diff = QTextBrowser(self)
         diff_box = QGroupBox("Changes", self)
         QVBoxLayout(diff_box).addWidget(self.diff)
+        self.file_diff: QTextBrowser | None = None
+        self.tabs: QTabWidget | None = None
         split = QSplitter(Qt.Orientation.Horizontal, self)
         split.addWidget(form_box)
-        split.addWidget(diff_box)
+        written = written_file(approval.tool, approval.arguments)
+        if written is None:
+            split.addWidget(diff_box)
+        else:
+            # A write replaces a file: what it loses on disk comes first.
+            self.file_diff = QTextBrowser(self)
+            self.file_diff.setPlainText(f"Reading {written[0]} from the workspace…")
+            self.tabs = QTabWidget(self)
+            self.tabs.addTab(self.file_diff, "File on disk")
+            self.tabs.addTab(diff_box, "Your edits")
+            split.addWidget(self.tabs)
         split.setSizes([560, 420])
 
         self.check = self._label("Checking the arguments…")
@@ -134,7 +159,11 @@ class ApprovalDialog(QDialog):
 
         self.buttons = QDialogButtonBox(self)
         self.approve_button = QPushButton(resources.icon("approve"), "Approve", self)
-        self.approve_button.setShortcut(QKeySequence("Ctrl+Return"))
+        # Not the button's own shortcut: setText() (Approve / Approve with edits) resets it.
+        for keys in ("Ctrl+Return", "Ctrl+Enter"):
+            shortcut = QShortcut(QKeySequence(keys), self)
+            shortcut.setEnabled(pending)
+            shortcut.activated.connect(self._on_approve_shortcut_activated)
         self._approve_tip = "Run the call (Ctrl+Enter)"
         self._refusal: str | None = None
         self.approve_button.setToolTip(self._approve_tip)
@@ -191,6 +220,15 @@ class ApprovalDialog(QDialog):
         if not self.form.is_edited():
             return None
         return self.form.values()
+
+    def show_disk(self, disk: DiskFile) -> None:
+        """Show what the (edited) write does to the file on disk, read off the GUI thread."""
+        self.disk = disk
+        self._update_file_diff()
+
+    def ask_reject(self) -> None:
+        """Ask for the reason of a rejection, over the call it rejects."""
+        self._on_reject_button_clicked()
 
     def request_check(self) -> None:
         """Ask for the tool's check of the current arguments (debounced)."""
@@ -275,6 +313,20 @@ class ApprovalDialog(QDialog):
         self._update_diff()
         self.request_check()
 
+    def _update_file_diff(self) -> None:
+        if self.file_diff is None or self.disk is None:
+            return
+        try:
+            written = written_file(self.approval.tool, self.form.values())
+        except FormError:
+            return  # the edit diff says what is wrong; the last file diff stays
+        if written is None or written[0] != self.disk.path:
+            self.file_diff.setPlainText(
+                "The edited call writes another file: approve it to see its effect in the run."
+            )
+            return
+        self.file_diff.setHtml(file_diff_html(self.disk, written[1], self.palette()))
+
     def _update_diff(self) -> None:
         try:
             edited = self.form.values()
@@ -291,6 +343,7 @@ class ApprovalDialog(QDialog):
         self.approve_button.setText("Approve with edits" if changed else "Approve")
         self.reset_button.setEnabled(changed)
         self.diff.setHtml(diff_html(self.form.original, edited, self.palette()))
+        self._update_file_diff()
 
     @Slot()
     def _on_approve_button_clicked(self) -> None:
@@ -303,6 +356,19 @@ class ApprovalDialog(QDialog):
         self.approve_button.setEnabled(False)
         note = "approved with edits in the app" if edited is not None else "approved in the app"
         self.approve_requested.emit(self.approval, edited, note)
+
+    @Slot()
+    def _on_approve_shortcut_activated(self) -> None:
+        """Ctrl+Return: approve what the form holds, as the button would (never blind)."""
+        try:
+            self.edited_arguments()
+        except FormError as exc:
+            self.error.setText(plain_error(exc))
+            return
+        if self.approve_button.isEnabled():
+            self._on_approve_button_clicked()
+        elif self._refusal is not None:
+            self.error.setText(f"{_REFUSED}: {self._refusal}")
 
     @Slot()
     def _on_reject_button_clicked(self) -> None:

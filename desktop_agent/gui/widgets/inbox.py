@@ -1,9 +1,16 @@
-"""The approvals inbox: pending approvals across runs, with review, approve and reject."""
+"""The approvals inbox: pending approvals across runs, with review, approve and reject.
+
+Nothing here decides blind: Approve and Reject act on the selected rows only (off while none
+is), one selected call opens for review, several are decided after one confirmation that
+lists them. Return, Enter and a double-click open the selected call.
+"""
 
 from __future__ import annotations
 
-from PySide6.QtCore import QItemSelection, QModelIndex, Qt, Signal, Slot
+from PySide6.QtCore import QEvent, QItemSelection, QModelIndex, QObject, Qt, Signal, Slot
+from PySide6.QtGui import QKeyEvent
 from PySide6.QtWidgets import (
+    QAbstractItemView,
     QHBoxLayout,
     QHeaderView,
     QLabel,
@@ -27,8 +34,10 @@ class ApprovalInbox(QWidget):
 
     Signals:
         review_requested: open the approval dialog (the :class:`Approval`).
-        approve_requested: approve as proposed (the :class:`Approval`).
-        reject_requested: reject, asking for a reason (the :class:`Approval`).
+        approve_requested: approve the selected calls, after showing them (a list of
+            :class:`Approval`, never empty).
+        reject_requested: reject the selected calls, asking for a reason (a list, never
+            empty).
         approval_selected: the current approval changed (its run id, or "").
     """
 
@@ -41,6 +50,8 @@ class ApprovalInbox(QWidget):
         super().__init__(parent)
         self.model = model
         self.table = list_table(model, self)
+        self.table.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)
+        self.table.installEventFilter(self)
         fm = self.fontMetrics()
         header = self.table.horizontalHeader()
         widths = {
@@ -58,13 +69,14 @@ class ApprovalInbox(QWidget):
         self.empty = QLabel("No approvals are waiting. Runs that need one show up here.", self)
         self.empty.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.review = QPushButton(resources.icon("edit"), "Review…", self)
-        self.approve = QPushButton(resources.icon("approve"), "Approve", self)
+        self.approve = QPushButton(resources.icon("approve"), "Approve…", self)
         self.reject = QPushButton(resources.icon("reject"), "Reject…", self)
         self.review.clicked.connect(self._on_review_clicked)
         self.approve.clicked.connect(self._on_approve_clicked)
         self.reject.clicked.connect(self._on_reject_clicked)
         buttons = QHBoxLayout()
-        buttons.addWidget(QLabel("Double-click an approval to review and edit it.", self), 1)
+        hint = "Return or double-click reviews an approval; Ctrl+click selects several."
+        buttons.addWidget(QLabel(hint, self), 1)
         for button in (self.review, self.approve, self.reject):
             buttons.addWidget(button)
         layout = QVBoxLayout(self)
@@ -76,23 +88,41 @@ class ApprovalInbox(QWidget):
             signal.connect(self._update)
         self._update()
 
+    def selected(self) -> list[Approval]:
+        """The selected approvals, top to bottom (never an unselected row)."""
+        rows = sorted(index.row() for index in self.table.selectionModel().selectedRows())
+        return [self.model.approval_at(row) for row in rows]
+
     def current(self) -> Approval | None:
-        """The selected approval (or the only one)."""
-        rows = self.table.selectionModel().selectedRows()
-        if rows:
-            return self.model.approval_at(rows[0].row())
-        if self.model.rowCount() == 1:
-            return self.model.approval_at(0)
-        return None
+        """The first selected approval, or None."""
+        chosen = self.selected()
+        return chosen[0] if chosen else None
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        """Return or Enter on the table opens the selected call."""
+        if (
+            watched is self.table
+            and event.type() == QEvent.Type.KeyPress
+            and isinstance(event, QKeyEvent)
+            and event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter)
+            and event.modifiers()
+            in (Qt.KeyboardModifier.NoModifier, Qt.KeyboardModifier.KeypadModifier)
+        ):
+            self._on_review_clicked()
+            return True
+        return super().eventFilter(watched, event)
 
     @Slot()
     def _update(self) -> None:
         has = self.model.rowCount() > 0
         self.table.setVisible(has)
         self.empty.setVisible(not has)
-        current = self.current() is not None
+        n = len(self.selected())
         for button in (self.review, self.approve, self.reject):
-            button.setEnabled(current)
+            button.setEnabled(n > 0)
+        self.review.setEnabled(n == 1)
+        self.approve.setText(f"Approve {n}…" if n > 1 else "Approve…")
+        self.reject.setText(f"Reject {n}…" if n > 1 else "Reject…")
 
     @Slot(QModelIndex)
     def _on_table_double_clicked(self, index: QModelIndex) -> None:
@@ -111,10 +141,10 @@ class ApprovalInbox(QWidget):
 
     @Slot()
     def _on_approve_clicked(self) -> None:
-        if (a := self.current()) is not None:
-            self.approve_requested.emit(a)
+        if chosen := self.selected():
+            self.approve_requested.emit(chosen)
 
     @Slot()
     def _on_reject_clicked(self) -> None:
-        if (a := self.current()) is not None:
-            self.reject_requested.emit(a)
+        if chosen := self.selected():
+            self.reject_requested.emit(chosen)

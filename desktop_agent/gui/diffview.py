@@ -1,0 +1,143 @@
+"""What an approved write would change: the file on disk against the proposed content.
+
+An approval of ``write_file`` replaces a whole file; the analyst must see what is lost, not
+only what is written. The file is read off the GUI thread (:func:`read_target`, a plain
+function for the task pool) and capped, so a big file never freezes the window; the diff
+itself is capped too and says where it was cut.
+"""
+
+from __future__ import annotations
+
+import difflib
+import html
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from PySide6.QtGui import QPalette
+
+from desktop_agent.domain import JSON, RunStatus
+from desktop_agent.gui import theme
+
+WRITE_TOOLS = frozenset({"write_file"})
+"""Tools whose call replaces a whole file: ``path`` relative to the workspace, ``content``."""
+
+READ_LIMIT = 512 * 1024
+"""Bytes of the file on disk read for the diff; a bigger file is not diffed."""
+
+DIFF_LINE_LIMIT = 400
+"""Lines of diff shown; the rest is cut (and the view says so)."""
+
+
+@dataclass(frozen=True)
+class DiskFile:
+    """The file an approved write would replace, as read from disk.
+
+    Attributes:
+        path: the path the call names (relative to the workspace).
+        text: its content, or None when there is no such file (or it cannot be shown).
+        problem: why the content cannot be shown (too big, not text, outside), or None.
+    """
+
+    path: str
+    text: str | None
+    problem: str | None = None
+
+
+def written_file(tool: str, arguments: JSON) -> tuple[str, str] | None:
+    """``(path, content)`` when a call of ``tool`` with ``arguments`` replaces a file."""
+    if tool not in WRITE_TOOLS or not isinstance(arguments, Mapping):
+        return None
+    path, content = arguments.get("path"), arguments.get("content")
+    if not isinstance(path, str) or not isinstance(content, str):
+        return None
+    return path, content
+
+
+def read_target(workspace: Path, rel: str, limit: int = READ_LIMIT) -> DiskFile:
+    """Read ``rel`` in ``workspace`` for the diff (blocking: call it on the task pool).
+
+    Only reads, and only inside the workspace: a path that leads outside is not shown (the
+    tool's own check refuses it too).
+    """
+    root = Path(os.path.realpath(workspace))
+    slashed = rel.replace("\\", "/").strip()
+    if not slashed or Path(slashed).is_absolute() or slashed.startswith("~"):
+        return DiskFile(rel, None, "the path is not relative to the workspace")
+    real = Path(os.path.realpath(root / slashed))
+    if not real.is_relative_to(root):
+        return DiskFile(rel, None, "the path leads outside the workspace")
+    try:
+        if not real.exists():
+            return DiskFile(rel, None)
+        if not real.is_file():
+            return DiskFile(rel, None, "it is a folder, not a file")
+        size = real.stat().st_size
+        if size > limit:
+            return DiskFile(rel, None, f"the file is too big to compare ({size:,} bytes)")
+        data = real.read_bytes()
+    except OSError as exc:
+        return DiskFile(rel, None, f"it cannot be read ({exc.strerror or 'unknown error'})")
+    try:
+        return DiskFile(rel, data.decode("utf-8"))
+    except UnicodeDecodeError:
+        return DiskFile(rel, None, "it is not UTF-8 text")
+
+
+def file_diff_lines(
+    disk: DiskFile, proposed: str, limit: int = DIFF_LINE_LIMIT
+) -> tuple[list[str], bool]:
+    """The unified diff of the file on disk against ``proposed``, and whether it was cut."""
+    before = (disk.text or "").splitlines()
+    after = proposed.splitlines()
+    lines: list[str] = []
+    diff = difflib.unified_diff(
+        before, after, f"{disk.path} (on disk)", f"{disk.path} (proposed)", lineterm=""
+    )
+    for line in diff:
+        if len(lines) == limit:
+            return lines, True
+        lines.append(line)
+    return lines, False
+
+
+def file_diff_html(disk: DiskFile, proposed: str, palette: QPalette) -> str:
+    """What writing ``proposed`` does to the file, as HTML coloured for ``palette``."""
+    name = html.escape(disk.path)
+    size = f"{len(proposed.encode()):,} bytes"
+    if disk.problem is not None:
+        return (
+            f"<p><b>{name}</b>: the file on disk cannot be compared: "
+            f"{html.escape(disk.problem)}. Approving replaces it with {size}.</p>"
+        )
+    if disk.text is None:
+        head = f"<p><b>{name}</b> — new file: approving creates it ({size}).</p>"
+        return head + _lines_html([f"+{line}" for line in proposed.splitlines()], palette)
+    if disk.text == proposed:
+        return f"<p><b>{name}</b>: the file on disk already has this content.</p>"
+    lines, cut = file_diff_lines(disk, proposed)
+    head = f"<p><b>{name}</b> — overwrites the file on disk; lines it removes and adds:</p>"
+    tail = f"<p><i>The diff is cut after {len(lines)} lines.</i></p>" if cut else ""
+    return head + _lines_html(lines, palette) + tail
+
+
+def _lines_html(lines: list[str], palette: QPalette) -> str:
+    added = theme.status_color(RunStatus.COMPLETED, palette).name()
+    removed = theme.status_color(RunStatus.FAILED, palette).name()
+    head = palette.color(QPalette.ColorRole.Link).name()
+    rows = []
+    for line in lines[:DIFF_LINE_LIMIT]:
+        text = html.escape(line)
+        if line.startswith(("+++", "---", "@@")):
+            rows.append(f"<div style='color:{head}; font-weight:bold'>{text}</div>")
+        elif line.startswith("+"):
+            rows.append(f"<div style='color:{added}'>{text}</div>")
+        elif line.startswith("-"):
+            rows.append(f"<div style='color:{removed}'>{text}</div>")
+        else:
+            rows.append(f"<div>{text or '&nbsp;'}</div>")
+    if len(lines) > DIFF_LINE_LIMIT:
+        rows.append(f"<div><i>… cut after {DIFF_LINE_LIMIT} lines</i></div>")
+    body = "".join(rows)
+    return f"<div style='font-family: monospace; white-space: pre-wrap'>{body}</div>"
