@@ -10,8 +10,8 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWi
 from desktop_agent.gui import resources
 
 WELCOME = (
-    "desktop-agent runs research agents over the files of a folder, step by step, and asks "
-    "you before it changes anything. The offline demo needs no API key and costs nothing."
+    "desktop-agent runs research agents over the files of a folder and asks you before it "
+    "changes anything. The offline demo needs no API key and costs nothing."
 )
 NO_MATCH = "No run matches the search or the status filter."
 
@@ -45,7 +45,13 @@ class EmptyState(QWidget):
         self.text = QLabel(WELCOME, self)
         self.text.setWordWrap(True)
         self.text.setAlignment(Qt.AlignmentFlag.AlignCenter)
-        self.text.setMaximumWidth(self.fontMetrics().horizontalAdvance("x" * 80))
+        # Wide enough for the welcome on one or two lines; a wrapped label left to its own
+        # size hint wraps at a few words a line and is cut in a short list area.
+        fm = self.fontMetrics()
+        self.text.setMinimumWidth(
+            min(fm.horizontalAdvance(WELCOME) // 2 + fm.averageCharWidth() * 4, 560)
+        )
+        self.text.setMaximumWidth(fm.horizontalAdvance(WELCOME) + fm.averageCharWidth() * 2)
         self.demo_button = QPushButton(resources.icon("resume"), "Try the offline demo", self)
         self.demo_button.setDefault(True)
         self.new_run_button = QPushButton(resources.icon("new-run"), "New run", self)
@@ -60,7 +66,11 @@ class EmptyState(QWidget):
         buttons.addStretch(1)
         layout = QVBoxLayout(self)
         layout.addStretch(1)
-        layout.addWidget(self.text, 0, Qt.AlignmentFlag.AlignHCenter)
+        line = QHBoxLayout()
+        line.addStretch(1)
+        line.addWidget(self.text, 100)
+        line.addStretch(1)
+        layout.addLayout(line)
         layout.addLayout(buttons)
         layout.addStretch(1)
         self.set_mode(EmptyMode.NO_RUNS)
