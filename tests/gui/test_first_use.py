@@ -84,6 +84,10 @@ def test_empty_list_offers_the_demo_which_starts_and_is_selected(
     qtbot.waitUntil(lambda: empty_shown(window, EmptyMode.NO_RUNS))
     empty = window.run_list.empty
     assert "no API key" in empty.text.text() and "costs nothing" in empty.text.text()
+    # Readable in the list area of a 1280x800 window: not cut, at most two lines.
+    text = empty.text
+    assert text.height() >= text.heightForWidth(text.width())
+    assert text.height() <= 2 * text.fontMetrics().lineSpacing() + 4
     assert empty.new_run_button.isVisible() and not empty.clear_button.isVisible()
     # Not a dialog: the state sits in the list area, centered under the search bar.
     assert empty.window() is window
