@@ -20,13 +20,15 @@ from desktop_agent.client.api import Client
 from desktop_agent.client.schedules import Scheduling
 from desktop_agent.client.views import RunRow
 from desktop_agent.client.workspaces import DEMO_NOTES, create_demo_workspace
-from desktop_agent.domain import AgentSpec, Budget, Run, RunStatus, WaitReason
+from desktop_agent.domain import AgentSpec, Budget, Run, RunStatus, StepKind, WaitReason
+from desktop_agent.gui import fmt
 from desktop_agent.gui.controls import Control
 from desktop_agent.gui.dialogs.approval import ApprovalDialog
 from desktop_agent.gui.dialogs.new_run import NewRunDialog
 from desktop_agent.gui.dialogs.prompts import BudgetDialog, MessageDialog
 from desktop_agent.gui.mainwindow import MainWindow
 from desktop_agent.gui.widgets.empty_state import EmptyMode
+from desktop_agent.gui.widgets.timeline import duration_text
 from tests.gui.conftest import StartWorker, select, wait_status
 
 
@@ -352,3 +354,46 @@ def test_the_time_gauge_says_the_time_worked_and_the_age_beside_it(
         for y in range(bar_bottom + 3, image.height())
     }
     assert len(below) > 1, "nothing is drawn under the bar"
+
+
+# ---------------------------------------------------------------- title and durations
+
+
+def test_a_title_that_fits_is_shown_whole_and_a_long_one_is_elided(
+    qtbot: QtBot, window: MainWindow, client: Client, demo_ws: Path
+) -> None:
+    assert window.width() == 1280
+    goal = "Compare the three supplier notes and recommend one supplier for the pilot, citing them."
+    run = client.start_run(goal, model="demo", workspace=demo_ws)
+    select(qtbot, window, run.id)
+    title = window.detail.header.title
+    qtbot.waitUntil(lambda: title.full_text() == goal)
+    assert title.text() == goal
+    assert title.fontMetrics().horizontalAdvance(goal) <= title.width()
+
+    long_goal = " ".join(f"supplier-{i:03d}" for i in range(40))
+    other = client.start_run(long_goal, model="demo", workspace=demo_ws)
+    select(qtbot, window, other.id)
+    qtbot.waitUntil(lambda: title.full_text() == long_goal[:120])
+    assert title.text().endswith("…") and len(title.text()) < 120
+    assert title.toolTip() == long_goal
+
+
+def test_an_open_step_says_running_or_waiting_and_for_how_long(
+    qtbot: QtBot, window: MainWindow, client: Client, start_worker: StartWorker, demo_ws: Path
+) -> None:
+    run = client.start_run("Summarise the sources", model="demo", workspace=demo_ws)
+    select(qtbot, window, run.id)
+    start_worker()
+    model = window.steps_model
+    qtbot.waitUntil(
+        lambda: model.rowCount() > 0 and model.entry(model.rowCount() - 1).kind == StepKind.APPROVAL
+    )
+    waiting = model.entry(model.rowCount() - 1)
+    assert waiting.is_open
+    assert duration_text(waiting, waiting.started_at + 72) == "for 1m 12s"
+    working = replace(waiting, kind=StepKind.MODEL_CALL)
+    assert duration_text(working, working.started_at + 12.4) == "running 12s"
+    done = model.entry(0)
+    assert done.duration_s is not None
+    assert duration_text(done, done.started_at + 99) == fmt.short_duration(done.duration_s)

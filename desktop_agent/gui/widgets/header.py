@@ -307,7 +307,6 @@ class RunHeader(QWidget):
         for i, gauge in enumerate(self.gauges.values()):
             gauges.addWidget(gauge, i // 2, i % 2)
         left = QVBoxLayout()
-        left.addLayout(top)
         left.addWidget(self.status)
         left.addWidget(self.details)
         left.addLayout(gauges)
@@ -318,6 +317,9 @@ class RunHeader(QWidget):
         outer = QVBoxLayout(self)
         outer.setContentsMargins(8, 6, 8, 6)
         outer.addWidget(self.banner)
+        # The title spans the header, above the plan's column: in the left column alone it
+        # had three fifths of the width and was cut where the whole goal would have fitted.
+        outer.addLayout(top)
         outer.addLayout(columns)
         self.show_row(None)
 

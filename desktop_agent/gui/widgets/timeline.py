@@ -25,6 +25,7 @@ from desktop_agent.client.views import StepEntry
 from desktop_agent.domain import StepStatus
 from desktop_agent.gui import fmt, theme
 from desktop_agent.gui.models.steps import StepRole
+from desktop_agent.gui.widgets.header import span
 
 Index = QModelIndex | QPersistentModelIndex
 
@@ -141,13 +142,25 @@ def _draw_cost_and_time(painter: QPainter, entry: StepEntry, row: _Row) -> int:
     painter.setPen(row.muted)
     painter.drawText(row.cell(right - cost_w, cost_w), align, cost)
     right -= cost_w + 8
-    if entry.is_open:
-        took = fmt.short_duration(max(0.0, time.time() - entry.started_at)) + "…"
-    else:
-        took = fmt.short_duration(entry.duration_s)
-    dur_w = fm.horizontalAdvance("00m00s…") + 4
+    took = duration_text(entry, time.time())
+    # Finished steps share a narrow column; an open step's words take what they need
+    # (a fixed width cut "running 1m 05s" into something that read as clipped).
+    dur_w = max(fm.horizontalAdvance("00m00s") + 4, fm.horizontalAdvance(took) + 4)
     painter.drawText(row.cell(right - dur_w, dur_w), align, took)
     return right - dur_w - 8
+
+
+def duration_text(entry: StepEntry, now: float) -> str:
+    """How long the step took; for an open one, how long so far, in words that say so.
+
+    A step that waits carries the "waiting" badge just before, so its time reads "for
+    3m 12s"; any other open step "running 12s". Whole seconds: a counter that moves once
+    a second, with no tenths flickering.
+    """
+    if not entry.is_open:
+        return fmt.short_duration(entry.duration_s)
+    so_far = span(max(0.0, now - entry.started_at))
+    return f"for {so_far}" if describe(entry.kind).waits else f"running {so_far}"
 
 
 def _draw_badges(painter: QPainter, badges: list[tuple[str, QColor]], row: _Row, right: int) -> int:
