@@ -9,7 +9,8 @@ the bundled app over the app's own single-instance socket, as a second launch wo
    shows the run completed; its cold start is the best of three ``--help``.
 2. App: ``desktop-agent --db Y`` (offscreen) starts, answers a "come to the front" request
    (its event loop runs, its window exists), and starts its worker, which is the bundled
-   executable too (it registers in the database). Cold start: launch to first answer.
+   executable too (it registers in the database); ended by SIGTERM, the app dies of it
+   without a Python error and its worker exits. Cold start: launch to first answer.
 3. Size of the bundle folder.
 
 Prints the figures; exits 1 with one line saying what failed.
@@ -27,10 +28,12 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
+import psutil
 from PySide6.QtNetwork import QLocalSocket
 
 from desktop_agent.gui.single_instance import ACK, ACTIVATE, server_name
@@ -134,6 +137,19 @@ def stop(pid: int) -> None:
         os.kill(pid, signal.SIGTERM)
 
 
+def ended(pid: int) -> bool:
+    """Whether process ``pid`` has exited (an exited one its parent has not reaped counts)."""
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+# What SIGTERM leaves as the exit status: the app has no handler for it (it dies of the
+# signal); on Windows os.kill terminates the process with the signal's number as its code.
+TERMINATED = signal.SIGTERM if sys.platform == "win32" else -signal.SIGTERM
+
+
 def check_app(exe: Path, work: Path) -> float:
     """The app starts offscreen, answers, and starts its worker; returns its cold start."""
     db = work / "app" / "desktop-agent.db"
@@ -163,7 +179,6 @@ def check_app(exe: Path, work: Path) -> float:
         workers = worker_pids(db)
         if app.poll() is not None:
             raise SmokeError(f"the bundled app exited {app.returncode} after starting")
-        return cold
     finally:
         stop(app.pid)
         try:
@@ -173,6 +188,24 @@ def check_app(exe: Path, work: Path) -> float:
             app.wait()
         for pid in workers:  # the worker outlives the app by design: end ours
             stop(pid)
+    check_ended_cleanly(app, workers)
+    return cold
+
+
+def check_ended_cleanly(app: subprocess.Popen[bytes], workers: list[int]) -> None:
+    """The app died of our SIGTERM without a Python error, and its worker then exited.
+
+    Qt's own warnings on stderr are allowed: the offscreen platform says it cannot raise
+    the window each time it is asked to come to the front.
+    """
+    err = (app.stderr.read() if app.stderr else b"").decode(errors="replace")
+    if app.returncode != TERMINATED:
+        raise SmokeError(f"the bundled app ended with {app.returncode}, not by our SIGTERM")
+    if "Traceback" in err:
+        raise SmokeError(f"the bundled app reported an error: {err.strip().splitlines()[-1]}")
+    deadline = time.monotonic() + 30
+    for pid in workers:
+        wait_for(f"the app's worker (pid {pid}) exited", partial(ended, pid), deadline)
 
 
 def main() -> int:
