@@ -341,8 +341,12 @@ class RunCommands(QObject):
 
         ``position`` says where the call stands among its run's pending calls (``1 of 3``).
         """
-        if self.approval_dialog is not None:
-            self.approval_dialog.close()
+        old = self.approval_dialog
+        if old is not None:
+            old.close()
+            if old.isVisible():  # it holds an edit: first the analyst says whether to drop it
+                old.raise_()
+                return old
         effect = tool.effect.value if tool and tool.effect else ""
         dialog = ApprovalDialog(
             approval, run_title, tool.input_schema if tool else {}, effect, self.window, position

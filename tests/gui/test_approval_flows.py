@@ -17,7 +17,7 @@ from desktop_agent.client.api import Client
 from desktop_agent.domain import ApprovalState, RunStatus
 from desktop_agent.gui.controls import Control
 from desktop_agent.gui.dialogs.approval import ApprovalDialog
-from desktop_agent.gui.dialogs.prompts import MessageDialog
+from desktop_agent.gui.dialogs.prompts import MessageDialog, TextPrompt
 from desktop_agent.gui.mainwindow import MainWindow
 from tests.conftest import MakeExecutor, drain
 from tests.gui.conftest import select
@@ -254,3 +254,72 @@ def test_a_write_to_a_missing_file_says_new_file(
     assert view is not None
     qtbot.waitUntil(lambda: "new file" in view.toPlainText())
     assert "+## Conclusions" in view.toPlainText()
+
+
+def _steer_prompt(window: MainWindow, client: Client, tmp_path: Path) -> TextPrompt:
+    run = client.start_run("A run to steer", model="demo", workspace=tmp_path)
+    window.commands.steer(run)
+    prompt = window.commands.dialog
+    assert isinstance(prompt, TextPrompt) and prompt.isVisible()
+    return prompt
+
+
+def test_escape_with_typed_text_asks_and_keep_editing_keeps_it(
+    qtbot: QtBot, window: MainWindow, client: Client, tmp_path: Path
+) -> None:
+    prompt = _steer_prompt(window, client, tmp_path)
+    QTest.keyClicks(prompt.text, "focus on 2025")
+    QTest.keyClick(prompt.text, Qt.Key.Key_Escape)
+    question = prompt.discard_question
+    assert question is not None and question.isVisible()
+    assert question.windowTitle() == "Discard what you typed?"
+    assert prompt.isVisible()
+    QTest.mouseClick(question.keep_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: prompt.discard_question is None)
+    assert prompt.isVisible() and prompt.text.toPlainText() == "focus on 2025"
+
+    QTest.mouseClick(
+        prompt.buttons.button(prompt.buttons.StandardButton.Cancel), Qt.MouseButton.LeftButton
+    )
+    question = prompt.discard_question
+    assert question is not None and question.isVisible()
+    QTest.mouseClick(question.discard_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: not prompt.isVisible())
+    assert client._store.pending_commands(client.runs()[0].id) == []  # nothing was sent
+
+
+def test_escape_with_nothing_typed_closes_at_once(
+    qtbot: QtBot, window: MainWindow, client: Client, tmp_path: Path
+) -> None:
+    prompt = _steer_prompt(window, client, tmp_path)
+    QTest.keyClicks(prompt.text, "   ")  # blanks only: nothing to lose
+    QTest.keyClick(prompt.text, Qt.Key.Key_Escape)
+    qtbot.waitUntil(lambda: not prompt.isVisible())
+    assert prompt.discard_question is None
+
+
+def test_escape_keeps_an_edit_in_the_approval_dialog_and_a_typed_goal(
+    qtbot: QtBot, window: MainWindow, client: Client, make_executor: MakeExecutor, tmp_path: Path
+) -> None:
+    _waiting(qtbot, window, client, make_executor, tmp_path)
+    dialog = window.open_approval(window.approvals_model.approval_at(0))
+    content = dialog.form.widget_for("content")
+    assert isinstance(content, QPlainTextEdit)
+    content.setPlainText("A CAREFUL EDIT\n")
+    QTest.keyClick(content, Qt.Key.Key_Escape)
+    question = dialog.discard_question
+    assert question is not None and question.isVisible()
+    QTest.mouseClick(question.keep_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: dialog.discard_question is None)
+    assert window.approval_dialog is dialog and content.toPlainText() == "A CAREFUL EDIT\n"
+    QTest.mouseClick(dialog.reset_button, Qt.MouseButton.LeftButton)  # nothing typed now
+    QTest.keyClick(content, Qt.Key.Key_Escape)
+    qtbot.waitUntil(lambda: window.approval_dialog is None)
+
+    new_run = window.open_new_run()
+    QTest.keyClicks(new_run.goal, "Compare the vendors")
+    QTest.keyClick(new_run.goal, Qt.Key.Key_Escape)
+    question = new_run.discard_question
+    assert question is not None and question.isVisible()
+    QTest.mouseClick(question.discard_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: not new_run.isVisible())

@@ -18,7 +18,6 @@ from typing import Any
 from PySide6.QtCore import Qt, QTimer, Signal, Slot
 from PySide6.QtGui import QKeySequence, QPalette, QShortcut
 from PySide6.QtWidgets import (
-    QDialog,
     QDialogButtonBox,
     QFormLayout,
     QGroupBox,
@@ -36,6 +35,7 @@ from desktop_agent.client.checks import CheckResult
 from desktop_agent.client.messages import plain_error
 from desktop_agent.domain import JSON, Approval, ApprovalState, RunStatus
 from desktop_agent.gui import fmt, resources, theme
+from desktop_agent.gui.dialogs.guard import GuardedDialog
 from desktop_agent.gui.dialogs.prompts import TextPrompt
 from desktop_agent.gui.diffview import DiskFile, file_diff_html, written_file
 from desktop_agent.gui.sizing import keep_minimum_size
@@ -58,8 +58,8 @@ def deadline_text(approval: Approval, now: float | None = None) -> str:
     return f"{fmt.format_duration(left)} left; then the call is {action} by default."
 
 
-class ApprovalDialog(QDialog):
-    """Review one approval.
+class ApprovalDialog(GuardedDialog):
+    """Review one approval (closing it with edited arguments asks before dropping them).
 
     Args:
         approval: the approval to review.
@@ -229,6 +229,10 @@ class ApprovalDialog(QDialog):
     def ask_reject(self) -> None:
         """Ask for the reason of a rejection, over the call it rejects."""
         self._on_reject_button_clicked()
+
+    def typed_text(self) -> bool:
+        """Whether the arguments were edited (closing would drop the edit)."""
+        return self.approval.state == ApprovalState.PENDING and self.form.is_edited()
 
     def request_check(self) -> None:
         """Ask for the tool's check of the current arguments (debounced)."""

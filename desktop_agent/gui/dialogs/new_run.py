@@ -9,7 +9,6 @@ from PySide6.QtCore import Qt, Signal, Slot
 from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import (
     QComboBox,
-    QDialog,
     QDialogButtonBox,
     QDoubleSpinBox,
     QFileDialog,
@@ -35,6 +34,7 @@ from desktop_agent.domain import EffectClass, RunStatus
 from desktop_agent.domain.errors import InvalidInputError
 from desktop_agent.domain.units import format_duration, parse_duration
 from desktop_agent.gui import resources, theme
+from desktop_agent.gui.dialogs.guard import GuardedDialog
 from desktop_agent.gui.dialogs.prompts import MessageDialog
 from desktop_agent.gui.sizing import keep_minimum_size
 
@@ -72,7 +72,7 @@ def overrides_for(policy: str, tools: Sequence[ToolInfo], chosen: Sequence[str])
     return out
 
 
-class NewRunDialog(QDialog):
+class NewRunDialog(GuardedDialog):
     """Start a run.
 
     Args:
@@ -214,6 +214,10 @@ class NewRunDialog(QDialog):
         self._on_model_current_index_changed(self.model.currentIndex())
         self.resize(max(self.sizeHint().width(), 760), self.sizeHint().height())
         keep_minimum_size(self)
+
+    def typed_text(self) -> bool:
+        """Whether a goal was typed (Escape asks before dropping it)."""
+        return bool(self.goal.toPlainText().strip())
 
     def chosen_tools(self) -> list[str]:
         """Names of the checked tools."""

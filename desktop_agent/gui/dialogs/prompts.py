@@ -26,6 +26,7 @@ from PySide6.QtWidgets import (
 from desktop_agent.domain.errors import InvalidInputError
 from desktop_agent.domain.units import parse_duration
 from desktop_agent.gui import resources
+from desktop_agent.gui.dialogs.guard import GuardedDialog
 from desktop_agent.gui.sizing import keep_minimum_size
 
 
@@ -96,8 +97,8 @@ class MessageDialog(QDialog):
         self.accept()
 
 
-class TextPrompt(QDialog):
-    """Ask for a non-empty text.
+class TextPrompt(GuardedDialog):
+    """Ask for a non-empty text (Escape with text typed asks before discarding it).
 
     Args:
         title: window title.
@@ -134,6 +135,10 @@ class TextPrompt(QDialog):
         layout.addWidget(self.text, 1)
         layout.addWidget(self.buttons)
         keep_minimum_size(self)
+
+    def typed_text(self) -> bool:
+        """Whether a note, answer or reason was typed."""
+        return bool(self.text.toPlainText().strip())
 
     @Slot()
     def _on_text_text_changed(self) -> None:
