@@ -18,6 +18,7 @@ from desktop_agent.client.api import Client
 from desktop_agent.crashlog import AppSession
 from desktop_agent.domain.errors import DesktopAgentError, KnownError, plain_error
 from desktop_agent.gui import resources
+from desktop_agent.gui.os_signals import quit_on_termination
 from desktop_agent.gui.palette import apply_palette
 from desktop_agent.gui.single_instance import SingleInstance, bring_to_front
 
@@ -101,7 +102,8 @@ def main(db_path: Path, *, spawn_workers: bool = True) -> int:
         )
         return 0
     try:
-        return _run(app, db_path, instance, spawn_workers=spawn_workers)
+        with quit_on_termination(app):  # a logout or `kill` ends the session, not a crash
+            return _run(app, db_path, instance, spawn_workers=spawn_workers)
     finally:
         instance.close()
 
