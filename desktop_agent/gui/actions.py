@@ -38,7 +38,7 @@ SPECS: dict[str, ActionSpec] = {
     ),
     Control.STEER: ActionSpec("S&teer…", "steer", "Ctrl+T", "Send the agent a note"),
     Control.APPROVE: ActionSpec(
-        "&Approve", "approve", "Ctrl+Shift+A", "Approve the run's pending call as proposed"
+        "&Approve…", "approve", "Ctrl+Shift+A", "Show the run's pending call to approve it"
     ),
     Control.EDIT: ActionSpec(
         "&Edit && approve…", "edit", "Ctrl+Shift+E", "Review, edit and approve the pending call"

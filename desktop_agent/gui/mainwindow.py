@@ -32,6 +32,7 @@ from desktop_agent.client.views import (
     model_choices,
     tool_catalog,
 )
+from desktop_agent.client.workspaces import start_demo_run
 from desktop_agent.config import PALETTES, Settings
 from desktop_agent.crashlog import PreviousCrash
 from desktop_agent.domain import Approval, Run
@@ -196,12 +197,16 @@ class MainWindow(QMainWindow):
         for control in (*RUN_CONTROLS, *APPROVAL_CONTROLS):
             a[control].triggered.connect(self._control_slot(control))
         self.run_list.run_selected.connect(self._on_run_list_run_selected)
+        self.run_list.demo_requested.connect(self._on_run_list_demo_requested)
+        self.run_list.new_run_requested.connect(self._on_new_run_triggered)
         self.inbox.review_requested.connect(self.open_approval)
-        self.inbox.approve_requested.connect(self.commands.approve)
-        self.inbox.reject_requested.connect(self.commands.reject_with_reason)
+        self.inbox.approve_requested.connect(self._on_inbox_approve_requested)
+        self.inbox.reject_requested.connect(self._on_inbox_reject_requested)
         self.inbox.approval_selected.connect(self._on_inbox_approval_selected)
         self.detail.open_workspace_requested.connect(self._on_detail_open_workspace_requested)
         self.detail.approval_step_activated.connect(self._on_detail_approval_step_activated)
+        self.detail.review_requested.connect(self.open_approval)
+        self.detail.control_requested.connect(self.run_control)
         self.poller.runs_changed.connect(self._on_poller_runs_changed)
         self.poller.steps_loaded.connect(self._on_poller_steps_loaded)
         self.poller.poll_failed.connect(self._on_poller_poll_failed)
@@ -412,7 +417,9 @@ class MainWindow(QMainWindow):
 
     def _update_controls(self) -> None:
         run = self.selected.run if self.selected else None
-        allowed = allowed_controls(run, len(self._pending_for_selected()))
+        pending = self._pending_for_selected()
+        self.detail.show_pending(pending)  # the header's banner: shown, never popped up
+        allowed = allowed_controls(run, len(pending))
         for control in (*RUN_CONTROLS, *APPROVAL_CONTROLS):
             self.acts[control].setEnabled(control in allowed)
 
@@ -441,18 +448,35 @@ class MainWindow(QMainWindow):
             Control.ANSWER: lambda: c.answer(run),
             Control.EXTEND_BUDGET: lambda: c.extend_budget(run),
             Control.RESOLVE: lambda: c.resolve(run),
-            Control.APPROVE: lambda: c.approve(pending[0]),
-            Control.EDIT: lambda: self.open_approval(pending[0]),
-            Control.REJECT: lambda: c.reject_with_reason(pending[0]),
+            # Never blind: each opens the first pending call; the decision is made there.
+            Control.APPROVE: lambda: self.open_approval(pending[0], len(pending)),
+            Control.EDIT: lambda: self.open_approval(pending[0], len(pending)),
+            Control.REJECT: lambda: self.open_approval(pending[0], len(pending)).ask_reject(),
         }
         handlers[control]()
 
     @Slot(object)
-    def open_approval(self, approval: Approval) -> ApprovalDialog:
-        """Open the approval dialog for ``approval``."""
+    def open_approval(self, approval: Approval, of: int = 1) -> ApprovalDialog:
+        """Open the approval dialog for ``approval`` (the first of ``of`` pending calls)."""
         row = self.runs_model.get(approval.run_id)
         title = (row.run.title or row.run.goal) if row else approval.run_id
-        return self.commands.open_approval(approval, title, self.tools.get(approval.tool))
+        position = f"1 of {of}" if of > 1 else ""
+        tool = self.tools.get(approval.tool)
+        return self.commands.open_approval(approval, title, tool, position)
+
+    @Slot(object)
+    def _on_inbox_approve_requested(self, approvals: list[Approval]) -> None:
+        if len(approvals) == 1:
+            self.open_approval(approvals[0])
+        else:
+            self.commands.approve_many(approvals)
+
+    @Slot(object)
+    def _on_inbox_reject_requested(self, approvals: list[Approval]) -> None:
+        if len(approvals) == 1:
+            self.open_approval(approvals[0]).ask_reject()
+        else:
+            self.commands.reject_many(approvals)
 
     @Slot()
     def _on_commands_decisions_changed(self) -> None:
@@ -513,6 +537,24 @@ class MainWindow(QMainWindow):
                 dialog.show_error(plain_error(exc))
 
         self.commands.start_run(request, failed)
+
+    @Slot()
+    def _on_run_list_demo_requested(self) -> None:
+        """Start the offline demo on the sample workspace, and select it."""
+        empty = self.run_list.empty
+        empty.set_demo_busy(True)
+        client = self.client
+
+        def failed(exc: Exception) -> None:
+            empty.set_demo_busy(False)
+            self.show_error(plain_error(exc))
+
+        def started(run: Run) -> None:
+            empty.set_demo_busy(False)
+            self.statusBar().showMessage(f"Started the offline demo (run {run.id})", 6000)
+            self._on_commands_run_started(run)
+
+        self.tasks.submit(lambda: start_demo_run(client), started, failed)
 
     @Slot(object)
     def _on_commands_run_started(self, run: Run) -> None:
@@ -692,6 +734,8 @@ class MainWindow(QMainWindow):
         self.statusBar().clearMessage()
         self.tasks.shutdown()
         self.tray.hide()
+        if self.approval_dialog is not None:
+            self.approval_dialog.close_discarding()  # quitting: no question about an edit
         for dialog in (self.recovery_dialog, self.approval_dialog, self.crash_dialog):
             if dialog is not None:
                 dialog.close()
