@@ -410,8 +410,9 @@ def app_main(db: Path, stats: Path, seconds: float, sample_s: float, seed: int, 
         sample()
         w = window()
         if w is not None:
-            w.supervisor.stop_started_workers()  # as "Quit everything" does
-        QApplication.quit()
+            w.quit_everything()  # the worker it started stops too
+        else:
+            QApplication.quit()
 
     user = QTimer()
     user.setInterval(1500)

@@ -15,6 +15,7 @@ from PySide6.QtCore import QEvent, Qt, QTimer, QUrl, Slot
 from PySide6.QtGui import QCloseEvent, QDesktopServices, QHideEvent, QShowEvent
 from PySide6.QtWidgets import (
     QApplication,
+    QDialogButtonBox,
     QLabel,
     QMainWindow,
     QSplitter,
@@ -35,7 +36,7 @@ from desktop_agent.client.views import (
 from desktop_agent.client.workspaces import start_demo_run
 from desktop_agent.config import PALETTES, Settings
 from desktop_agent.crashlog import PreviousCrash
-from desktop_agent.domain import Approval, Run
+from desktop_agent.domain import Approval, Run, RunStatus
 from desktop_agent.gui import notify, resources, theme
 from desktop_agent.gui.actions import APPROVAL_CONTROLS, RUN_CONTROLS, Actions
 from desktop_agent.gui.commands import RunCommands
@@ -112,6 +113,7 @@ class MainWindow(QMainWindow):
         self.worker_status: WorkerStatus | None = None
         self._states: dict[str, notify.State] | None = None
         self._quitting = False
+        self._leave_confirmed = False
         self._shut_down = False
         self._pending_select: str | None = None
         self._shown_pending = -1
@@ -683,8 +685,48 @@ class MainWindow(QMainWindow):
                 )
             )
             return
+        going_on = self._runs_going_on()
+        if going_on and not (self._quitting or self._shut_down or self._leave_confirmed):
+            event.ignore()  # never quietly: with no tray, nothing would show they go on
+            self._ask_before_closing(going_on)
+            return
         self.shutdown()
         event.accept()
+
+    def _runs_going_on(self) -> int:
+        """Runs that go on or wait for the analyst (paused and stopped ones do not count)."""
+        idle = (RunStatus.PAUSED, RunStatus.STOPPED)
+        return sum(
+            1 for r in self.runs_model.rows() if r.run.status.is_active and r.run.status not in idle
+        )
+
+    def _ask_before_closing(self, going_on: int) -> None:
+        """Keep the runs going in the background, quit everything, or stay open."""
+        runs = "1 run is" if going_on == 1 else f"{going_on} runs are"
+        box = MessageDialog(
+            "Close desktop-agent?",
+            f"{runs} running or waiting, and there is no tray icon to show them.\n\n"
+            "Keep running in the background: the worker goes on with them; launch "
+            "desktop-agent again to come back.\n"
+            "Quit everything: the worker stops too; unfinished runs continue when a worker "
+            "runs again.",
+            "quit",
+            confirm="Keep running in the background",
+            parent=self,
+        )
+        quit_all = box.buttons.addButton(
+            "Quit everything", QDialogButtonBox.ButtonRole.DestructiveRole
+        )
+        quit_all.clicked.connect(box.reject)
+        quit_all.clicked.connect(self.quit_everything)
+        box.confirmed.connect(self._close_leaving_runs)
+        self.commands.dialog = box
+        box.open()
+
+    @Slot()
+    def _close_leaving_runs(self) -> None:
+        self._leave_confirmed = True
+        self.close()
 
     @Slot()
     def _on_quit_triggered(self) -> None:

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from desktop_agent import config
+from desktop_agent.client.api import Client
 from desktop_agent.config import Settings
 from desktop_agent.crashlog import AppSession
 from tests.helpers.polling import wait_until
@@ -26,7 +27,13 @@ REPO = Path(__file__).resolve().parents[2]
 def test_a_signal_quits_the_app_cleanly_and_the_next_start_reports_no_crash(
     db_path: Path, signum: signal.Signals
 ) -> None:
-    Settings(default_max_cost_usd=None, default_max_steps=None).save(db_path)
+    settings = Settings(default_max_cost_usd=None, default_max_steps=None)
+    settings.save(db_path)
+    client = Client(db_path, settings)  # a run that goes on, as at a real logout
+    try:
+        client.start_run("Waits for a worker", model="demo", workspace=db_path.parent / "ws")
+    finally:
+        client.close()
     logs = config.log_dir(db_path)
     app = subprocess.Popen(
         [sys.executable, "-m", "tests.gui.app_probe", str(db_path), "run"],
