@@ -90,7 +90,7 @@ run_tests() {
     say "ruff format --check"; "$bin/ruff" format --check .
     say "mypy --strict";       "$bin/mypy"
     say "import-linter";       "$bin/lint-imports"
-    say "pytest";              "$bin/pytest" "$@"
+    say "pytest";              "$bin/pytest" -n 2 "$@"
 }
 
 start_app() {
