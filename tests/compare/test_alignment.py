@@ -17,7 +17,7 @@ from tests.helpers.fakes import Reply
 
 
 def shape(rows: tuple[cmp.CompareRow, ...]) -> list[tuple[str, int | None, int | None]]:
-    return [(r.kind.value, r.a and r.a.seq, r.b and r.b.seq) for r in rows]
+    return [(r.kind.value, r.a.seq if r.a else None, r.b.seq if r.b else None) for r in rows]
 
 
 def test_a_run_compared_with_itself_is_the_same_everywhere(client: Client, pair: Pair) -> None:
