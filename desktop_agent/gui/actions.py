@@ -57,6 +57,9 @@ SPECS: dict[str, ActionSpec] = {
     "settings": ActionSpec("&Settings…", "settings", "Ctrl+,", "API key, defaults, notifications"),
     "refresh": ActionSpec("Re&fresh", "refresh", "F5", "Read the database again now"),
     "find": ActionSpec("&Find runs", "", "Ctrl+F", "Search the run list"),
+    "compare": ActionSpec(
+        "&Compare runs", "", "Ctrl+Shift+D", "Compare the two selected runs step by step"
+    ),
     "follow": ActionSpec(
         "&Follow newest step", "follow", "Ctrl+End", "Keep the newest step in view"
     ),
@@ -104,7 +107,7 @@ MENUS: tuple[tuple[str, tuple[str | None, ...]], ...] = (
     ("&File", ("new_run", "settings", None, "close", "quit")),
     ("&Run", RUN_CONTROLS),
     ("&Approvals", (*APPROVAL_CONTROLS, None, "inbox")),
-    ("&View", ("find", "follow", "refresh", None, "palette")),
+    ("&View", ("find", "follow", "refresh", None, "compare", None, "palette")),
 )
 SUBMENUS: dict[str, tuple[str, tuple[str, ...]]] = {
     "palette": ("&Palette", ("palette_system", "palette_light", "palette_dark")),

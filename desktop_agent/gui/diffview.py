@@ -113,16 +113,17 @@ def file_diff_html(disk: DiskFile, proposed: str, palette: QPalette) -> str:
         )
     if disk.text is None:
         head = f"<p><b>{name}</b> — new file: approving creates it ({size}).</p>"
-        return head + _lines_html([f"+{line}" for line in proposed.splitlines()], palette)
+        return head + lines_html([f"+{line}" for line in proposed.splitlines()], palette)
     if disk.text == proposed:
         return f"<p><b>{name}</b>: the file on disk already has this content.</p>"
     lines, cut = file_diff_lines(disk, proposed)
     head = f"<p><b>{name}</b> — overwrites the file on disk; lines it removes and adds:</p>"
     tail = f"<p><i>The diff is cut after {len(lines)} lines.</i></p>" if cut else ""
-    return head + _lines_html(lines, palette) + tail
+    return head + lines_html(lines, palette) + tail
 
 
-def _lines_html(lines: list[str], palette: QPalette) -> str:
+def lines_html(lines: list[str], palette: QPalette) -> str:
+    """Unified-diff ``lines`` as HTML: removed and added lines coloured for ``palette``."""
     added = theme.status_color(RunStatus.COMPLETED, palette).name()
     removed = theme.status_color(RunStatus.FAILED, palette).name()
     head = palette.color(QPalette.ColorRole.Link).name()

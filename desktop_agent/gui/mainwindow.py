@@ -55,6 +55,7 @@ from desktop_agent.gui.poller import LivePoller, StepsBatch
 from desktop_agent.gui.supervisor import WorkerSupervisor
 from desktop_agent.gui.tasks import TaskRunner
 from desktop_agent.gui.tray import TrayController
+from desktop_agent.gui.views.compare import CompareWindow
 from desktop_agent.gui.views.scheduling import SchedulingViews
 from desktop_agent.gui.widgets.inbox import ApprovalInbox
 from desktop_agent.gui.widgets.run_detail import RunDetailPane
@@ -109,6 +110,7 @@ class MainWindow(QMainWindow):
         self.recovery_dialog: RecoveryDialog | None = None
         self.crash_dialog: CrashReportDialog | None = None
         self.recovery: RecoveryReport | None = None
+        self.compare_windows: list[CompareWindow] = []
         self.last_error = ""
         self.worker_status: WorkerStatus | None = None
         self._states: dict[str, notify.State] | None = None
@@ -193,6 +195,9 @@ class MainWindow(QMainWindow):
         a["refresh"].triggered.connect(self.poller.refresh)
         a["find"].triggered.connect(self._on_find_triggered)
         a["inbox"].triggered.connect(self._on_inbox_triggered)
+        a["compare"].triggered.connect(self._on_compare_triggered)
+        self.run_list.table.setContextMenuPolicy(Qt.ContextMenuPolicy.ActionsContextMenu)
+        self.run_list.table.addAction(a["compare"])
         a["show"].triggered.connect(self._on_tray_show_requested)
         a["close"].triggered.connect(self.close)
         a["quit"].triggered.connect(self._on_quit_triggered)
@@ -392,6 +397,7 @@ class MainWindow(QMainWindow):
 
     @Slot(str)
     def _on_run_list_run_selected(self, run_id: str) -> None:
+        self._update_compare()
         row = self.runs_model.get(run_id) if run_id else None
         if row is not None and self.selected is not None and row.run.id == self.selected.run.id:
             return
@@ -424,6 +430,28 @@ class MainWindow(QMainWindow):
         allowed = allowed_controls(run, len(pending))
         for control in (*RUN_CONTROLS, *APPROVAL_CONTROLS):
             self.acts[control].setEnabled(control in allowed)
+        self._update_compare()
+
+    def _update_compare(self) -> None:
+        self.acts["compare"].setEnabled(len(self.run_list.selected_run_ids()) == 2)
+
+    @Slot()
+    def _on_compare_triggered(self) -> None:
+        chosen = self.run_list.selected_run_ids()
+        if len(chosen) != 2:
+            self.show_error("Select two runs to compare them (Ctrl+click the second one).")
+            return
+        self.open_compare(*chosen)
+
+    def open_compare(self, run_a: str, run_b: str) -> CompareWindow:
+        """Open a window comparing two runs (older first when both are listed)."""
+        a, b = self.runs_model.get(run_a), self.runs_model.get(run_b)
+        if a is not None and b is not None and a.run.created_at > b.run.created_at:
+            run_a, run_b = run_b, run_a
+        window = CompareWindow(self.client, self.tasks, run_a, run_b, self)
+        self.compare_windows = [w for w in self.compare_windows if not w.closed] + [window]
+        window.show()
+        return window
 
     def _control_slot(self, control: Control) -> Callable[[], None]:
         def triggered() -> None:

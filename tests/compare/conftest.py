@@ -45,6 +45,11 @@ def run_with(
 @pytest.fixture
 def pair(client: Client, make_executor: MakeExecutor, tmp_path: Path) -> Pair:
     """Runs A and B (see the module's docstring), both completed."""
+    return make_pair(client, make_executor, tmp_path)
+
+
+def make_pair(client: Client, make_executor: MakeExecutor, tmp_path: Path) -> Pair:
+    """Write runs A and B (see the module's docstring), both run to completion."""
     read = Reply("Reading.", [("read_file", {"path": "source.md"})])
     a = run_with(
         client,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from PySide6.QtCore import (
     QItemSelection,
+    QItemSelectionModel,
     QModelIndex,
     QPersistentModelIndex,
     QRectF,
@@ -13,6 +14,7 @@ from PySide6.QtCore import (
 )
 from PySide6.QtGui import QPainter, QPalette
 from PySide6.QtWidgets import (
+    QAbstractItemView,
     QComboBox,
     QHBoxLayout,
     QHeaderView,
@@ -108,6 +110,8 @@ class RunListPanel(QWidget):
         self.filter.currentIndexChanged.connect(self._on_filter_current_index_changed)
         self.count = QLabel(self)
         self.table = list_table(self.proxy, self)
+        # Several runs may be selected (Shift/Ctrl+click): two of them can be compared.
+        self.table.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)
         self.table.setSortingEnabled(True)
         self.table.sortByColumn(RunColumn.STARTED, Qt.SortOrder.DescendingOrder)
         self.table.setItemDelegateForColumn(RunColumn.PROGRESS, ProgressDelegate(self.table))
@@ -156,12 +160,32 @@ class RunListPanel(QWidget):
         self._update_count()
 
     def current_run_id(self) -> str | None:
-        """The selected run's id."""
-        rows = self.table.selectionModel().selectedRows()
+        """The selected run's id (of several selected, the one last clicked)."""
+        selection = self.table.selectionModel()
+        rows = selection.selectedRows()
         if not rows:
             return None
-        value = rows[0].data(RunRole.RUN_ID)
+        current = self.table.currentIndex()
+        chosen = (
+            current if current.isValid() and selection.isRowSelected(current.row()) else rows[0]
+        )
+        value = chosen.siblingAtColumn(0).data(RunRole.RUN_ID)
         return str(value) if value else None
+
+    def selected_run_ids(self) -> list[str]:
+        """The ids of every selected run, top to bottom."""
+        rows = sorted(self.table.selectionModel().selectedRows(), key=lambda i: i.row())
+        return [str(i.data(RunRole.RUN_ID)) for i in rows if i.data(RunRole.RUN_ID)]
+
+    def select_runs(self, run_ids: list[str]) -> None:
+        """Select exactly ``run_ids`` (those listed), the last one current."""
+        self.table.clearSelection()
+        flags = QItemSelectionModel.SelectionFlag
+        for run_id in run_ids:
+            row = self.model.row_of(run_id)
+            index = self.proxy.mapFromSource(self.model.index(row, 0)) if row >= 0 else None
+            if index is not None and index.isValid():
+                self.table.selectionModel().setCurrentIndex(index, flags.Select | flags.Rows)
 
     def select_run(self, run_id: str) -> bool:
         """Select ``run_id`` if it is listed (clearing filters that hide it)."""
