@@ -711,6 +711,55 @@ def open_scheduling_window(app: QApplication, client: Client) -> MainWindow:
     return window
 
 
+def shoot_compare(app: QApplication, root: Path, out: Path) -> None:
+    """A brief and its re-run with one more source, in a data folder of their own, compared."""
+    db = root / "compare-data" / "desktop-agent.db"
+    settings = Settings(durability="NORMAL")
+    settings.save(db)
+    client = Client(db, settings)
+    goal = "Draft a one-page brief on vendor concentration"
+    ids: dict[str, str] = {}
+    for key, rels, text in (
+        ("first", ("sources/vendors.md",), goal),
+        ("again", ("sources/vendors.md", "sources/pricing.csv"), goal + ", with list prices"),
+    ):
+        ws = root / "compare" / key
+        ws.mkdir(parents=True)
+        for rel in rels:
+            (ws / Path(rel).name).write_text(SOURCES[rel])
+        ids[key] = client.start_run(text, model="demo", workspace=ws).id
+        for _ in range(4):  # run, approve what it asks, until it ends
+            Worker(
+                client._store,
+                build_executor(client._store, settings),
+                WorkerConfig(max_runs=1, until_idle=True, poll_s=0.01),
+            ).run()
+            for approval in client.approvals():
+                client.approve(approval.id)
+        time.sleep(0.05)  # the second run starts later: it is run B
+    again = ids["again"]
+    window = MainWindow(client, spawn_workers=False, poll_ms=100)
+    window.resize(1280, 800)
+    window.show()
+    wait_until(app, lambda: window.runs_model.get(again) is not None)
+    if window.recovery_dialog is not None:
+        window.recovery_dialog.close()
+    window.run_list.select_runs([ids["first"], again])
+    window.acts["compare"].trigger()
+    view = window.compare_windows[-1]
+    view.resize(1280, 800)
+    wait_until(app, lambda: view.model.rowCount() > 0)
+    changed = next(i for i, r in enumerate(view.model.rows) if r.arguments_differ)
+    view.table.setCurrentIndex(view.proxy.mapFromSource(view.model.index(changed, 1)))
+    wait_until(app, lambda: "Argument" in view.diff.toPlainText())
+    settle(app)
+    shoot(view, out / "screenshot-compare.png")
+    view.close()
+    window.shutdown()
+    window.close()
+    client.close()
+
+
 # --------------------------------------------------------------------------- shots
 
 
@@ -810,6 +859,7 @@ def main(out: Path) -> int:
             dark.recovery_dialog.close()
 
         app.setPalette(app.style().standardPalette())
+        shoot_compare(app, Path(tmp), out)
         sched_ids = build_scheduling(client, Path(tmp))
         win = open_scheduling_window(app, client)
         views = win.scheduling

@@ -180,7 +180,9 @@ def _entry_json(entry: StepEntry | None) -> dict[str, Any] | None:
 
 def _diff_json(diff: StepDiff) -> dict[str, Any]:
     return {
-        "arguments": [{"name": c.name, "a": c.a, "b": c.b} for c in diff.arguments],
+        "arguments": [
+            {"name": c.name, "a": c.a, "b": c.b, "lines": list(c.lines)} for c in diff.arguments
+        ],
         "result": list(diff.result_lines),
         "result_cut": diff.cut,
         "status_a": diff.status_a,

@@ -190,6 +190,9 @@ class ArgumentChange:
     name: str
     a: str | None
     b: str | None
+    lines: tuple[str, ...] = ()
+    """A unified diff of the two values when both are text of several lines (a file's
+    content, a message): easier to read than the two quoted strings."""
 
 
 @dataclass(frozen=True)
@@ -519,9 +522,18 @@ def argument_changes(a: JSON, b: JSON) -> tuple[ArgumentChange, ...]:
                 name,
                 _value_text(va) if name in a else None,
                 _value_text(vb) if name in b else None,
+                _text_lines(va, vb),
             )
         )
     return tuple(changes)
+
+
+def _text_lines(a: JSON, b: JSON, limit: int = DIFF_LINES) -> tuple[str, ...]:
+    """A unified diff of two strings when either has several lines (else nothing)."""
+    if not isinstance(a, str) or not isinstance(b, str) or ("\n" not in a and "\n" not in b):
+        return ()
+    diff = difflib.unified_diff(a.splitlines(), b.splitlines(), "A", "B", lineterm="", n=2)
+    return tuple(line for _, line in zip(range(limit), diff, strict=False))
 
 
 def step_diff(row: CompareRow, limit: int = DIFF_LINES) -> StepDiff:

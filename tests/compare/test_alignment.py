@@ -119,3 +119,13 @@ def test_the_greedy_walk_finds_the_pairs_of_an_edited_copy() -> None:
     pairs = cmp._greedy(a, b)
     matched = sum(1 for i, j in pairs if i is not None and j is not None)
     assert matched == len(b) - 1  # everything but the inserted step
+
+
+def test_text_arguments_of_several_lines_get_a_line_diff() -> None:
+    a = {"path": "report.md", "content": "# Brief\nVendors hold 71%.\nDraft.\n"}
+    b = {"path": "report.md", "content": "# Brief\nVendors hold 71%.\nPrices: Acme 49.\n"}
+    (change,) = cmp.argument_changes(a, b)
+    assert change.name == "content"
+    assert "-Draft." in change.lines and "+Prices: Acme 49." in change.lines
+    (short,) = cmp.argument_changes({"q": "cobalt"}, {"q": "nickel"})
+    assert short.lines == ()  # one line each: shown side by side

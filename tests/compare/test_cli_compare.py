@@ -44,7 +44,9 @@ def test_json_has_every_row_and_the_differences_of_changed_ones(client: Client, 
     assert set(data) == {"run_a", "run_b", "totals_a", "totals_b", "counts", "rows"}
     assert data["counts"] == {"same": 3, "changed": 2, "only_a": 0, "only_b": 2}
     note = next(r for r in data["rows"] if r["a"] and r["a"]["name"] == "append_note")
-    assert note["diff"]["arguments"] == [{"name": "text", "a": '"alpha"', "b": '"beta"'}]
+    assert note["diff"]["arguments"] == [
+        {"name": "text", "a": '"alpha"', "b": '"beta"', "lines": []}
+    ]
     assert data["totals_b"]["steps"] - data["totals_a"]["steps"] == 2
 
 

@@ -225,18 +225,23 @@ def diff_html(diff: StepDiff, row: CompareRow, palette: QPalette) -> str:
         parts.append(
             f"<p><b>Outcome</b>: A {html.escape(diff.status_a)}; B {html.escape(diff.status_b)}</p>"
         )
-    if diff.arguments:
+    side_by_side = [c for c in diff.arguments if not c.lines]
+    if side_by_side:
         cells = "".join(
             f"<tr><td><b>{html.escape(c.name or '(all)')}</b></td>"
             f"<td>{html.escape(c.a if c.a is not None else '(not passed)')}</td>"
             f"<td>{html.escape(c.b if c.b is not None else '(not passed)')}</td></tr>"
-            for c in diff.arguments
+            for c in side_by_side
         )
         parts.append(
             "<p><b>Arguments</b></p><table cellpadding='3'>"
             "<tr><th align='left'>name</th><th align='left'>A</th><th align='left'>B</th></tr>"
             f"{cells}</table>"
         )
+    for change in diff.arguments:
+        if change.lines:  # text of several lines: its diff, not two quoted strings
+            parts.append(f"<p><b>Argument {html.escape(change.name)}</b></p>")
+            parts.append(diffview.lines_html(list(change.lines), palette))
     if diff.result_lines:
         parts.append("<p><b>Result</b></p>" + diffview.lines_html(list(diff.result_lines), palette))
         if diff.cut:
