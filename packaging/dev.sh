@@ -23,6 +23,8 @@ QT_LIBS=(libegl1 libgl1 libx11-6 libdbus-1-3 libfontconfig1 libfreetype6 libglib
 XCB_LIBS=(libxcb-cursor0 libxcb-icccm4 libxcb-image0 libxcb-keysyms1 libxcb-render-util0
           libxcb-render0 libxcb-shape0 libxcb-util1 libxcb-xkb1 libxkbcommon-x11-0 xvfb xauth)
 
+TEST_PKGS=(postgresql dbus)
+
 APT_UPDATED=0
 apt_install() {
     # Install the Debian packages given that are missing, when apt can be used.
@@ -79,6 +81,11 @@ setup() {
     apt_install "${QT_LIBS[@]}"
     if [ "$MODE" = app ]; then
         apt_install "${XCB_LIBS[@]}"
+    fi
+    if [ "$MODE" = test ]; then
+        # The PostgreSQL tests start a throwaway server of their own (tests/helpers/postgres.py);
+        # the notification tests start a private D-Bus session bus.
+        apt_install "${TEST_PKGS[@]}"
     fi
     ensure_venv
 }

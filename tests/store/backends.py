@@ -27,6 +27,7 @@ from desktop_agent.persistence.decisions import DecisionQueries
 from desktop_agent.persistence.ledger import EffectLedger
 from desktop_agent.persistence.schedules import ScheduleStore
 from desktop_agent.persistence.store import SqlStore
+from tests.helpers import postgres
 from tests.helpers.fakes import FakeClock
 
 
@@ -64,7 +65,34 @@ class SqliteBackend:
         """Nothing to do: the file goes with the test's folder."""
 
 
-BACKENDS: dict[str, Callable[[Path], Backend]] = {"sqlite": SqliteBackend}
+class PostgresBackend:
+    """A database of its own on the test process's PostgreSQL server (dropped after)."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.name: str | None = None
+
+    def unavailable(self) -> str | None:
+        """Why no server can be started here (see :mod:`tests.helpers.postgres`)."""
+        return postgres.unavailable()
+
+    def settings(self) -> DbSettings:
+        """The test's database on the shared server (created on first use)."""
+        server = postgres.shared_server()
+        if self.name is None:
+            self.name = server.create_database()
+        return DbSettings(server.url(self.name))
+
+    def discard(self) -> None:
+        """Drop the test's database."""
+        if self.name is not None:
+            postgres.shared_server().drop_database(self.name)
+
+
+BACKENDS: dict[str, Callable[[Path], Backend]] = {
+    "sqlite": SqliteBackend,
+    "postgresql": PostgresBackend,
+}
 """Every implementation the suite runs against, by the name shown in the test ids."""
 
 

@@ -1,0 +1,186 @@
+"""A real PostgreSQL server for the tests: a throwaway cluster on loopback, one per process.
+
+The server comes from Debian's ``postgresql`` package (``packaging/dev.sh test`` installs it
+when missing). PostgreSQL refuses to run as root, and CI runs as root: then the cluster is
+created and started as the unprivileged ``postgres`` user the package creates (through
+``runuser``), in a folder of its own. It listens on 127.0.0.1 at a free port and on a socket
+in that folder, trusts local connections (nothing else can reach it), and is stopped and
+removed when the test process ends. Durability is relaxed (``fsync=off``): the tests kill
+processes, never the machine, and a commit acknowledged to a client is in the server's
+memory whatever ``fsync`` says.
+
+Each test gets a database of its own (:meth:`PgServer.create_database`), dropped after.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import os
+import pwd
+import shutil
+import socket
+import subprocess
+import tempfile
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+SERVICE_USER = "postgres"
+"""The unprivileged user the server runs as when the tests run as root."""
+
+
+def bin_dir() -> Path | None:
+    """The newest installed server's binaries (``initdb``, ``pg_ctl``), or None."""
+    found = sorted(
+        glob.glob("/usr/lib/postgresql/*/bin/initdb"),
+        key=lambda p: int(Path(p).parts[-3]) if Path(p).parts[-3].isdigit() else 0,
+    )
+    if found:
+        return Path(found[-1]).parent
+    on_path = shutil.which("initdb")
+    return Path(on_path).parent if on_path else None
+
+
+def unavailable() -> str | None:
+    """Why no server can be started here, or None."""
+    if bin_dir() is None:
+        return "PostgreSQL server not installed (apt install postgresql)"
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        return "psycopg is not installed (pip install 'desktop-agent[postgres]')"
+    if os.geteuid() == 0:
+        try:
+            pwd.getpwnam(SERVICE_USER)
+        except KeyError:
+            return f"running as root and there is no {SERVICE_USER!r} user to run the server"
+        if shutil.which("runuser") is None:
+            return "running as root and runuser is missing"
+    return None
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class PgServer:
+    """A running throwaway cluster (see the module's docstring)."""
+
+    root: Path
+    port: int
+    user: str
+    _databases: list[str] = field(default_factory=list)
+
+    @property
+    def data(self) -> Path:
+        """The cluster's data folder."""
+        return self.root / "data"
+
+    def url(self, database: str = "postgres") -> str:
+        """The SQLAlchemy URL of ``database`` on this server."""
+        return f"postgresql+psycopg://{self.user}@127.0.0.1:{self.port}/{database}"
+
+    def dsn(self, database: str = "postgres") -> str:
+        """The libpq connection string of ``database`` (for psycopg directly)."""
+        return f"host=127.0.0.1 port={self.port} user={self.user} dbname={database}"
+
+    def create_database(self) -> str:
+        """A new, empty database; returns its name."""
+        import psycopg
+
+        name = "t_" + uuid.uuid4().hex[:16]
+        with psycopg.connect(self.dsn(), autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')  # a name we made: no injection
+        self._databases.append(name)
+        return name
+
+    def drop_database(self, name: str) -> None:
+        """Drop ``name`` (closing what still holds it)."""
+        import psycopg
+
+        with psycopg.connect(self.dsn(), autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        with contextlib.suppress(ValueError):
+            self._databases.remove(name)
+
+    def pg_ctl(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        """Run ``pg_ctl`` on this cluster, as the server's user."""
+        binaries = bin_dir()
+        assert binaries is not None
+        return _as_service_user(
+            [str(binaries / "pg_ctl"), "-D", str(self.data), *args], check=check
+        )
+
+    def start(self) -> None:
+        """Start (or restart after :meth:`stop`) the server; returns once it accepts."""
+        options = (
+            f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 "
+            "-c fsync=off -c full_page_writes=off -c max_connections=200"
+        )
+        self.pg_ctl("-o", options, "-l", str(self.root / "server.log"), "-w", "start")
+
+    def stop(self, mode: str = "fast") -> None:
+        """Stop the server (``immediate`` is a crash: no checkpoint, recovery at start)."""
+        self.pg_ctl("-m", mode, "-w", "stop", check=False)
+
+    def close(self) -> None:
+        """Stop the server and remove its folder."""
+        self.stop("immediate")
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+def _as_service_user(argv: list[str], *, check: bool = True) -> subprocess.CompletedProcess[str]:
+    if os.geteuid() == 0:
+        argv = ["runuser", "-u", SERVICE_USER, "--", *argv]
+    result = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    if check and result.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv)} failed: {result.stderr or result.stdout}")
+    return result
+
+
+def start_server() -> PgServer:
+    """Create and start a throwaway cluster (see the module's docstring)."""
+    binaries = bin_dir()
+    if binaries is None:
+        raise RuntimeError("PostgreSQL server not installed")
+    root = Path(tempfile.mkdtemp(prefix="desktop-agent-pg-"))
+    user = SERVICE_USER if os.geteuid() == 0 else pwd.getpwuid(os.geteuid()).pw_name
+    if os.geteuid() == 0:
+        entry = pwd.getpwnam(SERVICE_USER)
+        os.chown(root, entry.pw_uid, entry.pw_gid)
+    os.chmod(root, 0o700)
+    _as_service_user(
+        [
+            str(binaries / "initdb"),
+            "-D",
+            str(root / "data"),
+            "-U",
+            user,
+            "--auth=trust",
+            "-E",
+            "UTF8",
+            "--locale=C",
+            "--no-sync",
+        ]
+    )
+    server = PgServer(root, _free_port(), user)
+    server.start()
+    return server
+
+
+_shared: PgServer | None = None
+
+
+def shared_server() -> PgServer:
+    """The test process's server, started on first use and removed when the process ends."""
+    global _shared
+    if _shared is None:
+        import atexit
+
+        _shared = start_server()
+        atexit.register(_shared.close)
+    return _shared
