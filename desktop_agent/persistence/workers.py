@@ -158,6 +158,55 @@ class WorkerQueries(SqlBase):
 
         return self._write(txn)
 
+    def claim_runnable(
+        self,
+        owner: str,
+        now: float,
+        lease_s: float,
+        dead_owners: Sequence[str] = (),
+        limit: int = 1,
+        skip: Sequence[str] = (),
+    ) -> list[tuple[str, Lease]]:
+        """Claim up to ``limit`` runs a worker may take now, oldest first, in one statement.
+
+        Many workers poll the same table: each picks runnable rows with ``FOR UPDATE SKIP
+        LOCKED`` (PostgreSQL), so a row another worker is claiming at this moment is passed
+        over instead of waited for, and two workers never pick the same run; the update
+        then takes their leases at a new epoch (the fencing token). On SQLite, where a
+        write transaction holds the whole database, the lock clause renders as nothing and
+        the statement is just as exclusive. ``skip`` leaves out runs this worker holds or
+        rests.
+        """
+        if limit <= 0:
+            return []
+        picked = (
+            select(runs.c.id)
+            .where(
+                _claimable(now, dead_owners),
+                _has_work(runs.c.wake_at <= now),
+                runs.c.id.not_in(list(skip)),
+            )
+            .order_by(runs.c.created_at)
+            .limit(int(limit))
+            .with_for_update(skip_locked=True, of=runs)
+        )
+        claim = (
+            update(runs)
+            .where(runs.c.id.in_(picked.scalar_subquery()), _claimable(now, dead_owners))
+            .values(
+                lease_owner=owner,
+                lease_expires_at=now + lease_s,
+                lease_epoch=runs.c.lease_epoch + 1,
+            )
+            .returning(runs.c.id, runs.c.lease_epoch, runs.c.created_at)
+        )
+
+        def txn(conn: Connection) -> list[tuple[str, Lease]]:
+            rows = sorted(conn.execute(claim).all(), key=lambda r: (r[2], r[0]))
+            return [(str(r[0]), Lease(owner, int(r[1]))) for r in rows]
+
+        return self._write(txn)
+
     def renew_lease(self, run_id: str, lease: Lease, until: float) -> bool:
         """Make the lease last at least until ``until``, if it is still held at its epoch.
 

@@ -187,26 +187,31 @@ class Worker:
         self._retry_storage_pauses(now)
         self._backup_if_due(now)
         free = self.config.max_runs - len(self._in_flight)
-        runnable = self.store.runnable_runs(now, self._dead, limit=free + len(self._in_flight) + 1)
-        candidates = [
-            r for r in runnable if r not in self._in_flight and self._cooldown.get(r, 0.0) <= now
-        ]
-        for run_id in candidates[: max(0, free)]:
-            claim = self.store.claim_run(run_id, self.id, now, self.config.lease_s, self._dead)
-            if claim is not None:
-                lease = RunLease(
-                    self.store,
-                    run_id,
-                    claim,
-                    now + self.config.lease_s,
-                    self.config.lease_s,
-                    self.clock,
-                )
-                token = CancelToken(hinted=True)
-                fut = self._pool.submit(self._activate, run_id, token, lease)
-                fut.add_done_callback(lambda _f: self.nudge())
-                self._in_flight[run_id] = (fut, token, lease)
-        return bool(self._in_flight) or bool(candidates)
+        if free <= 0:
+            return True
+        resting = [r for r, until in self._cooldown.items() if until > now]
+        claims = self.store.claim_runnable(
+            self.id,
+            now,
+            self.config.lease_s,
+            self._dead,
+            limit=free,
+            skip=[*self._in_flight, *resting],
+        )
+        for run_id, claim in claims:
+            lease = RunLease(
+                self.store,
+                run_id,
+                claim,
+                now + self.config.lease_s,
+                self.config.lease_s,
+                self.clock,
+            )
+            token = CancelToken(hinted=True)
+            fut = self._pool.submit(self._activate, run_id, token, lease)
+            fut.add_done_callback(lambda _f: self.nudge())
+            self._in_flight[run_id] = (fut, token, lease)
+        return bool(self._in_flight)
 
     def _heartbeat(self, now: float) -> None:
         """Say we are alive and extend the leases of the runs we execute (at their epochs).

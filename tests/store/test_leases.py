@@ -218,3 +218,54 @@ def test_a_dead_worker_is_marked_once(store: SqlStore) -> None:
     store.mark_worker_dead("worker-a", T0 + 9)  # found dead again by another worker
     ((info, _),) = store.list_workers(include_stopped=True)
     assert info.stopped_at == T0 + 7
+
+
+def test_claiming_the_next_runs_takes_the_oldest_free_ones_and_skips_what_is_asked(
+    store: SqlStore,
+) -> None:
+    for i in range(4):
+        new_run(store, f"run-{i}", created_at=T0 + i)
+    claimed(store, "run-0", "worker-a")  # held by another worker
+    got = store.claim_runnable("worker-b", T0 + 1, LEASE_S, limit=2, skip=["run-1"])
+    assert got == [("run-2", Lease("worker-b", 1)), ("run-3", Lease("worker-b", 1))]
+    assert store.get_run("run-2").lease_owner == "worker-b"
+    assert store.claim_runnable("worker-b", T0 + 1, LEASE_S, limit=5) == [
+        ("run-1", Lease("worker-b", 1))
+    ]
+    assert store.claim_runnable("worker-c", T0 + 1, LEASE_S, limit=5) == []  # all held
+    # A dead owner's runs are free again, at a larger epoch.
+    again = store.claim_runnable("worker-c", T0 + 1, LEASE_S, ["worker-a"], limit=5)
+    assert again == [("run-0", Lease("worker-c", 2))]
+
+
+def test_workers_claiming_at_once_never_take_the_same_run(store_factory: StoreFactory) -> None:
+    for i in range(24):
+        new_run(store_factory.handle.store, f"run-{i:02}", created_at=T0 + i)
+    handles = [store_factory.open() for _ in range(4)]
+    start = threading.Barrier(len(handles))
+    claims: dict[str, list[str]] = {}
+    errors: list[BaseException] = []
+
+    def claim(i: int) -> None:
+        try:
+            start.wait()
+            mine: list[str] = []
+            while got := handles[i].store.claim_runnable(f"w{i}", T0 + 30, LEASE_S, limit=2):
+                mine.extend(run_id for run_id, _lease in got)
+            claims[f"w{i}"] = mine
+        except BaseException as exc:  # reported below, in the test's thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=claim, args=(i,)) for i in range(len(handles))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+    assert errors == []
+    taken = [run_id for mine in claims.values() for run_id in mine]
+    assert sorted(taken) == [f"run-{i:02}" for i in range(24)]  # each run once, none left
+    for owner, mine in claims.items():
+        for run_id in mine:
+            run = store_factory.handle.store.get_run(run_id)
+            assert (run.lease_owner, run.lease_epoch) == (owner, 1)
