@@ -24,6 +24,9 @@ from desktop_agent.domain.errors import InvalidInputError
 APP_NAME = "desktop-agent"
 DB_ENV = "DESKTOP_AGENT_DB"
 DB_FILE = "desktop-agent.db"
+URL_FILE = "database.url"
+"""Beside where the database file would be: the PostgreSQL URL the folder stands for (the
+same name as ``persistence.db.URL_FILE``, which reads it)."""
 PALETTES = ("system", "light", "dark")
 """The desktop app's palette choices (``Settings.palette``)."""
 
@@ -36,13 +39,79 @@ def default_data_dir() -> Path:
 
 
 def resolve_db_path(cli_value: str | None = None) -> Path:
-    """``--db``, else ``DESKTOP_AGENT_DB``, else the data folder's database."""
-    if cli_value:
-        return Path(cli_value).expanduser().absolute()
-    env = os.environ.get(DB_ENV)
-    if env:
-        return Path(env).expanduser().absolute()
-    return default_data_dir() / DB_FILE
+    """``--db``, else ``DESKTOP_AGENT_DB``, else the data folder's database.
+
+    Either may be a file path or a PostgreSQL URL (``postgresql://user@host:5432/db``).
+    A URL stands for a local folder of its own under the data folder (see
+    :func:`server_folder`): its settings, logs and archives live there, and the path
+    returned is where that folder's database file would be, which every process (a worker
+    started with ``--db`` on it, too) opens as the server.
+    """
+    value = cli_value or os.environ.get(DB_ENV)
+    if not value:
+        return default_data_dir() / DB_FILE
+    if "://" in value:
+        return server_folder(value) / DB_FILE
+    return Path(value).expanduser().absolute()
+
+
+POSTGRES_SCHEMES = ("postgresql", "postgresql+psycopg", "postgres")
+
+
+def server_folder(url: str) -> Path:
+    """The local folder standing for the PostgreSQL database at ``url`` (made if needed).
+
+    Raises:
+        InvalidInputError: not a PostgreSQL URL, a password in it, or no driver installed.
+    """
+    from sqlalchemy.engine import make_url  # only when a URL is given
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        raise InvalidInputError(f"{url!r} is not a database URL or a file path") from None
+    if parsed.drivername not in POSTGRES_SCHEMES:
+        raise InvalidInputError(
+            f"database URLs must be PostgreSQL ones (postgresql://user@host:5432/name), "
+            f"not {parsed.drivername}; for SQLite give the file's path"
+        )
+    if parsed.password is not None:
+        account = f"{parsed.username or ''}@{parsed.host}:{parsed.port or 5432}/{parsed.database}"
+        raise InvalidInputError(
+            "the database URL holds a password: remove it, and keep the password in the OS "
+            f"keyring (keyring set desktop-agent-database {account}), ~/.pgpass or "
+            "PGPASSWORD instead"
+        )
+    if not parsed.database or not parsed.host:
+        raise InvalidInputError(f"the database URL {url!r} must name a host and a database")
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        raise InvalidInputError(
+            "PostgreSQL support is not installed: pip install 'desktop-agent[postgres]'"
+        ) from None
+    url = parsed.set(drivername="postgresql+psycopg").render_as_string(hide_password=False)
+    slug = "".join(
+        c if c.isalnum() or c in "-." else "_"
+        for c in f"{parsed.username or ''}@{parsed.host}-{parsed.port or 5432}-{parsed.database}"
+    )
+    folder = default_data_dir() / "servers" / slug
+    pointer = folder / URL_FILE
+    if not pointer.is_file() or pointer.read_text(encoding="utf-8").strip() != url:
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        tmp = pointer.with_suffix(".tmp")
+        fd = os.open(tmp, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(url + "\n")
+        os.replace(tmp, pointer)
+    return folder
+
+
+def database_url(db_path: Path) -> str | None:
+    """The PostgreSQL URL ``db_path`` stands for, or None for a SQLite file."""
+    pointer = db_path.parent / URL_FILE
+    return pointer.read_text(encoding="utf-8").strip() if pointer.is_file() else None
 
 
 @dataclass

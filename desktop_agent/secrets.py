@@ -181,3 +181,28 @@ def clean_key(key: str) -> str:
 def _describe(exc: BaseException) -> str:
     """What a keyring failure says, on one line (its class goes to the log, not here)."""
     return plain_error(exc, empty="it gave no reason")[:200]
+
+
+DATABASE_SERVICE = "desktop-agent-database"
+"""The keyring service of PostgreSQL passwords; the user name is the server's
+``user@host:port/database`` (``keyring set desktop-agent-database postgres@db:5432/agents``)."""
+
+
+def database_account(url: str) -> str:
+    """The keyring user name of the database at ``url``: ``user@host:port/database``."""
+    from sqlalchemy.engine import make_url
+
+    u = make_url(url)
+    return f"{u.username or ''}@{u.host or ''}:{u.port or 5432}/{u.database or ''}"
+
+
+def database_password(url: str) -> str | None:
+    """The password of the database at ``url`` from the OS keyring, or None.
+
+    None lets the driver look where libpq looks (``PGPASSWORD``, ``~/.pgpass``, a service
+    file); a broken keyring reads as none, as for the API key.
+    """
+    try:
+        return keyring.get_password(DATABASE_SERVICE, database_account(url)) or None
+    except Exception:  # any backend failure reads as "no password there"
+        return None

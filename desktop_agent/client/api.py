@@ -38,6 +38,7 @@ from desktop_agent.persistence.db import Database, DbSettings
 from desktop_agent.persistence.decisions import Decision, DecisionQueries
 from desktop_agent.persistence.search import SearchFilters, SearchHit, fts_query
 from desktop_agent.persistence.store import SqlStore
+from desktop_agent.secrets import database_password
 from desktop_agent.tools.registry import ToolRegistry, default_tools
 
 DEFAULT_SYSTEM_PROMPT = (
@@ -142,7 +143,9 @@ class Client:
         self.settings = settings or Settings.load(db_path)
         # The client's own: views of this package read them, nothing outside does (the
         # GUI and the CLI call the methods below; tests reach them by these names).
-        self._db = Database(DbSettings.for_path(db_path, self.settings.durability))
+        self._db = Database(
+            DbSettings.for_path(db_path, self.settings.durability, database_password)
+        )
         self._store = SqlStore(self._db)
         self._decisions = DecisionQueries(self._db)
         self._tools = ToolRegistry()

@@ -14,8 +14,8 @@ import contextlib
 import os
 import sqlite3
 import stat
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -86,10 +86,28 @@ class DbSettings:
 
     url: str
     synchronous: str = "FULL"
+    password: str | None = field(default=None, repr=False)
+    """A server's password from the OS keyring (never in the URL, a file or argv); None
+    lets libpq find one (``PGPASSWORD``, ``~/.pgpass``, a service file) or go without."""
 
     @classmethod
-    def for_path(cls, path: Path | str, synchronous: str = "FULL") -> DbSettings:
-        """Settings for a SQLite file."""
+    def for_path(
+        cls,
+        path: Path | str,
+        synchronous: str = "FULL",
+        password: Callable[[str], str | None] | None = None,
+    ) -> DbSettings:
+        """Settings for the database at ``path``: a SQLite file, or the server it points to.
+
+        A folder that stands for a PostgreSQL database (see :data:`URL_FILE`) holds the
+        server's URL beside where the file would be; everything else about the folder
+        (settings, logs, archives) is as for a SQLite database. ``password(url)`` looks a
+        server's password up (the OS keyring: ``secrets.database_password``).
+        """
+        pointer = Path(path).parent / URL_FILE
+        if pointer.is_file():
+            url = pointer.read_text(encoding="utf-8").strip()
+            return cls(url, synchronous, password(url) if password is not None else None)
         return cls(f"sqlite:///{Path(path)}", synchronous)
 
     @property
@@ -98,6 +116,12 @@ class DbSettings:
         if self.url.startswith("sqlite:///"):
             return Path(self.url[len("sqlite:///") :])
         return None
+
+
+URL_FILE = "database.url"
+"""In a data folder that stands for a PostgreSQL database: the server's URL (no password),
+written by ``config.resolve_db_path`` when ``--db`` is a URL. A worker started with
+``--db`` on that folder's database path finds the server through it."""
 
 
 def _prepare_private_file(path: Path) -> None:
@@ -208,7 +232,20 @@ class Database:
             self.writer = _sqlite_engine(settings, writer=True)
             self.reader = _sqlite_engine(settings, writer=False)
         else:
-            self.writer = sa.create_engine(settings.url, pool_size=32, max_overflow=32)
+            connect_args = {} if settings.password is None else {"password": settings.password}
+            try:
+                self.writer = sa.create_engine(
+                    settings.url,
+                    pool_size=32,
+                    max_overflow=32,
+                    pool_pre_ping=True,  # a server restarted meanwhile: reconnect
+                    connect_args=connect_args,
+                )
+            except ModuleNotFoundError as exc:
+                raise StorageError(
+                    f"cannot open {self.describe()}: its driver {exc.name} is not installed "
+                    "(pip install 'desktop-agent[postgres]')"
+                ) from None
             self.reader = self.writer
         try:
             if migrate:
@@ -221,7 +258,8 @@ class Database:
                 raise StorageError(backup.damaged_message(path, str(exc.orig))) from None
             if "locked" in str(exc.orig):
                 raise StorageError(locked_message(self.busy_ms)) from None
-            raise StorageError(f"cannot open the database {self.describe()}: {exc.orig}") from None
+            first = (str(exc.orig).strip().splitlines() or ["unknown error"])[0]
+            raise StorageError(f"cannot open the database {self.describe()}: {first}") from None
         except BaseException:
             self.dispose()
             raise

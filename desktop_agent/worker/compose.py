@@ -15,6 +15,7 @@ from desktop_agent.llm.demo import DEMO_MODEL, DemoModel
 from desktop_agent.persistence.db import Database, DbSettings
 from desktop_agent.persistence.ledger import EffectLedger, journal_has_effects
 from desktop_agent.persistence.store import SqlStore
+from desktop_agent.secrets import database_password
 from desktop_agent.tools.registry import ToolRegistry
 from desktop_agent.worker.crash import crash_hook_from_env
 
@@ -56,7 +57,7 @@ class ModelFactory:
 def open_store(db_path: Path, settings: Settings | None = None) -> SqlStore:
     """Open (and migrate) the database at ``db_path``."""
     settings = settings or Settings.load(db_path)
-    db = Database(DbSettings.for_path(db_path, settings.durability))
+    db = Database(DbSettings.for_path(db_path, settings.durability, database_password))
     return SqlStore(db)
 
 

@@ -107,6 +107,23 @@ class PgServer:
         with contextlib.suppress(ValueError):
             self._databases.remove(name)
 
+    def add_password_user(self, user: str, password: str) -> None:
+        """A login role that must give ``password`` over TCP (the others are trusted).
+
+        Once per server: a second call for the same role changes nothing.
+        """
+        import psycopg
+
+        with psycopg.connect(self.dsn(), autocommit=True) as conn:
+            if conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (user,)).fetchone():
+                return
+            conn.execute(f"CREATE ROLE \"{user}\" LOGIN SUPERUSER PASSWORD '{password}'")
+        hba = self.data / "pg_hba.conf"
+        rule = f"host all {user} 127.0.0.1/32 scram-sha-256\n"
+        _as_service_user(["sh", "-c", f"printf '%s' '{rule}' | cat - {hba} > {hba}.new"])
+        _as_service_user(["mv", f"{hba}.new", str(hba)])
+        self.pg_ctl("reload")
+
     def pg_ctl(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         """Run ``pg_ctl`` on this cluster, as the server's user."""
         binaries = bin_dir()
