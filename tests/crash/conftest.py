@@ -8,14 +8,16 @@ from pathlib import Path
 import pytest
 
 from tests.crash.harness import SOURCES_3, SOURCES_8, Lab, Reference, reference_run
+from tests.helpers import postgres
 
 
-@pytest.fixture
-def lab(tmp_path: Path) -> Iterator[Lab]:
-    """A fresh database with crash-test settings."""
-    lab = Lab(tmp_path)
-    yield lab
-    lab.close()
+@pytest.fixture(params=postgres.BACKENDS)
+def lab(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Lab]:
+    """A fresh database with crash-test settings, as a SQLite file or on PostgreSQL."""
+    with postgres.database_for(tmp_path / "data", request.param):
+        lab = Lab(tmp_path)
+        yield lab
+        lab.close()
 
 
 @pytest.fixture(scope="session")

@@ -23,6 +23,7 @@ import socket
 import subprocess
 import tempfile
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -201,3 +202,33 @@ def shared_server() -> PgServer:
         _shared = start_server()
         atexit.register(_shared.close)
     return _shared
+
+
+BACKENDS = ("sqlite", "postgresql")
+"""The databases the suites that claim both run on (a fixture parameter)."""
+
+
+@contextlib.contextmanager
+def database_for(folder: Path, backend: str) -> Iterator[None]:
+    """Make ``folder``'s database a fresh one on the shared server (or leave it SQLite).
+
+    The folder gets the pointer file a database URL would give it (``database.url``), so
+    the client, the CLI and worker children opened on ``folder / desktop-agent.db`` all use
+    the server; the database is dropped afterwards. Skips the test when no server can run.
+    """
+    if backend == "sqlite":
+        yield
+        return
+    import pytest
+
+    reason = unavailable()
+    if reason is not None:
+        pytest.skip(reason)
+    server = shared_server()
+    name = server.create_database()
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "database.url").write_text(server.url(name) + "\n", encoding="utf-8")
+    try:
+        yield
+    finally:
+        server.drop_database(name)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,10 +23,19 @@ from desktop_agent.domain.errors import RateLimitedError
 from desktop_agent.engine.loop import EngineConfig
 from desktop_agent.engine.ports import ModelRequest
 from tests.conftest import MakeExecutor, drain
+from tests.helpers import postgres
 from tests.helpers.fakes import Reply, ScriptedModel
 from tests.scheduler.conftest import Children, kill, wait_until
 
 pytestmark = pytest.mark.crash
+
+
+@pytest.fixture(params=postgres.BACKENDS)
+def db_path(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Path]:
+    """The database of the test, as a SQLite file or on PostgreSQL (the same tests hold)."""
+    with postgres.database_for(tmp_path / "data", request.param):
+        yield tmp_path / "data" / "desktop-agent.db"
+
 
 HOUR = 3600.0
 Journal = list[tuple[int, str, str, str, int]]
