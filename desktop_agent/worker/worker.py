@@ -43,6 +43,9 @@ from desktop_agent.worker.notify import Notifier
 
 log = logging.getLogger(__name__)
 
+HOST_ENV = "DESKTOP_AGENT_HOST"
+"""Overrides the host name a worker registers under (see :attr:`Worker.host`)."""
+
 
 @dataclass(frozen=True)
 class WorkerConfig:
@@ -91,7 +94,9 @@ class Worker:
         self.executor = executor
         self.config = config or WorkerConfig()
         self.clock = clock or SystemClock()
-        self.host = socket.gethostname()
+        # DESKTOP_AGENT_HOST names the machine when its host name does not (a container
+        # image shared by several machines; the tests' "other machine").
+        self.host = os.environ.get(HOST_ENV) or socket.gethostname()
         self.id = f"{self.host}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self.stop_event = threading.Event()
         self._wakeup = threading.Event()

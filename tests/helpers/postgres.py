@@ -74,6 +74,8 @@ class PgServer:
     root: Path
     port: int
     user: str
+    durable: bool = False
+    """Commits are flushed to disk (fsync on), as a real server's are: for benchmarks."""
     _databases: list[str] = field(default_factory=list)
 
     @property
@@ -135,10 +137,10 @@ class PgServer:
 
     def start(self) -> None:
         """Start (or restart after :meth:`stop`) the server; returns once it accepts."""
-        options = (
-            f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 "
-            "-c fsync=off -c full_page_writes=off -c max_connections=200"
-        )
+        options = f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 "
+        options += "-c max_connections=300"
+        if not self.durable:
+            options += " -c fsync=off -c full_page_writes=off"
         self.pg_ctl("-o", options, "-l", str(self.root / "server.log"), "-w", "start")
 
     def stop(self, mode: str = "fast") -> None:
@@ -160,7 +162,7 @@ def _as_service_user(argv: list[str], *, check: bool = True) -> subprocess.Compl
     return result
 
 
-def start_server() -> PgServer:
+def start_server(*, durable: bool = False) -> PgServer:
     """Create and start a throwaway cluster (see the module's docstring)."""
     binaries = bin_dir()
     if binaries is None:
@@ -185,7 +187,7 @@ def start_server() -> PgServer:
             "--no-sync",
         ]
     )
-    server = PgServer(root, _free_port(), user)
+    server = PgServer(root, _free_port(), user, durable=durable)
     server.start()
     return server
 
