@@ -32,6 +32,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from desktop_agent import config
 from desktop_agent.client.messages import plain_error
 from desktop_agent.client.views import ModelChoice
 from desktop_agent.config import Settings
@@ -243,10 +244,17 @@ class SettingsDialog(QDialog):
         row.addWidget(open_folder)
         where = QLabel(
             "To use another data folder, start the app with <code>--db PATH</code> or set "
-            "<code>DESKTOP_AGENT_DB</code>; each folder keeps its own runs and settings.",
+            "<code>DESKTOP_AGENT_DB</code>; each folder keeps its own runs and settings. "
+            "<code>--db postgresql://user@host:5432/name</code> shares a PostgreSQL database "
+            "with other workers and analysts.",
             page,
         )
         where.setWordWrap(True)
+        url = config.database_url(self.db_path)
+        self.database = QLineEdit(
+            f"PostgreSQL: {url}" if url else f"SQLite file: {self.db_path}", page
+        )
+        self.database.setReadOnly(True)
         self.durability = QComboBox(page)
         for key, label in DURABILITY:
             self.durability.addItem(label, key)
@@ -264,6 +272,7 @@ class SettingsDialog(QDialog):
         self.webhook = QLineEdit(s.webhook_url, page)
         self.webhook.setPlaceholderText("optional: https://… receives the same notifications")
         form = QFormLayout(page)
+        form.addRow("Database", self.database)
         form.addRow("Data folder", row)
         form.addRow("", where)
         form.addRow("Durability", self.durability)
