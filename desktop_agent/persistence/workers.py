@@ -60,6 +60,17 @@ _NOTE_WAITS_FOR = tuple(
 )
 """Run statuses in which an unapplied note wakes nothing (see :func:`_has_work`)."""
 
+_AFTER_DECISION = tuple(
+    str(k)
+    for k in (
+        CommandKind.ANSWER,
+        CommandKind.APPROVE,
+        CommandKind.REJECT,
+        CommandKind.EXTEND_BUDGET,
+    )
+)
+"""Commands a run that needs the analyst's decision keeps for after it (see :func:`_has_work`)."""
+
 _STORAGE_PARKABLE = tuple(
     str(s) for s in (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.WAITING, RunStatus.PAUSED)
 )
@@ -88,10 +99,22 @@ def _has_work(due: ColumnElement[bool]) -> ColumnElement[bool]:
     # A note waits for the run's wait, pause or stop to end, or for the analyst's decision
     # about it (a step in doubt): it wakes nothing.
     note_waits = and_(c.kind == str(CommandKind.STEER), runs.c.status.in_(_NOTE_WAITS_FOR))
+    # A run that needs the analyst's decision (a step in doubt, a changed agent definition)
+    # cannot use an answer, an approval or more budget before that decision: they stay
+    # queued for after it and wake nothing (waking it would only find it still undecided,
+    # again and again).
+    waits_for_decision = and_(
+        c.kind.in_(_AFTER_DECISION), runs.c.status == str(RunStatus.NEEDS_ATTENTION)
+    )
     return or_(
         runs.c.status.in_((str(RunStatus.QUEUED), str(RunStatus.RUNNING))),
         and_(runs.c.status == str(RunStatus.WAITING), runs.c.wake_at.is_not(None), due),
-        exists().where(c.run_id == runs.c.id, c.applied_at.is_(None), not_(note_waits)),
+        exists().where(
+            c.run_id == runs.c.id,
+            c.applied_at.is_(None),
+            not_(note_waits),
+            not_(waits_for_decision),
+        ),
     )
 
 

@@ -218,3 +218,15 @@ def test_of_concurrent_decisions_on_one_approval_one_is_recorded(
 
     assert sorted(outcomes) == ["recorded", "refused", "refused", "refused"]
     assert len(store_factory.handle.store.pending_commands("run-1")) == 1
+
+
+def test_a_run_that_needs_a_decision_keeps_answers_for_after_it(store: SqlStore) -> None:
+    new_run(store, status=RunStatus.NEEDS_ATTENTION)
+    for kind, payload in (
+        (CommandKind.ANSWER, {"text": "cobalt"}),
+        (CommandKind.EXTEND_BUDGET, {"cost_usd": 1.0}),
+    ):
+        store.add_command("run-1", kind, payload)
+    assert store.runnable_runs(T0) == []  # nothing it could use before the decision
+    store.add_command("run-1", CommandKind.RESOLVE, {"action": "accept"})
+    assert store.runnable_runs(T0) == ["run-1"]  # the decision wakes it
