@@ -159,6 +159,11 @@ class Settings:
         compaction_threshold: fraction of the context window that triggers compaction.
         palette: the desktop app's colors: ``system`` (follow the desktop), ``light`` or
             ``dark``.
+        mcp_servers: MCP servers whose tools runs may use: ``{"name", "command", "args",
+            "env"}`` (stdio) or ``{"name", "url", "headers"}`` (Streamable HTTP), with
+            optional ``effects`` (per-tool ``read_only``/``idempotent``/``unsafe``) and
+            ``timeout_s``; ``env`` and ``headers`` values ``keyring:NAME`` are secrets kept
+            in the OS keyring (see :mod:`desktop_agent.tools.mcp`).
     """
 
     default_model: str = "demo"
@@ -195,6 +200,7 @@ class Settings:
     fallback_model: str = ""
     compaction_threshold: float = 0.8
     palette: str = "system"
+    mcp_servers: list[dict[str, Any]] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod

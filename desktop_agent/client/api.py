@@ -39,6 +39,8 @@ from desktop_agent.persistence.decisions import Decision, DecisionQueries
 from desktop_agent.persistence.search import SearchFilters, SearchHit, fts_query
 from desktop_agent.persistence.store import SqlStore
 from desktop_agent.secrets import database_password
+from desktop_agent.tools.mcp import CATALOGUE_FILE as MCP_CATALOGUE
+from desktop_agent.tools.mcp import listed_tools
 from desktop_agent.tools.registry import ToolRegistry, default_tools
 
 DEFAULT_SYSTEM_PROMPT = (
@@ -149,6 +151,9 @@ class Client:
         self._store = SqlStore(self._db)
         self._decisions = DecisionQueries(self._db)
         self._tools = ToolRegistry()
+        # MCP tools as a worker last listed them: offered to new runs, called by workers.
+        for tool in listed_tools(db_path.parent / MCP_CATALOGUE):
+            self._tools.add(tool)
 
     def close(self) -> None:
         """Release database connections."""

@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from desktop_agent import config
-from desktop_agent.worker.compose import build_executor, open_store
+from desktop_agent.tools.mcp import CATALOGUE_FILE, start_hub
+from desktop_agent.worker.compose import build_executor, open_store, tools_from_env
 from desktop_agent.worker.notify import build_notifier
 from desktop_agent.worker.scheduling import attach_scheduler, clock_from_env
 from desktop_agent.worker.worker import Worker, WorkerConfig
@@ -47,9 +48,13 @@ def serve(
     store = open_store(db_path, settings)
     clock = clock_from_env()  # real time unless a test moves it (DESKTOP_AGENT_CLOCK_OFFSET)
     store.now = clock.now
+    tools = tools_from_env()
+    hub = start_hub(settings.mcp_servers, db_path.parent / CATALOGUE_FILE)
+    for tool in hub.tools() if hub is not None else []:
+        tools.add(tool)
     worker = Worker(
         store,
-        build_executor(store, settings, clock=clock),
+        build_executor(store, settings, clock=clock, tools=tools),
         WorkerConfig(max_runs=max_runs or settings.workers, until_idle=until_idle),
         clock=clock,
         notifier=build_notifier(
@@ -67,6 +72,10 @@ def serve(
     signal.signal(signal.SIGINT, _stop)
     if announce is not None:
         announce(f"worker {worker.id} on {db_path}")
-    with attach_scheduler(worker, settings):
-        worker.run()
+    try:
+        with attach_scheduler(worker, settings):
+            worker.run()
+    finally:
+        if hub is not None:
+            hub.close()  # stdio servers end with their sessions
     return worker.activations
