@@ -95,8 +95,11 @@ def _queue(db: Path, root: Path, runs: int) -> Client:
     return client
 
 
-def _worker(db: Path, env: dict[str, str], max_runs: int, log: Path) -> subprocess.Popen[bytes]:
-    argv = [sys.executable, "-m", "desktop_agent", "--db", str(db), "worker", "--until-idle"]
+def _worker(
+    db: Path, env: dict[str, str], max_runs: int, log: Path, *, until_idle: bool = True
+) -> subprocess.Popen[bytes]:
+    argv = [sys.executable, "-m", "desktop_agent", "--db", str(db), "worker"]
+    argv += ["--until-idle"] if until_idle else []
     with log.open("ab") as out:
         return subprocess.Popen(
             [*argv, "--max-runs", str(max_runs)],
@@ -138,12 +141,15 @@ def takeover(server: postgres.PgServer, other_host: bool, runs: int = 6) -> floa
         client = _queue(db, root, runs)
         env = {"DESKTOP_AGENT_DEMO_DELAY": "2.0", "DESKTOP_AGENT_AUTOSTART_WORKER": "0"}
         log = root / "workers.log"
-        first = _worker(db, {**env, "DESKTOP_AGENT_HOST": "bench-a"}, runs, log)
+        first = _worker(db, {**env, "DESKTOP_AGENT_HOST": "bench-a"}, runs, log, until_idle=False)
         ids = [r.id for r in client.runs()]
         _wait(lambda: all(client.run(i).lease_owner for i in ids), "the first worker's claims")
         held = {client.run(i).lease_owner for i in ids}
         second_host = "bench-b" if other_host else "bench-a"
-        second = _worker(db, {**env, "DESKTOP_AGENT_HOST": second_host}, runs, log)
+        # Not --until-idle: with every run held by the first, it would exit at once.
+        second = _worker(
+            db, {**env, "DESKTOP_AGENT_HOST": second_host}, runs, log, until_idle=False
+        )
         _wait(lambda: len(client._store.list_workers()) >= 2, "the second worker")
         os.kill(first.pid, signal.SIGKILL)
         first.wait()
