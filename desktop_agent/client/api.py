@@ -151,9 +151,17 @@ class Client:
         self._store = SqlStore(self._db)
         self._decisions = DecisionQueries(self._db)
         self._tools = ToolRegistry()
-        # MCP tools as a worker last listed them: offered to new runs, called by workers.
-        for tool in listed_tools(db_path.parent / MCP_CATALOGUE):
+        self._mcp_names: set[str] = set()
+        self.reload_mcp_tools()
+
+    def reload_mcp_tools(self) -> None:
+        """Offer new runs the MCP tools as a worker last listed them (workers call them)."""
+        for name in self._mcp_names:
+            self._tools.remove(name)
+        listed = listed_tools(self.db_path.parent / MCP_CATALOGUE)
+        for tool in listed:
             self._tools.add(tool)
+        self._mcp_names = {t.name for t in listed}
 
     def close(self) -> None:
         """Release database connections."""

@@ -546,6 +546,9 @@ class MainWindow(QMainWindow):
         if self.new_run_dialog is not None:
             self.new_run_dialog.close()
             self.new_run_dialog.deleteLater()  # closed is not deleted: it would stay for good
+        # MCP tools a worker listed since the app started (a small local file).
+        self.client.reload_mcp_tools()
+        self.tools = {t.name: t for t in tool_catalog(self.client)}
         dialog = NewRunDialog(
             model_choices(),
             list(self.tools.values()),

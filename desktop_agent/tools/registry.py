@@ -91,6 +91,10 @@ class ToolRegistry:
         """Register ``tool`` (replacing one of the same name)."""
         self._tools[tool.name] = tool
 
+    def remove(self, name: str) -> None:
+        """Forget the tool called ``name`` (if any)."""
+        self._tools.pop(name, None)
+
     def get(self, name: str) -> Tool | None:
         """The tool called ``name``, or None."""
         return self._tools.get(name)

@@ -41,6 +41,7 @@ from desktop_agent.domain.errors import InvalidInputError
 from desktop_agent.domain.units import format_duration, parse_duration
 from desktop_agent.gui import resources, theme
 from desktop_agent.gui.sizing import keep_minimum_size
+from desktop_agent.gui.widgets.mcp_servers import McpServersPage
 from desktop_agent.secrets import ENV_VAR, KeyStatus, KeyStore, mask
 
 RunTask = Callable[[Callable[[], Any], Callable[[Any], None], Callable[[Exception], None]], None]
@@ -112,6 +113,8 @@ class SettingsDialog(QDialog):
         tabs.addTab(self._key_tab(), resources.icon("key"), "API key")
         tabs.addTab(self._runs_tab(models), resources.icon("new-run"), "New runs")
         tabs.addTab(self._app_tab(), resources.icon("settings"), "App")
+        self.mcp_page = McpServersPage(db_path, run_task, self)
+        tabs.addTab(self.mcp_page, resources.icon("settings"), "MCP servers")
         self.buttons = QDialogButtonBox(
             QDialogButtonBox.StandardButton.Save | QDialogButtonBox.StandardButton.Cancel, self
         )
