@@ -97,15 +97,9 @@ class McpServersPage(QWidget):
                 ]
             )
             for tool in server.get("tools") or []:
-                item.addChild(
-                    QTreeWidgetItem(
-                        [
-                            str(tool.get("name")),
-                            str(tool.get("effect")),
-                            str(tool.get("description")),
-                        ]
-                    )
-                )
+                effect = str(tool.get("effect")).replace("_", " ")  # "read only", as New run
+                cells = [str(tool.get("name")), effect, str(tool.get("description"))]
+                item.addChild(QTreeWidgetItem(cells))
             self.tree.addTopLevelItem(item)
             item.setExpanded(True)
 
