@@ -8,6 +8,7 @@ window merges what changed into thin item models. Commands go through
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -31,6 +32,7 @@ from desktop_agent.client.views import (
     RunsDelta,
     default_tool_names,
     model_choices,
+    pending_for,
     tool_catalog,
 )
 from desktop_agent.client.workspaces import start_demo_run
@@ -50,6 +52,7 @@ from desktop_agent.gui.dialogs.settings import SettingsDialog
 from desktop_agent.gui.models.approvals import ApprovalListModel, ApprovalRow
 from desktop_agent.gui.models.runs import RunListModel
 from desktop_agent.gui.models.steps import StepTimelineModel
+from desktop_agent.gui.notifier import Notifier
 from desktop_agent.gui.palette import PaletteChooser
 from desktop_agent.gui.poller import LivePoller, StepsBatch
 from desktop_agent.gui.supervisor import WorkerSupervisor
@@ -83,7 +86,9 @@ class MainWindow(QMainWindow):
         spawn_workers: bool = True,
         poll_ms: int = 250,
         keys: KeyStore | None = None,
+        notify_bus: str | None = None,
     ) -> None:
+        """``notify_bus``: the D-Bus address desktop notifications use (None: the session's)."""
         super().__init__()
         self.client = client
         self.keys = keys or KeyStore()
@@ -136,6 +141,11 @@ class MainWindow(QMainWindow):
         )
         self.tray.show_requested.connect(self._on_tray_show_requested)
         self.tray.notice_fallback.connect(self._on_tray_notice_fallback)
+        self.notifier = Notifier(self.tray, self, notify_bus, self)
+        self.notifier.window_notice.connect(self._on_tray_notice_fallback)
+        self.notifier.open_requested.connect(self._on_notice_open_requested)
+        self.notifier.review_requested.connect(self._on_notice_review_requested)
+        self._stalled: dict[str, int] = {}
         self._clock = QTimer(self)
         self._clock.setInterval(1000)
         self._clock.timeout.connect(self._on_clock_timeout)
@@ -290,7 +300,7 @@ class MainWindow(QMainWindow):
             text = f"The worker (pid {pids}) stopped unexpectedly; no run was interrupted."
         log.warning("%s", text)
         self.statusBar().showMessage(text, 30_000)
-        self.tray.notify(notify.Notice(notify.NoticeKind.FAILED, "", "Worker stopped", text))
+        self.notifier.notify(notify.Notice(notify.NoticeKind.FAILED, "", "Worker stopped", text))
 
     def _on_recovery_failed(self, exc: Exception) -> None:
         log.warning("recovery check failed: %s", exc)
@@ -299,9 +309,9 @@ class MainWindow(QMainWindow):
     @Slot(object)
     def _on_poller_runs_changed(self, delta: RunsDelta) -> None:
         self.runs_model.apply(delta.rows, full=delta.full)
-        self._notify(delta)
         self.commands.decided &= {a.id for a in delta.approvals}
-        self.approvals = delta.approvals
+        self.approvals = delta.approvals  # before the notices: a notice offers Review
+        self._notify(delta)
         self._show_approvals()
         if self.recovery_dialog is not None:
             self.recovery_dialog.update_runs(list(delta.rows))
@@ -325,7 +335,9 @@ class MainWindow(QMainWindow):
         }
         for notice in notify.transitions(self._states, rows):
             if wanted[notice.kind]:
-                self.tray.notify(notice)
+                pending = pending_for(self._visible_approvals(), notice.run_id)
+                single = notice.kind == notify.NoticeKind.NEEDS_USER and len(pending) == 1
+                self.notifier.notify(notice, single_approval=single)
         if delta.full:  # runs gone from the list (archived, deleted) are forgotten
             self._states = {}
         for r in rows:
@@ -392,6 +404,22 @@ class MainWindow(QMainWindow):
         self.runs_model.refresh_times()
         self.approvals_model.refresh_times()
         self.detail.tick()
+        after_s = self.client.settings.notify_stall_minutes * 60
+        for notice in notify.stalls(self.runs_model.rows(), time.time(), after_s, self._stalled):
+            self.notifier.notify(notice)
+
+    @Slot(str)
+    def _on_notice_open_requested(self, run_id: str) -> None:
+        self._on_tray_show_requested()
+        if run_id:
+            self.select_run(run_id)
+
+    @Slot(str)
+    def _on_notice_review_requested(self, run_id: str) -> None:
+        self._on_notice_open_requested(run_id)
+        pending = pending_for(self._visible_approvals(), run_id)
+        if len(pending) == 1:
+            self.open_approval(pending[0])
 
     # ------------------------------------------------------------------ selection
 
@@ -619,6 +647,7 @@ class MainWindow(QMainWindow):
             self.keys,
             self,
         )
+        dialog.show_notice_channel(self.notifier.channel.value)
         dialog.saved.connect(self._on_settings_dialog_saved)
         dialog.key_saved.connect(self._on_settings_dialog_key_saved)
         self.settings_dialog = dialog
@@ -807,6 +836,7 @@ class MainWindow(QMainWindow):
         self.statusBar().clearMessage()
         self.tasks.shutdown()
         self.tray.hide()
+        self.notifier.close()
         if self.approval_dialog is not None:
             self.approval_dialog.close_discarding()  # quitting: no question about an edit
         for dialog in (self.recovery_dialog, self.approval_dialog, self.crash_dialog):

@@ -17,6 +17,7 @@ class NoticeKind(StrEnum):
     NEEDS_USER = "needs_user"
     FINISHED = "finished"
     FAILED = "failed"
+    STALLED = "stalled"
 
 
 @dataclass(frozen=True)
@@ -61,4 +62,40 @@ def transitions(before: Mapping[str, State], rows: Iterable[RunRow]) -> list[Not
             out.append(
                 Notice(NoticeKind.NEEDS_USER, run.id, "A run needs you", f"{_title(run)}: {what}")
             )
+    return out
+
+
+def stalls(
+    rows: Iterable[RunRow], now: float, after_s: float, noticed: dict[str, int]
+) -> list[Notice]:
+    """Notices for running runs that made no progress for ``after_s`` seconds.
+
+    Once per stall: ``noticed`` remembers the step count at which a run was reported
+    (updated here); a run that moves on and stalls again is reported again. Runs that
+    stopped running are forgotten.
+    """
+    out = []
+    running = set()
+    for row in rows:
+        run = row.run
+        if run.status != RunStatus.RUNNING:
+            continue
+        running.add(run.id)
+        if noticed.get(run.id) == run.last_seq:
+            continue
+        noticed.pop(run.id, None)
+        idle = now - max(run.updated_at, run.started_at or 0.0)
+        if after_s > 0 and idle >= after_s:
+            noticed[run.id] = run.last_seq
+            minutes = int(idle // 60)
+            out.append(
+                Notice(
+                    NoticeKind.STALLED,
+                    run.id,
+                    "A run makes no progress",
+                    f"{_title(run)}: no new step for {minutes} min",
+                )
+            )
+    for run_id in set(noticed) - running:
+        del noticed[run_id]
     return out

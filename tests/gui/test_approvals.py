@@ -70,8 +70,7 @@ def test_inbox_badge_and_approve_through_the_dialog(
     assert client._store.list_approvals(None)[0].state == ApprovalState.APPROVED
     qtbot.waitUntil(
         lambda: (
-            window.tray.last_notice is not None
-            and window.tray.last_notice.kind == NoticeKind.FINISHED
+            window.notifier.last is not None and window.notifier.last.kind == NoticeKind.FINISHED
         )
     )
 

@@ -147,8 +147,8 @@ def test_notification_when_a_run_needs_the_analyst(
     run = client.start_run("Notify me", model="demo", workspace=demo_ws)
     start_worker()
     wait_status(qtbot, window, run.id, RunStatus.WAITING)
-    qtbot.waitUntil(lambda: window.tray.last_notice is not None)
-    notice = window.tray.last_notice
+    qtbot.waitUntil(lambda: window.notifier.last is not None)
+    notice = window.notifier.last
     assert notice is not None and notice.kind == NoticeKind.NEEDS_USER and notice.run_id == run.id
     if not window.tray.available:  # offscreen: the notice goes to the status bar
         assert "needs you" in window.statusBar().currentMessage()

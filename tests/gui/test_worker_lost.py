@@ -57,7 +57,7 @@ def test_a_killed_worker_brings_up_the_recovery_summary(
     before = model.data(model.index(0, RecoveryColumn.BEFORE))
     assert "(interrupted)" in str(before)
     assert "stopped unexpectedly" in window.statusBar().currentMessage()
-    notice = window.tray.last_notice
+    notice = window.notifier.last
     assert notice is not None and notice.title == "Worker stopped"
     assert f"pid {child_worker.pid}" in notice.text
 
@@ -88,4 +88,4 @@ def test_a_worker_that_shuts_down_in_order_is_no_crash(
         lambda: window.statusBar().currentMessage() == "The worker stopped.", timeout=30_000
     )
     assert window.recovery_dialog is None
-    assert window.tray.last_notice is None
+    assert window.notifier.last is None

@@ -130,6 +130,10 @@ class SettingsDialog(QDialog):
         keep_minimum_size(self)
         self.refresh_key_status()
 
+    def show_notice_channel(self, channel: str) -> None:
+        """Say where notices go on this desktop (the tray, desktop notifications, ...)."""
+        self.notice_channel.setText(f"Notifications go to {channel} on this desktop.")
+
     # ------------------------------------------------------------------ tabs
 
     def _key_tab(self) -> QWidget:
@@ -283,6 +287,8 @@ class SettingsDialog(QDialog):
         form.addRow("Notify me when", self.notify_user)
         form.addRow("", self.notify_done)
         form.addRow("", self.notify_failed)
+        self.notice_channel = QLabel(page)
+        form.addRow("", self.notice_channel)
         form.addRow("Webhook", self.webhook)
         form.addRow("", QLabel("Durability applies when the app and worker next start.", page))
         return page

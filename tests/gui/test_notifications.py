@@ -1,0 +1,249 @@
+"""Notices reach the analyst: the tray, else desktop notifications over D-Bus, else the window.
+
+The D-Bus tests start a private session bus (``dbus-daemon``) and a fake notification
+service on it (``tests/helpers/fake_notifications.py``, which refuses a ``Notify`` of the
+wrong signature as real daemons do); the app talks to it as it would to the desktop's.
+Everything is real but the daemon's screen.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from PySide6.QtWidgets import QApplication, QSystemTrayIcon
+from pytestqt.qtbot import QtBot
+
+from desktop_agent.client.api import Client
+from desktop_agent.domain import RunStatus
+from desktop_agent.gui import notify
+from desktop_agent.gui.mainwindow import MainWindow
+from desktop_agent.gui.notifier import Channel
+from desktop_agent.gui.notify import Notice, NoticeKind
+from tests.gui.conftest import StartWorker, wait_status
+from tests.helpers.polling import wait_until
+
+REPO = Path(__file__).resolve().parents[2]
+OFFSCREEN_NO_RAISE = pytest.mark.qt_log_ignore("This plugin does not support raise")
+"""Bringing the window forward (a notice's Open) is a no-op the offscreen platform reports."""
+needs_dbus = pytest.mark.skipif(
+    shutil.which("dbus-daemon") is None, reason="dbus-daemon is not installed (apt install dbus)"
+)
+
+
+@dataclass
+class Service:
+    """The fake notification service: its bus, what it was asked, and a click."""
+
+    address: str
+    log: Path
+
+    def calls(self) -> list[dict[str, Any]]:
+        if not self.log.exists():
+            return []
+        return [json.loads(line) for line in self.log.read_text().splitlines()]
+
+    def click(self, nid: int, action: str) -> None:
+        """As if the analyst clicked ``action`` on notification ``nid``."""
+        from jeepney import DBusAddress, new_method_call
+        from jeepney.io.blocking import open_dbus_connection
+
+        target = DBusAddress(
+            "/org/freedesktop/Notifications",
+            bus_name="org.freedesktop.Notifications",
+            interface="org.desktopagent.TestNotifications",
+        )
+        with open_dbus_connection(bus=self.address) as conn:
+            conn.send_and_get_reply(new_method_call(target, "Invoke", "us", (nid, action)))
+
+
+@pytest.fixture
+def private_bus() -> Iterator[str]:
+    """A D-Bus session bus of the test's own; its address."""
+    if shutil.which("dbus-daemon") is None:
+        pytest.skip("dbus-daemon is not installed (apt install dbus)")
+    proc = subprocess.Popen(
+        ["dbus-daemon", "--session", "--print-address=1", "--nofork", "--nopidfile"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    address = proc.stdout.readline().strip()
+    yield address
+    proc.kill()
+    proc.wait(timeout=10)
+
+
+@pytest.fixture
+def service(private_bus: str, tmp_path: Path) -> Iterator[Service]:
+    """The fake notification service on the private bus (with actions)."""
+    log = tmp_path / "notify.jsonl"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.helpers.fake_notifications", private_bus, str(log)],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+    yield Service(private_bus, log)
+    proc.kill()
+    proc.wait(timeout=10)
+
+
+OpenOn = Callable[[str | None], MainWindow]
+
+
+@pytest.fixture
+def open_on(qtbot: QtBot, client: Client) -> Iterator[OpenOn]:
+    """Open the main window with desktop notifications on a given bus."""
+    windows: list[MainWindow] = []
+
+    def open_(bus: str | None) -> MainWindow:
+        window = MainWindow(client, spawn_workers=False, poll_ms=50, notify_bus=bus)
+        qtbot.addWidget(window)
+        window.show()
+        windows.append(window)
+        return window
+
+    yield open_
+    for window in windows:
+        window.shutdown()
+
+
+def notice(kind: NoticeKind, run_id: str = "run-1") -> Notice:
+    return Notice(kind, run_id, "A run needs you", "Draft the memo: approval for write_file")
+
+
+@needs_dbus
+@OFFSCREEN_NO_RAISE
+def test_without_a_tray_a_run_that_needs_me_is_a_desktop_notification_with_review(
+    qtbot: QtBot,
+    service: Service,
+    open_on: OpenOn,
+    client: Client,
+    start_worker: StartWorker,
+    demo_ws: Path,
+) -> None:
+    window = open_on(service.address)
+    assert not window.tray.available  # offscreen: no tray
+    assert window.notifier.channel == Channel.DESKTOP
+    qtbot.waitUntil(lambda: window.poller.polls > 0)
+    run = client.start_run("Notify me", model="demo", workspace=demo_ws)
+    start_worker()
+    wait_status(qtbot, window, run.id, RunStatus.WAITING)
+    wait_until(lambda: service.calls(), 10, "the desktop notification")
+    (call,) = service.calls()
+    assert call["app"] == "desktop-agent" and call["summary"] == "A run needs you"
+    assert call["body"].startswith("Notify me")
+    assert call["actions"] == ["default", "Open", "open", "Open", "review", "Review"]
+    assert call["hints"] == {"urgency": 1, "desktop-entry": "desktop-agent"}
+
+    window.hide()
+    service.click(call["id"], "review")  # the analyst clicks Review in the notification
+    qtbot.waitUntil(lambda: window.approval_dialog is not None)
+    dialog = window.approval_dialog
+    assert dialog is not None and dialog.approval.run_id == run.id
+    assert window.isVisible() and window.selected is not None
+    assert window.selected.run.id == run.id
+    dialog.close_discarding()
+
+
+@needs_dbus
+@OFFSCREEN_NO_RAISE
+def test_open_selects_the_run_and_a_newer_notice_replaces_the_older(
+    qtbot: QtBot, service: Service, open_on: OpenOn, client: Client, demo_ws: Path
+) -> None:
+    run = client.start_run("Replace me", model="demo", workspace=demo_ws)
+    window = open_on(service.address)
+    qtbot.waitUntil(lambda: window.runs_model.get(run.id) is not None)
+    notifier = window.notifier
+    first = Notice(NoticeKind.NEEDS_USER, run.id, "A run needs you", "Replace me: a question")
+    assert notifier.notify(first) == Channel.DESKTOP
+    assert notifier.notify(Notice(NoticeKind.FAILED, run.id, "Run failed", "boom")) == (
+        Channel.DESKTOP
+    )
+    one, two = service.calls()
+    assert one["replaces_id"] == 0 and two["replaces_id"] == one["id"] == two["id"]
+    assert "review" not in one["actions"]  # not about exactly one pending approval
+    assert two["hints"]["urgency"] == 2  # a failure is critical
+    service.click(two["id"], "default")  # a click on the notice itself
+    qtbot.waitUntil(lambda: window.selected is not None and window.selected.run.id == run.id)
+
+
+@needs_dbus
+def test_a_bus_without_a_notification_service_falls_back_to_the_window(
+    qtbot: QtBot, private_bus: str, open_on: OpenOn, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    alerts: list[object] = []
+    monkeypatch.setattr(QApplication, "alert", lambda w, ms=0: alerts.append(w))
+    window = open_on(private_bus)
+    assert window.notifier.channel == Channel.WINDOW
+    settings = window.open_settings()
+    assert settings.notice_channel.text() == "Notifications go to the window on this desktop."
+    settings.close()
+    assert window.notifier.notify(notice(NoticeKind.FAILED)) == Channel.WINDOW
+    assert alerts == [window]
+    assert window.statusBar().currentMessage().startswith("A run needs you: Draft the memo")
+
+
+@needs_dbus
+def test_a_service_that_refuses_falls_back_to_the_window_once_and_for_all(
+    qtbot: QtBot,
+    service: Service,
+    open_on: OpenOn,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    alerts: list[object] = []
+    monkeypatch.setattr(QApplication, "alert", lambda w, ms=0: alerts.append(w))
+    window = open_on(service.address)
+    assert window.notifier.desktop is not None
+    window.notifier.desktop.close()  # the bus went away
+    assert window.notifier.notify(notice(NoticeKind.FINISHED)) == Channel.WINDOW
+    assert window.notifier.notify(notice(NoticeKind.FINISHED)) == Channel.WINDOW
+    assert len(alerts) == 2 and window.notifier.channel == Channel.WINDOW
+    assert sum("failed" in r.message for r in caplog.records) == 1  # logged once
+
+
+def test_with_a_tray_the_tray_is_used_and_not_the_bus(
+    qtbot: QtBot, open_on: OpenOn, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shown: list[tuple[str, str]] = []
+    monkeypatch.setattr(QSystemTrayIcon, "isSystemTrayAvailable", staticmethod(lambda: True))
+    monkeypatch.setattr(QSystemTrayIcon, "show", lambda self: None)
+    monkeypatch.setattr(QSystemTrayIcon, "showMessage", lambda self, t, m, *a: shown.append((t, m)))
+    window = open_on("unix:path=/nonexistent")  # never asked: the tray comes first
+    assert window.notifier.channel == Channel.TRAY and window.notifier.desktop is None
+    assert window.notifier.notify(notice(NoticeKind.NEEDS_USER)) == Channel.TRAY
+    assert shown == [("A run needs you", "Draft the memo: approval for write_file")]
+
+
+def test_a_stall_is_noticed_once_and_again_after_progress(client: Client) -> None:
+    from desktop_agent.client.views import RunRow
+
+    run = client.start_run("Stall", model="demo")
+    client._store.commit(
+        run.id,
+        patch=__import__("desktop_agent.engine.ports", fromlist=["RunPatch"]).RunPatch(
+            status=RunStatus.RUNNING, started_at=run.created_at
+        ),
+    )
+    running = client.run(run.id)
+    seen: dict[str, int] = {}
+    later = running.updated_at + 31 * 60
+    assert notify.stalls([RunRow(running)], later - 120, 30 * 60, seen) == []  # not yet
+    (stalled,) = notify.stalls([RunRow(running)], later, 30 * 60, seen)
+    assert stalled.kind == NoticeKind.STALLED and "no new step for 31 min" in stalled.text
+    assert notify.stalls([RunRow(running)], later + 600, 30 * 60, seen) == []  # once per stall
+    moved = dataclasses.replace(running, last_seq=running.last_seq + 1)
+    assert len(notify.stalls([RunRow(moved)], later + 900, 30 * 60, seen)) == 1  # a new stall
+    assert notify.stalls([], later, 30 * 60, seen) == [] and seen == {}  # not running: forgotten
