@@ -164,6 +164,9 @@ class Settings:
             optional ``effects`` (per-tool ``read_only``/``idempotent``/``unsafe``) and
             ``timeout_s``; ``env`` and ``headers`` values ``keyring:NAME`` are secrets kept
             in the OS keyring (see :mod:`desktop_agent.tools.mcp`).
+        shared_paths: folders every worker can reach (a shared mount): on PostgreSQL, a
+            run whose workspace lies under one may run on any worker, else only on the
+            workers of the machine that started it.
     """
 
     default_model: str = "demo"
@@ -201,6 +204,7 @@ class Settings:
     compaction_threshold: float = 0.8
     palette: str = "system"
     mcp_servers: list[dict[str, Any]] = field(default_factory=list)
+    shared_paths: list[str] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod

@@ -52,6 +52,7 @@ from desktop_agent.domain import (
     StepStatus,
 )
 from desktop_agent.domain.errors import DesktopAgentError, InvalidInputError
+from desktop_agent.domain.placement import describe, parse_placement
 from desktop_agent.domain.units import format_duration, format_usd, parse_duration
 
 if TYPE_CHECKING:
@@ -119,12 +120,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-time", metavar="DURATION", help="e.g. 30m, 2h, 1d")
     p.add_argument("--tools", help="comma-separated tool names (default: the built-ins)")
     p.add_argument("--ask", action="append", default=[], metavar="TOOL", help="always ask for TOOL")
+    p.add_argument(
+        "--placement",
+        metavar="WHERE",
+        help="which workers may run it: any, host:NAME or pool:NAME "
+        "(default: on PostgreSQL this machine, unless the workspace is a shared path)",
+    )
     p.add_argument("--detach", action="store_true", help="print the run id and return")
     p.add_argument("--yes", action="store_true", help="approve this run's requests as they come")
 
     p = add("worker", "execute runs (leases, recovery, wake-ups)")
     p.add_argument("--until-idle", action="store_true", help="exit when no run is runnable")
     p.add_argument("--max-runs", type=_positive_int, default=None, metavar="N")
+    p.add_argument(
+        "--pool", action="append", default=[], metavar="NAME", help="also serve runs of this pool"
+    )
     p.add_argument(
         "--nice",
         type=int,
@@ -214,6 +224,7 @@ def cmd_run(args: argparse.Namespace, out: Out) -> int:
         max_time_s=max_time,
         tools=tools,
         approval_overrides={t: "ask" for t in args.ask},
+        placement=args.placement,
     )
     if args.detach:
         pid = client.ensure_worker()
@@ -288,6 +299,7 @@ def cmd_worker(args: argparse.Namespace, out: Out) -> int:
         max_runs=args.max_runs,
         nice=args.nice,
         announce=None if out.as_json else lambda line: print(line, file=sys.stderr),
+        pools=tuple(parse_placement(f"pool:{p}").removeprefix("pool:") for p in args.pool),
     )
     out.emit(f"worker stopped after {activations} activations", {"activations": activations})
     return EXIT_OK
@@ -355,6 +367,8 @@ def cmd_show(args: argparse.Namespace, out: Out) -> int:
     echo(f"  goal:      {run.goal}")
     echo(f"  model:     {model_label(run.model)}")
     echo(f"  workspace: {run.workspace}")
+    if run.placement != "any":
+        echo(f"  placement: {run.placement} (only {describe(run.placement)} run it)")
     if run.status_message:
         echo(f"  message:   {run.status_message}")
     echo(

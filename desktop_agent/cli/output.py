@@ -115,6 +115,7 @@ def run_json(run: Run) -> dict[str, Any]:
         "finished_at": run.finished_at,
         "attention_seq": run.attention_seq,
         "definition_hash": run.definition_hash,
+        "placement": run.placement,
     }
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 import shutil
 import time
 import uuid
@@ -11,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypedDict, Unpack
 
-from desktop_agent import procs
+from desktop_agent import config, procs
 from desktop_agent.config import Settings
 from desktop_agent.domain import (
     JSON,
@@ -30,6 +31,7 @@ from desktop_agent.domain import (
     WorkerInfo,
 )
 from desktop_agent.domain.errors import InvalidInputError, InvalidStateError, NotFoundError
+from desktop_agent.domain.placement import ANY, parse_placement
 from desktop_agent.engine.edits import edit_problem
 from desktop_agent.engine.ports import CancelToken, SystemClock, ToolContext
 from desktop_agent.llm.pricing import MODELS
@@ -167,6 +169,22 @@ class Client:
         """Release database connections."""
         self._db.dispose()
 
+    def default_placement(self, workspace: Path) -> str:
+        """Where a run in ``workspace`` may execute unless the analyst says otherwise.
+
+        One database file means one machine: ``any``. On a shared PostgreSQL database, a
+        workspace is a folder of this machine, so only its workers may run it
+        (``host:THIS``), unless it lies under one of the ``shared_paths`` the analyst
+        declared (a folder every worker mounts): then ``any``.
+        """
+        if config.database_url(self.db_path) is None:
+            return ANY
+        resolved = workspace.expanduser().absolute()
+        for shared in self.settings.shared_paths:
+            if resolved.is_relative_to(Path(shared).expanduser().absolute()):
+                return ANY
+        return f"host:{this_host()}"
+
     # ------------------------------------------------------------------ runs
 
     def start_run(
@@ -174,18 +192,22 @@ class Client:
         goal: str,
         *,
         workspace: str | Path | None = None,
+        placement: str | None = None,
         **options: Unpack[RunSpecOptions],
     ) -> Run:
         """Queue a new run in ``workspace`` (None: a fresh folder); a worker picks it up.
 
-        ``options`` are :meth:`prepare_run`'s (see :class:`RunSpecOptions`).
+        ``options`` are :meth:`prepare_run`'s (see :class:`RunSpecOptions`); ``placement``
+        says which workers may run it (see :meth:`default_placement` when None).
         """
         goal = goal.strip()
         if not goal:
             raise InvalidInputError("the goal is empty: say what the agent should do")
+        where = parse_placement(placement) if placement is not None else None
         spec, budget = self.prepare_run(**options)
         run_id = new_run_id()
         ws = self._workspace(workspace, run_id)
+        where = where or self.default_placement(ws)
         now = time.time()
         run = Run(
             id=run_id,
@@ -198,6 +220,7 @@ class Client:
             updated_at=now,
             title=goal.splitlines()[0][:120],
             definition_hash=spec.definition_hash,
+            placement=where,
         )
         self._store.create_run(run)
         return self._store.get_run(run_id)
@@ -599,6 +622,11 @@ def _hostname() -> str:
     import socket
 
     return socket.gethostname()
+
+
+def this_host() -> str:
+    """This machine's name as workers register it (``DESKTOP_AGENT_HOST`` overrides it)."""
+    return os.environ.get("DESKTOP_AGENT_HOST") or _hostname()
 
 
 def _resume_hint(run: Run) -> str:

@@ -226,6 +226,9 @@ class Run:
     schedule_id: str | None = None
     lease_epoch: int = 0
     """The fencing token of the newest claim (0: never claimed)."""
+    placement: str = "any"
+    """Which workers may claim it: ``any``, ``host:NAME`` or ``pool:NAME`` (see
+    :mod:`desktop_agent.domain.placement`)."""
 
     @property
     def model(self) -> str:

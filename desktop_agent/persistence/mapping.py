@@ -38,6 +38,7 @@ from desktop_agent.domain import (
     WaitReason,
     WorkerInfo,
 )
+from desktop_agent.domain.placement import ANY
 from desktop_agent.persistence.tables import approvals, commands, run_events, runs, steps, workers
 
 
@@ -106,6 +107,7 @@ def run_from_row(r: RowMapping) -> Run:
         definition_hash=r[c.definition_hash],
         parent_id=r[c.parent_id],
         schedule_id=r[c.schedule_id],
+        placement=r[c.placement] or ANY,
     )
 
 
@@ -250,4 +252,5 @@ def run_values(run: Run) -> dict[str, Any]:
         "updated_at": run.created_at,
         "parent_id": run.parent_id,
         "schedule_id": run.schedule_id,
+        "placement": run.placement,
     }

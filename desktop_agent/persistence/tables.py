@@ -104,6 +104,7 @@ runs = Table(
     Column("parent_id", String(64)),
     Column("schedule_id", String(64)),
     _count("lease_epoch"),
+    Column("placement", String(200), nullable=False, server_default="any"),
     Index("ix_runs_status", "status"),
     Index("ix_runs_wake_at", "wake_at"),
     Index("ix_runs_updated_at", "updated_at"),

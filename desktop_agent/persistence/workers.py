@@ -21,6 +21,7 @@ from sqlalchemy.engine import Connection
 
 from desktop_agent.domain import CommandKind, Lease, RunStatus, WorkerInfo
 from desktop_agent.domain.errors import LeaseLost
+from desktop_agent.domain.placement import ANY
 from desktop_agent.persistence.mapping import worker_from_row
 from desktop_agent.persistence.sqlbase import SqlBase
 from desktop_agent.persistence.tables import commands, runs, workers
@@ -118,6 +119,13 @@ def _has_work(due: ColumnElement[bool]) -> ColumnElement[bool]:
     )
 
 
+def _placed_for(host: str | None, pools: Sequence[str]) -> ColumnElement[bool]:
+    """Runs a worker on ``host`` with ``pools`` may serve (every run when ``host`` is None)."""
+    if host is None:
+        return true()
+    return runs.c.placement.in_([ANY, f"host:{host}", *(f"pool:{p}" for p in pools)])
+
+
 def _claimable(now: float, dead_owners: Sequence[str]) -> ColumnElement[bool]:
     """The run's lease is free, expired, or held by a dead worker."""
     return or_(
@@ -189,6 +197,8 @@ class WorkerQueries(SqlBase):
         dead_owners: Sequence[str] = (),
         limit: int = 1,
         skip: Sequence[str] = (),
+        host: str | None = None,
+        pools: Sequence[str] = (),
     ) -> list[tuple[str, Lease]]:
         """Claim up to ``limit`` runs a worker may take now, oldest first, in one statement.
 
@@ -198,7 +208,8 @@ class WorkerQueries(SqlBase):
         then takes their leases at a new epoch (the fencing token). On SQLite, where a
         write transaction holds the whole database, the lock clause renders as nothing and
         the statement is just as exclusive. ``skip`` leaves out runs this worker holds or
-        rests.
+        rests; ``host`` and ``pools`` (the worker's machine and pools) leave out runs
+        placed elsewhere (see :mod:`desktop_agent.domain.placement`).
         """
         if limit <= 0:
             return []
@@ -208,6 +219,7 @@ class WorkerQueries(SqlBase):
                 _claimable(now, dead_owners),
                 _has_work(runs.c.wake_at <= now),
                 runs.c.id.not_in(list(skip)),
+                _placed_for(host, pools),
             )
             .order_by(runs.c.created_at)
             .limit(int(limit))

@@ -22,6 +22,14 @@ from desktop_agent.worker.notify import build_notifier
 from desktop_agent.worker.scheduling import attach_scheduler, clock_from_env
 from desktop_agent.worker.worker import Worker, WorkerConfig
 
+POOLS_ENV = "DESKTOP_AGENT_POOLS"
+"""Comma-separated pools a worker serves (with ``desktop-agent worker --pool``)."""
+
+
+def pools_from_env() -> tuple[str, ...]:
+    """The pools named by ``DESKTOP_AGENT_POOLS``."""
+    return tuple(p.strip() for p in os.environ.get(POOLS_ENV, "").split(",") if p.strip())
+
 
 def serve(
     db_path: Path,
@@ -30,6 +38,7 @@ def serve(
     max_runs: int | None = None,
     nice: int = 0,
     announce: Callable[[str], None] | None = None,
+    pools: tuple[str, ...] = (),
 ) -> int:
     """Execute runs of ``db_path`` in this process until stopped; returns the activations.
 
@@ -41,6 +50,8 @@ def serve(
         max_runs: runs executed at once (default: the settings' ``workers``).
         nice: lower this process's CPU priority by this much first (0-19).
         announce: told one line once the worker has its id (e.g. printed to stderr).
+        pools: pools this worker serves, with those of ``DESKTOP_AGENT_POOLS`` (comma-
+            separated): it claims runs placed on its machine, in these pools, or anywhere.
     """
     if nice and hasattr(os, "nice"):  # not on Windows, where the worker runs at normal priority
         os.nice(nice)  # before any thread starts: every thread inherits it
@@ -55,7 +66,11 @@ def serve(
     worker = Worker(
         store,
         build_executor(store, settings, clock=clock, tools=tools),
-        WorkerConfig(max_runs=max_runs or settings.workers, until_idle=until_idle),
+        WorkerConfig(
+            max_runs=max_runs or settings.workers,
+            until_idle=until_idle,
+            pools=(*pools, *pools_from_env()),
+        ),
         clock=clock,
         notifier=build_notifier(
             store,

@@ -59,6 +59,8 @@ class WorkerConfig:
         storage_retry_s: how soon a run paused by a storage problem (disk full, database
             locked) is first tried again; the wait doubles while the problem lasts.
         backup_every_s: how often the database is backed up (0: never; SQLite only).
+        pools: named pools this worker serves besides its machine (runs placed
+            ``pool:NAME``; see :mod:`desktop_agent.domain.placement`).
     """
 
     max_runs: int = 8
@@ -67,6 +69,7 @@ class WorkerConfig:
     until_idle: bool = False
     storage_retry_s: float = 10.0
     backup_every_s: float = backup.EVERY_S
+    pools: tuple[str, ...] = ()
 
 
 class Worker:
@@ -202,6 +205,8 @@ class Worker:
             self._dead,
             limit=free,
             skip=[*self._in_flight, *resting],
+            host=self.host,
+            pools=self.config.pools,
         )
         for run_id, claim in claims:
             lease = RunLease(

@@ -269,3 +269,20 @@ def test_workers_claiming_at_once_never_take_the_same_run(store_factory: StoreFa
         for run_id in mine:
             run = store_factory.handle.store.get_run(run_id)
             assert (run.lease_owner, run.lease_epoch) == (owner, 1)
+
+
+def test_a_worker_claims_only_runs_placed_where_it_can_serve_them(store: SqlStore) -> None:
+    from dataclasses import replace as with_
+
+    template = new_run(store, "template", status=RunStatus.COMPLETED)  # nothing to claim
+    places = {"r-any": "any", "r-a": "host:alpha", "r-b": "host:beta", "r-gpu": "pool:gpu"}
+    for i, (run_id, placement) in enumerate(places.items()):
+        store.create_run(
+            with_(template, id=run_id, status=RunStatus.QUEUED, placement=placement,
+                  created_at=T0 + i)
+        )  # fmt: skip
+    on_alpha = store.claim_runnable("w-alpha", T0 + 10, LEASE_S, limit=10, host="alpha")
+    assert [r for r, _ in on_alpha] == ["r-any", "r-a"]
+    on_beta = store.claim_runnable("w-beta", T0 + 10, LEASE_S, limit=10, host="beta", pools=["gpu"])
+    assert [r for r, _ in on_beta] == ["r-b", "r-gpu"]
+    assert store.get_run("r-gpu").placement == "pool:gpu"  # read back as written

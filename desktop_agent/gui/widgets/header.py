@@ -23,6 +23,7 @@ from PySide6.QtWidgets import (
 
 from desktop_agent.client.views import RunRow, model_label
 from desktop_agent.domain import Approval, Run, RunStatus, WaitReason
+from desktop_agent.domain.placement import describe
 from desktop_agent.gui import fmt, resources, theme
 from desktop_agent.gui.controls import Control
 
@@ -399,10 +400,14 @@ class RunHeader(QWidget):
         self.plan.setText(self._plan_html(row))
 
     def _model_chip(self, run: Run) -> str:
+        where = "" if run.placement == "any" else f" · runs on {describe(run.placement)}"
         if run.is_demo:
             color = theme.warning_color(self.palette()).name()
-            return f"<span style='color:{color}; font-weight:bold'>{model_label(run.model)}</span>"
-        return html.escape(model_label(run.model))
+            label = model_label(run.model)
+            return (
+                f"<span style='color:{color}; font-weight:bold'>{label}</span>{html.escape(where)}"
+            )
+        return html.escape(model_label(run.model) + where)
 
     def _gauges(self, run: Run) -> None:
         b = run.budget
