@@ -89,6 +89,9 @@ class DbSettings:
     password: str | None = field(default=None, repr=False)
     """A server's password from the OS keyring (never in the URL, a file or argv); None
     lets libpq find one (``PGPASSWORD``, ``~/.pgpass``, a service file) or go without."""
+    folder: Path | None = None
+    """The local data folder (default workspaces, archives, logs): the SQLite file's, or
+    the folder that stands for a server (None: unknown, e.g. a bare URL in a test)."""
 
     @classmethod
     def for_path(
@@ -104,11 +107,13 @@ class DbSettings:
         (settings, logs, archives) is as for a SQLite database. ``password(url)`` looks a
         server's password up (the OS keyring: ``secrets.database_password``).
         """
-        pointer = Path(path).parent / URL_FILE
+        folder = Path(path).parent
+        pointer = folder / URL_FILE
         if pointer.is_file():
             url = pointer.read_text(encoding="utf-8").strip()
-            return cls(url, synchronous, password(url) if password is not None else None)
-        return cls(f"sqlite:///{Path(path)}", synchronous)
+            secret = password(url) if password is not None else None
+            return cls(url, synchronous, secret, folder)
+        return cls(f"sqlite:///{Path(path)}", synchronous, folder=folder)
 
     @property
     def sqlite_path(self) -> Path | None:

@@ -74,8 +74,16 @@ def clock_from_env() -> OffsetClock:
 
 
 def data_dir_of(store: SqlStore) -> Path:
-    """The folder beside the database (workspaces, archives)."""
-    path = store.db.settings.sqlite_path
+    """The data folder of the database (default workspaces, archives).
+
+    A PostgreSQL database has one too: the local folder that stands for it (see
+    ``config.server_folder``). Only a database opened from a bare URL has none, and then
+    the folder is the current one, which the caller should avoid.
+    """
+    settings = store.db.settings
+    if settings.folder is not None:
+        return settings.folder
+    path = settings.sqlite_path
     return path.parent if path is not None else Path.cwd()
 
 

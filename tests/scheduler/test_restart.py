@@ -214,6 +214,8 @@ def test_a_batch_killed_halfway_resumes_at_the_right_item_and_does_none_twice(
             assert repeated == []
         assert all(s.effect != EffectClass.UNSAFE for s in repeated)
         assert (Path(run.workspace) / "report.md").exists()
+        # In the database's data folder (on PostgreSQL too), not the worker's current one.
+        assert Path(run.workspace).is_relative_to(client.db_path.parent / "workspaces")
 
 
 def test_a_file_dropped_while_the_worker_was_down_starts_exactly_one_run(
