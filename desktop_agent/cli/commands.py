@@ -51,7 +51,7 @@ from desktop_agent.domain import (
     StepKind,
     StepStatus,
 )
-from desktop_agent.domain.errors import DesktopAgentError, InvalidInputError
+from desktop_agent.domain.errors import DesktopAgentError, InvalidInputError, NotFoundError
 from desktop_agent.domain.placement import describe, parse_placement
 from desktop_agent.domain.units import format_duration, format_usd, parse_duration
 
@@ -348,7 +348,10 @@ def cmd_show(args: argparse.Namespace, out: Out) -> int:
     """Show a run and its journal."""
     client = _client(args)
     _warn_storage(client)
-    run = client.run(args.run)
+    try:
+        run = client.run(args.run)
+    except NotFoundError:
+        return _show_archived(client, args.run, out)
     steps = client.steps(run.id)
     events = client.events(run.id)
     if out.as_json:
@@ -392,6 +395,34 @@ def cmd_show(args: argparse.Namespace, out: Out) -> int:
         echo(step_line(step))
         if args.full:
             echo(json_line(step_json(step), indent=2))
+    return EXIT_OK
+
+
+def _show_archived(client: Client, run_id: str, out: Out) -> int:
+    """``show`` of a run that is only in an archive: what it recorded, and how to bring it back.
+
+    Raises:
+        NotFoundError: no archive holds it either.
+    """
+    from desktop_agent.client.schedules import Scheduling
+
+    found = Scheduling(client).archived(run_id)
+    if found is None:
+        raise NotFoundError(f"no run {run_id!r} (archived runs included); `desktop-agent runs`")
+    record = found.record
+    run, steps = record["run"], record.get("steps") or []
+    if out.as_json:
+        out.emit("", {**record, "archived_in": str(found.path)})
+        return EXIT_OK
+    echo(f"Run {run['id']}  {run['status']} (archived in {found.path})")
+    echo(f"  goal:      {run['goal']}")
+    echo(f"  model:     {model_label(str(run['spec'].get('model', '')))}")
+    echo(f"  cost:      {format_usd(float(run.get('cost_usd') or 0))} · {len(steps)} steps")
+    echo(f"  back:      desktop-agent db unarchive {run['id']}")
+    print()
+    for s in steps:
+        status = {"completed": "✓", "failed": "✗"}.get(str(s.get("status")), "…")
+        echo(f"[{s['seq']:4}] {status} {s['kind']:11} {s['name']}")
     return EXIT_OK
 
 

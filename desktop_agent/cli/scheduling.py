@@ -100,6 +100,8 @@ def add_parsers(add: AddParser, common: argparse.ArgumentParser) -> None:
     p = sub("archive", "move finished runs into a compressed file and out of the database")
     p.add_argument("--older-than", required=True, metavar="DURATION", help="e.g. 30d")
     p.add_argument("--out", metavar="FILE", help="archive file (default: archives/ beside the db)")
+    p = sub("unarchive", "bring an archived run back into the database")
+    p.add_argument("run", help="run id or unique prefix")
     cli_backup.add_parsers(sub)
 
 
@@ -377,6 +379,14 @@ def cmd_db(args: argparse.Namespace, out: Out) -> int:
         return cli_backup.cmd(args, out)
     sched = _scheduling(args)
     verb = args.db_command
+    if verb == "unarchive":
+        run = sched.unarchive(args.run)
+        out.emit(
+            f"run {run.id} is back in the database ({run.last_seq} steps); "
+            f"`desktop-agent show {run.id}` shows it",
+            {"run_id": run.id, "steps": run.last_seq},
+        )
+        return 0
     if verb == "archive":
         age = parse_duration(args.older_than)
         result = sched.archive(age, args.out)

@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from desktop_agent.client.api import Client, prepare_workspace
-from desktop_agent.domain.errors import InvalidInputError
+from desktop_agent.domain import Run
+from desktop_agent.domain.errors import InvalidInputError, NotFoundError
 from desktop_agent.domain.scheduling import (
     Batch,
     BatchItem,
@@ -25,7 +26,16 @@ from desktop_agent.domain.scheduling import (
     Schedule,
     StuckRun,
 )
-from desktop_agent.persistence.archive import Archiver, ArchiveResult, DbInfo, db_info, vacuum
+from desktop_agent.persistence.archive import (
+    ArchivedRun,
+    Archiver,
+    ArchiveResult,
+    DbInfo,
+    db_info,
+    find_archived,
+    unarchive,
+    vacuum,
+)
 from desktop_agent.persistence.schedules import ScheduleStore
 from desktop_agent.scheduler.folders import folder_files
 from desktop_agent.scheduler.timing import check_timezone, parse_crontab
@@ -330,3 +340,22 @@ class Scheduling:
         target = Path(out).expanduser().absolute() if out is not None else None
         archiver = Archiver(self.client._db, folder, self.now)
         return archiver.archive(self.now() - older_than_s, out=target)
+
+    def archived(self, run_id: str) -> ArchivedRun | None:
+        """The archived record of a run (by id or unique prefix), or None."""
+        return find_archived(self.client.db_path.parent / "archives", run_id)
+
+    def unarchive(self, run_id: str) -> Run:
+        """Bring an archived run back into the database, as it was when archived.
+
+        Raises:
+            NotFoundError: no archive holds such a run.
+            InvalidInputError: it is in the database already.
+        """
+        found = self.archived(run_id)
+        if found is None:
+            raise NotFoundError(
+                f"no archived run {run_id!r} in {self.client.db_path.parent / 'archives'}"
+            )
+        unarchive(self.client._db, found)
+        return self.client.run(found.run_id)

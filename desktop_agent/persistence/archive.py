@@ -283,3 +283,91 @@ def vacuum(db: Database) -> None:
         raise StorageError(f"VACUUM failed: {exc}") from None
     finally:
         raw.close()
+
+
+# --------------------------------------------------------------------------- looking back
+
+_RESTORED: tuple[tuple[Table, str], ...] = (
+    (runs, "run"),
+    (steps, "steps"),
+    (approvals, "approvals"),
+    (commands, "commands"),
+    (run_events, "events"),
+)
+"""What an archive record brings back, in an order the foreign keys allow."""
+
+
+@dataclass(frozen=True)
+class ArchivedRun:
+    """A run found in an archive file.
+
+    Attributes:
+        path: the archive file (the newest that holds the run).
+        record: the run's record as archived (``run``, ``steps``, ``approvals``, ...).
+    """
+
+    path: Path
+    record: dict[str, Any]
+
+    @property
+    def run_id(self) -> str:
+        """The run's id."""
+        return str(self.record["run"]["id"])
+
+
+def find_archived(folder: Path, prefix: str) -> ArchivedRun | None:
+    """The newest archived record of the run whose id is or starts with ``prefix``.
+
+    Raises:
+        InvalidInputError: ``prefix`` matches several archived runs.
+    """
+    if not prefix or not folder.is_dir():
+        return None
+    found: dict[str, ArchivedRun] = {}
+    for path in sorted(folder.glob("runs-*.jsonl.gz"), reverse=True):  # newest first
+        try:
+            records = read_archive(path)
+        except (OSError, ValueError, EOFError):
+            continue  # a damaged archive: the others are still read
+        for record in records:
+            run_id = str(record.get("run", {}).get("id", ""))
+            if run_id.startswith(prefix) and run_id not in found:
+                found[run_id] = ArchivedRun(path, record)
+    if prefix in found:
+        return found[prefix]
+    if len(found) > 1:
+        raise InvalidInputError(
+            f"{prefix!r} matches {len(found)} archived runs: give more of the id"
+        )
+    return next(iter(found.values()), None)
+
+
+def _encoded(table: Table, row: dict[str, Any]) -> dict[str, Any]:
+    """A record's row as the table stores it: its own columns, JSON as text."""
+    columns = set(table.c.keys())
+    item = {k: v for k, v in row.items() if k in columns}
+    for col in _JSON_COLUMNS.get(table, ()):
+        if item.get(col) is not None:
+            item[col] = json.dumps(item[col], ensure_ascii=False)
+    return item
+
+
+def unarchive(db: Database, archived: ArchivedRun) -> None:
+    """Put an archived run back into the database (the archive file is left as it is).
+
+    Raises:
+        InvalidInputError: the run is in the database already.
+    """
+    run_id = archived.run_id
+    try:
+        with db.write() as conn:
+            if conn.execute(select(runs.c.id).where(runs.c.id == run_id)).first():
+                raise InvalidInputError(f"run {run_id} is in the database already")
+            for table, key in _RESTORED:
+                rows = archived.record.get(key) or []
+                for row in [rows] if isinstance(rows, dict) else rows:
+                    conn.execute(table.insert().values(**_encoded(table, row)))
+            if search.available(db):
+                search.mark_unarchived(conn, [run_id])
+    except OperationalError as exc:
+        raise StorageError(f"cannot bring run {run_id} back: {exc.orig}") from None

@@ -514,3 +514,9 @@ def _marked(text: str) -> tuple[str, tuple[tuple[int, int], ...]]:
             out.append(ch)
             length += 1
     return "".join(out), tuple(spans)
+
+
+def mark_unarchived(conn: Connection, run_ids: Sequence[str]) -> None:
+    """Mark the runs' documents as the database's again (the runs were brought back)."""
+    stmt = update(search_runs).where(search_runs.c.run_id.in_(list(run_ids)))
+    conn.execute(stmt.values(archived=False))
