@@ -24,6 +24,7 @@ from desktop_agent.cli import desktop_entry
 from desktop_agent.cli import mcp as cli_mcp
 from desktop_agent.cli import scheduling as cli_scheduling
 from desktop_agent.cli import search as cli_search
+from desktop_agent.cli import usage as cli_usage
 from desktop_agent.cli.output import (
     EXIT_OK,
     EXIT_USAGE,
@@ -196,6 +197,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_search.add_parsers(add)
     cli_compare.add_parsers(add)
     cli_mcp.add_parsers(add)
+    cli_usage.add_parsers(add)
     desktop_entry.add_parser(add)
     add("gui", "start the desktop app")
     return parser
@@ -723,6 +725,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, Out], int]] = {
     **cli_search.COMMANDS,
     **cli_compare.COMMANDS,
     **cli_mcp.COMMANDS,
+    **cli_usage.COMMANDS,
 }
 
 

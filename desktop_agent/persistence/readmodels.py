@@ -111,3 +111,55 @@ def timeline_rows(db: Database, run_id: str, from_seq: int = 1) -> list[Timeline
         rows = conn.execute(_TIMELINE_FROM, {"run_id": run_id, "from_seq": from_seq}).all()
     make = TimelineRow._make
     return [make(r) for r in rows]
+
+
+class SpendRow(NamedTuple):
+    """What one finished step spent, with its run's grouping keys (for usage totals)."""
+
+    run_id: str
+    finished_at: float
+    cost_usd: float
+    input_tokens: int
+    output_tokens: int
+
+
+class RunKeys(NamedTuple):
+    """How usage totals group a run: its spec (for the model), schedule and batch."""
+
+    run_id: str
+    spec: str
+    schedule_id: str | None
+    batch_id: str | None
+
+
+def spend_since(db: Database, since: float) -> tuple[list[SpendRow], list[RunKeys]]:
+    """Every step that spent something and finished at or after ``since``, and their runs.
+
+    Only steps with a cost or tokens are read (model calls, compactions): tool calls
+    spend nothing, and a day of busy runs is then a few thousand rows, not the journal.
+    """
+    spent = (
+        select(
+            steps.c.run_id,
+            steps.c.finished_at,
+            steps.c.cost_usd,
+            steps.c.input_tokens,
+            steps.c.output_tokens,
+        )
+        .where(
+            steps.c.finished_at >= since,
+            or_(steps.c.cost_usd > 0, steps.c.input_tokens > 0, steps.c.output_tokens > 0),
+        )
+        .order_by(steps.c.finished_at)
+    )
+    with db.read() as conn:
+        rows = [SpendRow(*r) for r in conn.execute(spent)]
+        ids = sorted({r.run_id for r in rows})
+        keys: list[RunKeys] = []
+        for start in range(0, len(ids), CHUNK):
+            chunk = ids[start : start + CHUNK]
+            stmt = select(runs.c.id, runs.c.spec, runs.c.schedule_id, runs.c.parent_id).where(
+                runs.c.id.in_(chunk)
+            )
+            keys += [RunKeys(*r) for r in conn.execute(stmt)]
+    return rows, keys
