@@ -130,6 +130,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--detach", action="store_true", help="print the run id and return")
     p.add_argument("--yes", action="store_true", help="approve this run's requests as they come")
 
+    p = add("rerun", "start a run again, as it was started (goal, model, tools, budgets)")
+    p.add_argument("run")
+    p.add_argument("--goal", help="another goal")
+    p.add_argument("--model", help="another model")
+
     p = add("worker", "execute runs (leases, recovery, wake-ups)")
     p.add_argument("--until-idle", action="store_true", help="exit when no run is runnable")
     p.add_argument("--max-runs", type=_positive_int, default=None, metavar="N")
@@ -397,6 +402,16 @@ def cmd_show(args: argparse.Namespace, out: Out) -> int:
         echo(step_line(step))
         if args.full:
             echo(json_line(step_json(step), indent=2))
+    return EXIT_OK
+
+
+def cmd_rerun(args: argparse.Namespace, out: Out) -> int:
+    """Start a run again; prints the new run's id (a worker picks it up)."""
+    client = _client(args)
+    run = client.run_again(args.run, goal=args.goal, model=args.model)
+    pid = client.ensure_worker()
+    started = f" (started worker pid {pid})" if pid else ""
+    out.emit(f"{run.id}{started}", {**run_json(run), "worker_started": pid})
     return EXIT_OK
 
 
@@ -721,6 +736,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, Out], int]] = {
     "key": cmd_key,
     "gui": cmd_gui,
     "install-desktop-entry": desktop_entry.cmd,
+    "rerun": cmd_rerun,
     **cli_scheduling.COMMANDS,
     **cli_search.COMMANDS,
     **cli_compare.COMMANDS,

@@ -169,6 +169,31 @@ class Client:
         """Release database connections."""
         self._db.dispose()
 
+    def run_again(self, run_id: str, *, goal: str | None = None, model: str | None = None) -> Run:
+        """A new run started as ``run_id`` was, with ``goal`` or ``model`` changed if given.
+
+        The same tools, approval overrides, budgets, workspace and placement.
+        """
+        old = self.run(run_id)
+        b = old.budget
+        return self.start_run(
+            goal if goal is not None else old.goal,
+            workspace=old.workspace,
+            placement=old.placement,
+            model=model or old.model,
+            tools=[name for name, _version in old.spec.tools],
+            approval_overrides=dict(old.spec.approval_overrides),
+            system_prompt=old.spec.system_prompt,
+            max_tokens=old.spec.max_tokens,
+            thinking_budget=old.spec.thinking_budget,
+            max_cost_usd=b.max_cost_usd,
+            max_steps=b.max_steps,
+            max_time_s=b.max_time_s,
+            max_tokens_budget=b.max_tokens,
+            count_waiting_time=b.count_waiting_time,
+            use_defaults=False,
+        )
+
     def default_placement(self, workspace: Path) -> str:
         """Where a run in ``workspace`` may execute unless the analyst says otherwise.
 

@@ -57,6 +57,9 @@ SPECS: dict[str, ActionSpec] = {
     "settings": ActionSpec("&Settings…", "settings", "Ctrl+,", "API key, defaults, notifications"),
     "refresh": ActionSpec("Re&fresh", "refresh", "F5", "Read the database again now"),
     "find": ActionSpec("&Find runs", "", "Ctrl+F", "Search the run list"),
+    "run_again": ActionSpec(
+        "Run a&gain…", "new-run", "", "Start a new run as the selected one was started"
+    ),
     "compare": ActionSpec(
         "&Compare runs", "", "Ctrl+Shift+D", "Compare the two selected runs step by step"
     ),
@@ -104,7 +107,7 @@ TOOLBAR: tuple[str | None, ...] = (
     "settings",
 )
 MENUS: tuple[tuple[str, tuple[str | None, ...]], ...] = (
-    ("&File", ("new_run", "settings", None, "close", "quit")),
+    ("&File", ("new_run", "run_again", "settings", None, "close", "quit")),
     ("&Run", RUN_CONTROLS),
     ("&Approvals", (*APPROVAL_CONTROLS, None, "inbox")),
     ("&View", ("find", "follow", "refresh", None, "compare", None, "palette")),

@@ -206,7 +206,9 @@ class MainWindow(QMainWindow):
         a["find"].triggered.connect(self._on_find_triggered)
         a["inbox"].triggered.connect(self._on_inbox_triggered)
         a["compare"].triggered.connect(self._on_compare_triggered)
+        a["run_again"].triggered.connect(self._on_run_again_triggered)
         self.run_list.table.setContextMenuPolicy(Qt.ContextMenuPolicy.ActionsContextMenu)
+        self.run_list.table.addAction(a["run_again"])
         self.run_list.table.addAction(a["compare"])
         a["show"].triggered.connect(self._on_tray_show_requested)
         a["close"].triggered.connect(self.close)
@@ -462,6 +464,18 @@ class MainWindow(QMainWindow):
 
     def _update_compare(self) -> None:
         self.acts["compare"].setEnabled(len(self.run_list.selected_run_ids()) == 2)
+        self.acts["run_again"].setEnabled(self.selected is not None)
+
+    @Slot()
+    def _on_run_again_triggered(self) -> None:
+        if self.selected is not None:
+            self.run_again(self.selected.run)
+
+    def run_again(self, run: Run) -> NewRunDialog:
+        """Open New run filled as ``run`` was started, to change what should change."""
+        dialog = self.open_new_run()
+        dialog.prefill(run)
+        return dialog
 
     @Slot()
     def _on_compare_triggered(self) -> None:

@@ -30,7 +30,7 @@ from desktop_agent.client.messages import plain_error
 from desktop_agent.client.views import ModelChoice, ToolInfo
 from desktop_agent.client.workspaces import WorkspaceState, check_workspace
 from desktop_agent.config import Settings
-from desktop_agent.domain import EffectClass, RunStatus
+from desktop_agent.domain import EffectClass, Run, RunStatus
 from desktop_agent.domain.errors import InvalidInputError
 from desktop_agent.domain.units import format_duration, parse_duration
 from desktop_agent.gui import resources, theme
@@ -218,6 +218,29 @@ class NewRunDialog(GuardedDialog):
     def typed_text(self) -> bool:
         """Whether a goal was typed (Escape asks before dropping it)."""
         return bool(self.goal.toPlainText().strip())
+
+    def prefill(self, run: Run) -> None:
+        """Fill the form as ``run`` was started ("Run again").
+
+        Goal, model, workspace, tools and budgets: the analyst edits what should change
+        before starting.
+        """
+        self.setWindowTitle("Run again")
+        self.goal.setPlainText(run.goal)
+        index = self.model.findData(run.model)
+        if index >= 0:
+            self.model.setCurrentIndex(index)
+        self.workspace.setText(run.workspace)
+        used = {name for name, _version in run.spec.tools}
+        for i in range(self.tools.count()):
+            item = self.tools.item(i)
+            checked = item.data(Qt.ItemDataRole.UserRole) in used
+            item.setCheckState(Qt.CheckState.Checked if checked else Qt.CheckState.Unchecked)
+        b = run.budget
+        self.cost.setValue(b.max_cost_usd or 0)
+        self.steps.setValue(b.max_steps or 0)
+        self.time.setText(format_duration(b.max_time_s) if b.max_time_s else "")
+        self.tokens.setValue(b.max_tokens or 0)
 
     def chosen_tools(self) -> list[str]:
         """Names of the checked tools."""
