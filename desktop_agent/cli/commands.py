@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from desktop_agent import config
 from desktop_agent.cli import compare as cli_compare
 from desktop_agent.cli import desktop_entry
+from desktop_agent.cli import export as cli_export
 from desktop_agent.cli import mcp as cli_mcp
 from desktop_agent.cli import scheduling as cli_scheduling
 from desktop_agent.cli import search as cli_search
@@ -203,6 +204,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_compare.add_parsers(add)
     cli_mcp.add_parsers(add)
     cli_usage.add_parsers(add)
+    cli_export.add_parsers(add)
     desktop_entry.add_parser(add)
     add("gui", "start the desktop app")
     return parser
@@ -742,6 +744,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, Out], int]] = {
     **cli_compare.COMMANDS,
     **cli_mcp.COMMANDS,
     **cli_usage.COMMANDS,
+    **cli_export.COMMANDS,
 }
 
 
