@@ -29,6 +29,10 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    """Drop the column."""
-    with op.batch_alter_table("runs") as batch:
-        batch.drop_column("placement")
+    """Drop the column, in place.
+
+    Not by Alembic's batch mode: on SQLite that copies ``runs`` and drops the original,
+    which the steps' foreign keys forbid once a run has steps. ``ALTER TABLE ... DROP
+    COLUMN`` (SQLite 3.35 and later) drops a plain column without the copy.
+    """
+    op.drop_column("runs", "placement")
