@@ -60,6 +60,9 @@ SPECS: dict[str, ActionSpec] = {
     "run_again": ActionSpec(
         "Run a&gain…", "new-run", "", "Start a new run as the selected one was started"
     ),
+    "search_all": ActionSpec(
+        "Search &all runs…", "", "Ctrl+K", "Find steps, goals and approvals in every run"
+    ),
     "compare": ActionSpec(
         "&Compare runs", "", "Ctrl+Shift+D", "Compare the two selected runs step by step"
     ),
@@ -110,7 +113,7 @@ MENUS: tuple[tuple[str, tuple[str | None, ...]], ...] = (
     ("&File", ("new_run", "run_again", "settings", None, "close", "quit")),
     ("&Run", RUN_CONTROLS),
     ("&Approvals", (*APPROVAL_CONTROLS, None, "inbox")),
-    ("&View", ("find", "follow", "refresh", None, "compare", None, "palette")),
+    ("&View", ("find", "search_all", "follow", "refresh", None, "compare", None, "palette")),
 )
 SUBMENUS: dict[str, tuple[str, tuple[str, ...]]] = {
     "palette": ("&Palette", ("palette_system", "palette_light", "palette_dark")),

@@ -60,6 +60,7 @@ from desktop_agent.gui.tasks import TaskRunner
 from desktop_agent.gui.tray import TrayController
 from desktop_agent.gui.views.compare import CompareWindow
 from desktop_agent.gui.views.scheduling import SchedulingViews
+from desktop_agent.gui.views.search import SearchWindow
 from desktop_agent.gui.widgets.inbox import ApprovalInbox
 from desktop_agent.gui.widgets.run_detail import RunDetailPane
 from desktop_agent.gui.widgets.runlist import RunListPanel
@@ -116,6 +117,9 @@ class MainWindow(QMainWindow):
         self.crash_dialog: CrashReportDialog | None = None
         self.recovery: RecoveryReport | None = None
         self.compare_windows: list[CompareWindow] = []
+        self.search_window: SearchWindow | None = None
+        self._pending_step: tuple[str, int] | None = None
+        """A search result to show once its run's steps are loaded: (run, seq)."""
         self.last_error = ""
         self.worker_status: WorkerStatus | None = None
         self._states: dict[str, notify.State] | None = None
@@ -207,6 +211,7 @@ class MainWindow(QMainWindow):
         a["inbox"].triggered.connect(self._on_inbox_triggered)
         a["compare"].triggered.connect(self._on_compare_triggered)
         a["run_again"].triggered.connect(self._on_run_again_triggered)
+        a["search_all"].triggered.connect(self.open_search)
         self.run_list.table.setContextMenuPolicy(Qt.ContextMenuPolicy.ActionsContextMenu)
         self.run_list.table.addAction(a["run_again"])
         self.run_list.table.addAction(a["compare"])
@@ -373,6 +378,61 @@ class MainWindow(QMainWindow):
     @Slot(object)
     def _on_poller_steps_loaded(self, batch: StepsBatch) -> None:
         self.detail.apply(batch)
+        self._show_pending_step()
+
+    # ------------------------------------------------------------------ search
+
+    def open_search(self) -> SearchWindow:
+        """Open (or bring forward) the window that searches every run."""
+        if self.search_window is None or self.search_window.closed:
+            window = SearchWindow(self.client, self.tasks, self)
+            window.open_requested.connect(self.open_step)
+            window.unarchive_requested.connect(self._on_search_unarchive_requested)
+            self.search_window = window
+        self.search_window.show()
+        self.search_window.raise_()
+        self.search_window.query.setFocus()
+        return self.search_window
+
+    @Slot(str, int)
+    def open_step(self, run_id: str, seq: int) -> None:
+        """Select ``run_id`` with step ``seq`` selected in its timeline (0: the run only)."""
+        self._on_tray_show_requested()
+        self._pending_step = (run_id, seq) if seq else None
+        if not self.select_run(run_id):  # not listed yet (just brought back): at the next poll
+            self._pending_select = run_id
+            self.poller.refresh()
+            QTimer.singleShot(0, self._select_pending)
+        self._show_pending_step()
+
+    def _show_pending_step(self) -> None:
+        if self._pending_step is None or self.selected is None:
+            return
+        run_id, seq = self._pending_step
+        if self.selected.run.id != run_id or self.steps_model.run_id != run_id:
+            return
+        row = self.steps_model.row_of(seq)
+        if row < 0:
+            return  # not loaded yet
+        index = self.steps_model.index(row)
+        self.detail.timeline.setCurrentIndex(index)
+        self.detail.timeline.scrollTo(index)
+        self._pending_step = None
+
+    @Slot(str, int)
+    def _on_search_unarchive_requested(self, run_id: str, seq: int) -> None:
+        client = self.client
+
+        def bring_back() -> Run:
+            from desktop_agent.client.schedules import Scheduling
+
+            return Scheduling(client).unarchive(run_id)
+
+        def back(run: Run) -> None:
+            self.statusBar().showMessage(f"Run {run.id} is back from its archive", 10_000)
+            self.open_step(run.id, seq)
+
+        self.tasks.submit(bring_back, back, lambda exc: self.show_error(plain_error(exc)))
 
     @Slot(str)
     def _on_poller_poll_failed(self, message: str) -> None:

@@ -1,0 +1,227 @@
+"""Search all history (Ctrl+K): every run's steps, goals and approvals, archived runs too.
+
+One field takes the same query as ``desktop-agent search`` (words, "a phrase", prefix*);
+a period narrows it. Results show the run, the step, what kind it is, and the matching text
+with the match in bold. Opening a result (Return, double-click) selects its run in the main
+window with the step selected in the timeline; a result of an archived run offers to bring
+the run back first. Searching runs on the app's task pool (the first search after many new
+steps indexes them), a moment after typing stops.
+"""
+
+from __future__ import annotations
+
+import html
+import time
+from typing import Any
+
+from PySide6.QtCore import QModelIndex, QPersistentModelIndex, Qt, QTimer, Signal, Slot
+from PySide6.QtGui import QCloseEvent, QStandardItem, QStandardItemModel
+from PySide6.QtWidgets import (
+    QComboBox,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QPushButton,
+    QTableView,
+    QVBoxLayout,
+    QWidget,
+)
+
+from desktop_agent.client.api import Client
+from desktop_agent.client.messages import plain_error
+from desktop_agent.client.search import SearchFilters, SearchHit, date_range
+from desktop_agent.gui.tables import list_table
+from desktop_agent.gui.tasks import TaskRunner
+
+PERIODS = (("any time", None), ("today", "today"), ("last 7 days", "last 7 days"),
+           ("last 30 days", "last 30 days"))  # fmt: skip
+COLUMNS = ("Run", "Step", "Kind", "Match", "When")
+HIT_ROLE = Qt.ItemDataRole.UserRole + 1
+DEBOUNCE_MS = 300
+"""Quiet time after typing before a search starts."""
+
+
+def marked(hit: SearchHit) -> str:
+    """The snippet as rich text, its matches in bold."""
+    parts, last = [], 0
+    for start, end in hit.spans:
+        parts.append(html.escape(hit.snippet[last:start]))
+        parts.append(f"<b>{html.escape(hit.snippet[start:end])}</b>")
+        last = end
+    parts.append(html.escape(hit.snippet[last:]))
+    return "".join(parts)
+
+
+class SearchWindow(QWidget):
+    """Search all history (see the module's docstring).
+
+    Args:
+        client: the app's client.
+        tasks: the app's task pool.
+
+    Signals:
+        open_requested: ``(run_id, seq)`` of the result to open (seq 0: the run itself).
+        unarchive_requested: ``(run_id, seq)`` of an archived run's result: bring the run
+            back, then open it.
+    """
+
+    open_requested = Signal(str, int)
+    unarchive_requested = Signal(str, int)
+
+    def __init__(self, client: Client, tasks: TaskRunner, parent: QWidget | None = None) -> None:
+        super().__init__(parent, Qt.WindowType.Window)
+        self.setWindowTitle("Search all runs")
+        self.client, self.tasks = client, tasks
+        self.closed = False
+        self.hits: list[SearchHit] = []
+        self._asked = 0
+        self.query = QLineEdit(self)
+        self.query.setPlaceholderText('words, "a phrase" or a prefix* — tool results too')
+        self.query.setClearButtonEnabled(True)
+        self.query.textChanged.connect(self._on_query_text_changed)
+        self.query.returnPressed.connect(self._on_query_return_pressed)
+        self.period = QComboBox(self)
+        for label, _value in PERIODS:
+            self.period.addItem(label)
+        self.period.currentIndexChanged.connect(self._on_period_current_index_changed)
+        self.status = QLabel("Type to search every run's steps, goals and approvals.", self)
+        self.model = QStandardItemModel(0, len(COLUMNS), self)
+        self.model.setHorizontalHeaderLabels(list(COLUMNS))
+        self.table: QTableView = list_table(self.model, self)
+        self.table.horizontalHeader().setStretchLastSection(False)
+        header = self.table.horizontalHeader()
+        header.setSectionResizeMode(3, header.ResizeMode.Stretch)
+        fm = self.fontMetrics()
+        self.table.setColumnWidth(0, 260)
+        self.table.setColumnWidth(1, fm.horizontalAdvance("#10000") + 20)
+        self.table.setColumnWidth(2, fm.horizontalAdvance("model_call") + 20)
+        self.table.setColumnWidth(4, fm.horizontalAdvance("2026-11-24 00:00") + 24)
+        self.table.doubleClicked.connect(self._on_table_double_clicked)
+        self.table.activated.connect(self._on_table_double_clicked)
+        self.snippet = QLabel(self)
+        self.snippet.setTextFormat(Qt.TextFormat.RichText)
+        self.snippet.setWordWrap(True)
+        self.open_button = QPushButton("Open", self)
+        self.open_button.setEnabled(False)
+        self.open_button.clicked.connect(self._on_open_button_clicked)
+        self.table.selectionModel().currentRowChanged.connect(self._on_current_row_changed)
+        self._debounce = QTimer(self)
+        self._debounce.setSingleShot(True)
+        self._debounce.setInterval(DEBOUNCE_MS)
+        self._debounce.timeout.connect(self.search)
+        bar = QHBoxLayout()
+        bar.addWidget(self.query, 1)
+        bar.addWidget(self.period)
+        foot = QHBoxLayout()
+        foot.addWidget(self.snippet, 1)
+        foot.addWidget(self.open_button)
+        layout = QVBoxLayout(self)
+        layout.addLayout(bar)
+        layout.addWidget(self.status)
+        layout.addWidget(self.table, 1)
+        layout.addLayout(foot)
+        self.setMinimumSize(720, 420)
+        self.resize(1000, 600)
+
+    def closeEvent(self, event: QCloseEvent) -> None:
+        """Stop the typing timer; answers still on their way are dropped."""
+        self.closed = True
+        self._debounce.stop()
+        super().closeEvent(event)
+
+    # ------------------------------------------------------------------ searching
+
+    @Slot(str)
+    def _on_query_text_changed(self, _text: str) -> None:
+        self._debounce.start()
+
+    @Slot()
+    def _on_query_return_pressed(self) -> None:
+        self._debounce.stop()
+        self.search()
+
+    @Slot(int)
+    def _on_period_current_index_changed(self, _index: int) -> None:
+        self.search()
+
+    def search(self) -> None:
+        """Search now with what the field and the period say (on the task pool)."""
+        text = self.query.text().strip()
+        if not text:
+            self.model.setRowCount(0)
+            self.hits = []
+            self.status.setText("Type to search every run's steps, goals and approvals.")
+            return
+        period = PERIODS[self.period.currentIndex()][1]
+        since = date_range(time.time(), since=period)[0] if period else None
+        client, filters = self.client, SearchFilters(since=since)
+        self._asked += 1
+        asked = self._asked
+        self.status.setText("Searching…")
+
+        def done(hits: list[SearchHit]) -> None:
+            if not self.closed and asked == self._asked:
+                self.show_hits(hits)
+
+        def failed(exc: Exception) -> None:
+            if not self.closed and asked == self._asked:
+                self.status.setText(plain_error(exc))
+
+        self.tasks.submit(lambda: client.search(text, filters, 200), done, failed)
+
+    def show_hits(self, hits: list[SearchHit]) -> None:
+        """Fill the table with ``hits``."""
+        self.hits = list(hits)
+        self.model.setRowCount(0)
+        for hit in hits:
+            goal = hit.goal + (" (archived)" if hit.archived else "")
+            when = time.strftime("%Y-%m-%d %H:%M", time.localtime(hit.at))
+            cells = [goal, f"#{hit.seq}" if hit.seq else "goal", hit.kind, hit.snippet, when]
+            row = [QStandardItem(c) for c in cells]
+            for item in row:
+                item.setEditable(False)
+                item.setData(hit, HIT_ROLE)
+            self.model.appendRow(row)
+        runs = len({h.run_id for h in hits})
+        self.status.setText(
+            f"{len(hits)} match{'es' if len(hits) != 1 else ''} in {runs} run(s)"
+            if hits
+            else "No matches: try fewer words, a prefix like report*, or any time."
+        )
+        if hits:
+            self.table.selectRow(0)
+
+    # ------------------------------------------------------------------ opening
+
+    def _hit_at(self, index: QModelIndex | QPersistentModelIndex) -> SearchHit | None:
+        if not index.isValid():
+            return None
+        hit: Any = self.model.item(index.row(), 0).data(HIT_ROLE)
+        return hit if isinstance(hit, SearchHit) else None
+
+    @Slot(QModelIndex, QModelIndex)
+    def _on_current_row_changed(self, current: QModelIndex, _previous: QModelIndex) -> None:
+        hit = self._hit_at(current)
+        self.open_button.setEnabled(hit is not None)
+        if hit is None:
+            self.snippet.clear()
+            return
+        self.open_button.setText("Bring back and open" if hit.archived else "Open")
+        self.snippet.setText(marked(hit))
+
+    @Slot()
+    def _on_open_button_clicked(self) -> None:
+        self.open_hit(self._hit_at(self.table.currentIndex()))
+
+    @Slot(QModelIndex)
+    def _on_table_double_clicked(self, index: QModelIndex) -> None:
+        self.open_hit(self._hit_at(index))
+
+    def open_hit(self, hit: SearchHit | None) -> None:
+        """Open ``hit``'s run at its step (an archived run is brought back first)."""
+        if hit is None:
+            return
+        if hit.archived:
+            self.unarchive_requested.emit(hit.run_id, hit.seq)
+        else:
+            self.open_requested.emit(hit.run_id, hit.seq)
