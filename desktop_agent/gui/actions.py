@@ -63,6 +63,9 @@ SPECS: dict[str, ActionSpec] = {
     "search_all": ActionSpec(
         "Search &all runs…", "", "Ctrl+K", "Find steps, goals and approvals in every run"
     ),
+    "export": ActionSpec(
+        "&Export run…", "", "Ctrl+E", "Save the selected run as an HTML page or Markdown"
+    ),
     "compare": ActionSpec(
         "&Compare runs", "", "Ctrl+Shift+D", "Compare the two selected runs step by step"
     ),
@@ -110,7 +113,7 @@ TOOLBAR: tuple[str | None, ...] = (
     "settings",
 )
 MENUS: tuple[tuple[str, tuple[str | None, ...]], ...] = (
-    ("&File", ("new_run", "run_again", "settings", None, "close", "quit")),
+    ("&File", ("new_run", "run_again", "export", "settings", None, "close", "quit")),
     ("&Run", RUN_CONTROLS),
     ("&Approvals", (*APPROVAL_CONTROLS, None, "inbox")),
     ("&View", ("find", "search_all", "follow", "refresh", None, "compare", None, "palette")),

@@ -17,6 +17,7 @@ from PySide6.QtGui import QCloseEvent, QDesktopServices, QHideEvent, QShowEvent
 from PySide6.QtWidgets import (
     QApplication,
     QDialogButtonBox,
+    QFileDialog,
     QLabel,
     QMainWindow,
     QSplitter,
@@ -212,6 +213,7 @@ class MainWindow(QMainWindow):
         a["compare"].triggered.connect(self._on_compare_triggered)
         a["run_again"].triggered.connect(self._on_run_again_triggered)
         a["search_all"].triggered.connect(self.open_search)
+        a["export"].triggered.connect(self._on_export_triggered)
         self.run_list.table.setContextMenuPolicy(Qt.ContextMenuPolicy.ActionsContextMenu)
         self.run_list.table.addAction(a["run_again"])
         self.run_list.table.addAction(a["compare"])
@@ -525,6 +527,40 @@ class MainWindow(QMainWindow):
     def _update_compare(self) -> None:
         self.acts["compare"].setEnabled(len(self.run_list.selected_run_ids()) == 2)
         self.acts["run_again"].setEnabled(self.selected is not None)
+        self.acts["export"].setEnabled(self.selected is not None)
+
+    @Slot()
+    def _on_export_triggered(self) -> None:
+        if self.selected is None:
+            return
+        run = self.selected.run
+        path, chosen = QFileDialog.getSaveFileName(
+            self,
+            "Export run",
+            str(Path.home() / f"{run.id}.html"),
+            "Web page (*.html);;Markdown (*.md)",
+        )
+        if path:
+            self.export_run(run.id, Path(path), "md" if chosen.startswith("Markdown") else "html")
+
+    def export_run(self, run_id: str, path: Path, fmt: str) -> None:
+        """Write the run as ``fmt`` (``html`` or ``md``) to ``path``, off the GUI thread."""
+        client = self.client
+
+        def write() -> int:
+            from desktop_agent.client.export import export
+
+            _run, text = export(client, run_id, fmt)
+            path.write_text(text, encoding="utf-8")
+            return len(text.encode())
+
+        def written(size: int) -> None:
+            self.statusBar().showMessage(f"Exported to {path} ({size:,} bytes)", 10_000)
+
+        def failed(exc: Exception) -> None:
+            self.show_error(f"Could not export the run: {plain_error(exc)}")
+
+        self.tasks.submit(write, written, failed)
 
     @Slot()
     def _on_run_again_triggered(self) -> None:
