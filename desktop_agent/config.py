@@ -167,6 +167,11 @@ class Settings:
         shared_paths: folders every worker can reach (a shared mount): on PostgreSQL, a
             run whose workspace lies under one may run on any worker, else only on the
             workers of the machine that started it.
+        otel_endpoint: an OpenTelemetry collector's OTLP/HTTP address (e.g.
+            ``http://127.0.0.1:4318``): workers send a trace of every run there (empty:
+            no tracing).
+        otel_include_content: traces carry prompts, answers and tool results (cut and
+            redacted); off by default.
     """
 
     default_model: str = "demo"
@@ -205,6 +210,8 @@ class Settings:
     palette: str = "system"
     mcp_servers: list[dict[str, Any]] = field(default_factory=list)
     shared_paths: list[str] = field(default_factory=list)
+    otel_endpoint: str = ""
+    otel_include_content: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod

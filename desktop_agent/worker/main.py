@@ -20,6 +20,7 @@ from desktop_agent.tools.mcp import CATALOGUE_FILE, start_hub
 from desktop_agent.worker.compose import build_executor, open_store, tools_from_env
 from desktop_agent.worker.notify import build_notifier
 from desktop_agent.worker.scheduling import attach_scheduler, clock_from_env
+from desktop_agent.worker.tracing import start_tracing
 from desktop_agent.worker.worker import Worker, WorkerConfig
 
 POOLS_ENV = "DESKTOP_AGENT_POOLS"
@@ -87,10 +88,15 @@ def serve(
     signal.signal(signal.SIGINT, _stop)
     if announce is not None:
         announce(f"worker {worker.id} on {db_path}")
+    tracer = start_tracing(
+        store, settings.otel_endpoint, settings.otel_include_content, db_path.parent
+    )
     try:
         with attach_scheduler(worker, settings):
             worker.run()
     finally:
         if hub is not None:
             hub.close()  # stdio servers end with their sessions
+        if tracer is not None:
+            tracer.close()  # what is left is sent
     return worker.activations
