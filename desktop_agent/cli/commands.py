@@ -25,6 +25,7 @@ from desktop_agent.cli import export as cli_export
 from desktop_agent.cli import mcp as cli_mcp
 from desktop_agent.cli import scheduling as cli_scheduling
 from desktop_agent.cli import search as cli_search
+from desktop_agent.cli import serve as cli_serve
 from desktop_agent.cli import usage as cli_usage
 from desktop_agent.cli.output import (
     EXIT_OK,
@@ -205,6 +206,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_mcp.add_parsers(add)
     cli_usage.add_parsers(add)
     cli_export.add_parsers(add)
+    cli_serve.add_parsers(add)
     desktop_entry.add_parser(add)
     add("gui", "start the desktop app")
     return parser
@@ -745,6 +747,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, Out], int]] = {
     **cli_mcp.COMMANDS,
     **cli_usage.COMMANDS,
     **cli_export.COMMANDS,
+    **cli_serve.COMMANDS,
 }
 
 

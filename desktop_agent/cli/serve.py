@@ -1,0 +1,80 @@
+"""``desktop-agent serve [--port N]`` and ``desktop-agent api-token [show|rotate]``.
+
+The API listens on 127.0.0.1 only (there is no option to listen elsewhere). ``--port 0``
+takes a free port and prints it. The token is printed only by ``api-token show``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import socket
+import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from desktop_agent import config
+from desktop_agent.cli.output import EXIT_OK, echo
+
+if TYPE_CHECKING:
+    from desktop_agent.cli.output import Out
+
+AddParser = Callable[[str, str], argparse.ArgumentParser]
+
+DEFAULT_PORT = 8765
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"{value} is not from 0 to 65535")
+    return value
+
+
+def add_parsers(add: AddParser) -> None:
+    """Add ``serve`` and ``api-token``."""
+    p = add("serve", "the local HTTP API for scripts, on 127.0.0.1 (see docs/openapi.json)")
+    p.add_argument("--port", type=_port, default=DEFAULT_PORT, help="0: any free port")
+    p = add("api-token", "the HTTP API's bearer token (kept in the OS keyring)")
+    p.add_argument("action", choices=["show", "rotate"])
+
+
+def cmd_serve(args: argparse.Namespace, out: Out) -> int:
+    """Serve until interrupted."""
+    import uvicorn
+
+    from desktop_agent.httpapi.app import create_app
+    from desktop_agent.httpapi.auth import token_for
+
+    db_path = config.resolve_db_path(getattr(args, "db", None))
+    port = args.port
+    if port == 0:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = int(s.getsockname()[1])
+    app = create_app(db_path, token_for(db_path))
+    echo(
+        f"listening on http://127.0.0.1:{port} (the token: desktop-agent api-token show)",
+        file=sys.stderr,
+        flush=True,
+    )
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
+    return EXIT_OK
+
+
+def cmd_api_token(args: argparse.Namespace, out: Out) -> int:
+    """Print or replace the token."""
+    from desktop_agent.httpapi.auth import make_token, token_for
+
+    db_path = config.resolve_db_path(getattr(args, "db", None))
+    token = make_token(db_path) if args.action == "rotate" else token_for(db_path)
+    out.emit(token, {"token": token})
+    return EXIT_OK
+
+
+COMMANDS: dict[str, Callable[[argparse.Namespace, Out], int]] = {
+    "serve": cmd_serve,
+    "api-token": cmd_api_token,
+}

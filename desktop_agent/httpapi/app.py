@@ -1,0 +1,380 @@
+"""The API's routes (see :mod:`desktop_agent.httpapi` and ``docs/openapi.json``).
+
+Starting a run answers ``202 Accepted`` at once with the run's id and its status URL; the
+run goes on in a worker (one is started when none is alive, as the CLI does). A script then
+polls ``GET /v1/runs/{id}`` or listens to ``GET /v1/runs/{id}/events`` (server-sent events:
+``step`` for each finished step, ``status`` when the run's status changes, ``end`` when it
+ends). Commands are the CLI's. Errors are JSON ``{"error", "code"}`` with a 4xx status:
+400 bad input, 401 no or a wrong token, 403 a browser's request, 404 no such run or
+approval, 409 a command the run's state refuses.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import math
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.middleware.base import BaseHTTPMiddleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from desktop_agent.cli.output import run_json, step_json
+from desktop_agent.client.api import Client
+from desktop_agent.domain import Approval, RunStatus
+from desktop_agent.domain.errors import (
+    DesktopAgentError,
+    InvalidInputError,
+    InvalidStateError,
+    NotFoundError,
+)
+from desktop_agent.domain.units import parse_duration
+from desktop_agent.httpapi.openapi import DESCRIPTION
+
+PAGE = 200
+"""Steps per page unless ``limit`` says fewer."""
+
+POLL_S = 0.25
+"""How often the event stream reads the journal."""
+
+COMMANDS = ("pause", "resume", "cancel", "stop", "steer", "answer", "budget", "resolve")
+
+
+def _error(status: int, message: str, code: str) -> JSONResponse:
+    return JSONResponse({"error": message, "code": code}, status_code=status)
+
+
+def approval_json(a: Approval) -> dict[str, Any]:
+    """An approval as plain data."""
+    return {
+        "id": a.id,
+        "run_id": a.run_id,
+        "seq": a.seq,
+        "tool": a.tool,
+        "arguments": a.arguments,
+        "state": a.state.value,
+        "reason": a.reason,
+        "rule": a.rule,
+        "deadline": a.deadline,
+        "created_at": a.created_at,
+    }
+
+
+class Guard(BaseHTTPMiddleware):
+    """Token, origin and host checks before any route (see the module's docstring)."""
+
+    def __init__(self, app: Any, token: str) -> None:
+        super().__init__(app)
+        self.token = token.encode()
+
+    async def dispatch(
+        self, request: Request, call_next: Callable[[Request], Awaitable[Response]]
+    ) -> Response:
+        """Refuse what must not reach a route."""
+        host = request.headers.get("host", "").rsplit(":", 1)[0]
+        if host not in ("127.0.0.1", "localhost", "[::1]"):
+            return _error(400, f"unexpected Host {host!r}: this API answers on 127.0.0.1", "host")
+        if "origin" in request.headers:
+            return _error(403, "browsers may not use this API (it has no CORS access)", "origin")
+        given = request.headers.get("authorization", "")
+        scheme, _, value = given.partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(value.encode(), self.token):
+            response = _error(
+                401, "a valid bearer token is needed (desktop-agent api-token show)", "token"
+            )
+            response.headers["WWW-Authenticate"] = "Bearer"
+            return response
+        return await call_next(request)
+
+
+def _mapped(exc: Exception) -> JSONResponse:
+    if isinstance(exc, NotFoundError):
+        return _error(404, str(exc), "not_found")
+    if isinstance(exc, InvalidStateError):
+        return _error(409, str(exc), "conflict")
+    if isinstance(exc, KeyError):
+        return _error(400, f"missing {exc.args[0]!r}", "invalid_input")
+    if isinstance(exc, InvalidInputError | ValueError | TypeError):
+        return _error(400, str(exc), "invalid_input")
+    if isinstance(exc, DesktopAgentError):
+        return _error(400, str(exc), "error")
+    raise exc
+
+
+async def _body(request: Request) -> dict[str, Any]:
+    raw = await request.body()
+    if not raw:
+        return {}
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        raise InvalidInputError("the body is not JSON") from None
+    if not isinstance(data, dict):
+        raise InvalidInputError("the body must be a JSON object")
+    return data
+
+
+def _text(body: dict[str, Any], key: str) -> str:
+    value = body.get(key)
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidInputError(f"{key!r} is required: a non-empty string")
+    return value
+
+
+def _number(body: dict[str, Any], key: str) -> float | None:
+    value = body.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise InvalidInputError(f"{key!r} must be a number")
+    return float(value)
+
+
+class Api:
+    """The routes' handlers over one client (see the module's docstring).
+
+    Args:
+        db_path: the database.
+        start_workers: start a worker when a request gives runs something to do.
+    """
+
+    def __init__(self, db_path: Path, start_workers: bool) -> None:
+        self.db_path = db_path
+        self.start_workers = start_workers
+        self._client: Client | None = None
+
+    @asynccontextmanager
+    async def lifespan(self, _app: Starlette) -> AsyncIterator[None]:
+        """Open the client at start, close it at the end."""
+        self._client = await run_in_threadpool(Client, self.db_path)
+        yield
+        self._client.close()
+
+    def client(self) -> Client:
+        """The client (open while the app runs)."""
+        assert self._client is not None
+        return self._client
+
+    @staticmethod
+    async def call(fn: Callable[[], Any]) -> Any:
+        """Run ``fn`` (blocking) in a thread."""
+        return await run_in_threadpool(fn)
+
+    async def wake(self) -> None:
+        """Start a worker when none is alive (as the CLI does)."""
+        if self.start_workers:
+            await self.call(self.client().ensure_worker)
+
+    async def start_run(self, request: Request) -> Response:
+        """``POST /v1/runs``."""
+        body = await _body(request)
+        goal = _text(body, "goal")
+        max_time = body.get("max_time")
+        tools = body.get("tools")
+        if tools is not None and not (
+            isinstance(tools, list) and all(isinstance(t, str) for t in tools)
+        ):
+            raise InvalidInputError("'tools' must be a list of tool names")
+        run = await self.call(
+            lambda: self.client().start_run(
+                goal,
+                model=body.get("model"),
+                workspace=body.get("workspace"),
+                placement=body.get("placement"),
+                tools=tools,
+                max_cost_usd=_number(body, "max_cost_usd"),
+                max_steps=int(_number(body, "max_steps") or 0) or None,
+                max_time_s=parse_duration(str(max_time)) if max_time else None,
+            )
+        )
+        await self.wake()
+        url = f"/v1/runs/{run.id}"
+        return JSONResponse(
+            {"id": run.id, "status_url": url, "status": run.status.value},
+            status_code=202,
+            headers={"Location": url},
+        )
+
+    async def list_runs(self, request: Request) -> Response:
+        """``GET /v1/runs``."""
+        q = request.query_params
+        statuses = [RunStatus(s) for s in q.getlist("status")] if "status" in q else None
+        limit = int(q.get("limit", "100"))
+        if not 1 <= limit <= 1000:
+            raise InvalidInputError("'limit' must be from 1 to 1000")
+        search = q.get("search")
+        runs = await self.call(lambda: self.client().runs(statuses, search=search, limit=limit))
+        return JSONResponse([run_json(r) for r in runs])
+
+    async def get_run(self, request: Request) -> Response:
+        """``GET /v1/runs/{run_id}``."""
+        run = await self.call(lambda: self.client().run(request.path_params["run_id"]))
+        return JSONResponse(run_json(run))
+
+    async def get_steps(self, request: Request) -> Response:
+        """``GET /v1/runs/{run_id}/steps``: a page."""
+        q = request.query_params
+        after, limit = int(q.get("after_seq", "0")), int(q.get("limit", str(PAGE)))
+        if after < 0 or not 1 <= limit <= 1000:
+            raise InvalidInputError("'after_seq' must be 0 or more, 'limit' from 1 to 1000")
+        run_id = request.path_params["run_id"]
+
+        def read() -> Any:
+            run = self.client().run(run_id)
+            return run, self.client().steps(run.id, after + 1, limit + 1)
+
+        run, steps = await self.call(read)
+        page = steps[:limit]
+        more = len(steps) > limit
+        return JSONResponse(
+            {
+                "run_id": run.id,
+                "steps": [step_json(s) for s in page],
+                "next_after_seq": page[-1].seq if more and page else None,
+            }
+        )
+
+    async def command(self, request: Request) -> Response:
+        """``POST /v1/runs/{run_id}/{command}``."""
+        run_id, verb = request.path_params["run_id"], request.path_params["command"]
+        if verb not in COMMANDS:
+            return _error(404, f"no command {verb!r}; one of {', '.join(COMMANDS)}", "not_found")
+        body = await _body(request)
+        run = await self.call(lambda: _carry_out(self.client(), run_id, verb, body))
+        await self.wake()
+        return JSONResponse({"run_id": run.id, "command": verb, "queued": True}, status_code=202)
+
+    async def list_approvals(self, _request: Request) -> Response:
+        """``GET /v1/approvals``."""
+        found = await self.call(lambda: self.client().approvals())
+        return JSONResponse([approval_json(a) for a in found])
+
+    async def decide(self, request: Request) -> Response:
+        """``POST /v1/approvals/{approval_id}/approve|reject``."""
+        approval_id, verb = request.path_params["approval_id"], request.path_params["decision"]
+        body = await _body(request)
+        c = self.client()
+        if verb == "approve":
+            arguments = body.get("arguments")
+            if arguments is not None and not isinstance(arguments, dict):
+                raise InvalidInputError("'arguments' must be a JSON object of edited arguments")
+            note = "approved through the API" + (" with edits" if arguments else "")
+            decided = await self.call(lambda: c.approve(approval_id, arguments, note))
+        elif verb == "reject":
+            reason = _text(body, "reason")
+            decided = await self.call(lambda: c.reject(approval_id, reason))
+        else:
+            return _error(404, f"no decision {verb!r}; approve or reject", "not_found")
+        await self.wake()
+        # The decision is recorded; the worker carries it out at the run's next step.
+        return JSONResponse(
+            {"approval_id": decided.id, "run_id": decided.run_id, "decision": verb, "queued": True},
+            status_code=202,
+        )
+
+    async def events(self, request: Request) -> Response:
+        """``GET /v1/runs/{run_id}/events``: server-sent events until the run ends."""
+        run = await self.call(lambda: self.client().run(request.path_params["run_id"]))
+        return StreamingResponse(self._stream(run.id), media_type="text/event-stream")
+
+    async def _stream(self, run_id: str) -> AsyncIterator[str]:
+        sent, status, rounds = 0, "", 0
+        while True:
+            current = await self.call(lambda: self.client().run(run_id))
+            for step in await self.call(partial(self.client().steps, run_id, sent + 1)):
+                if step.finished_at is None:
+                    break
+                yield f"event: step\ndata: {json.dumps(step_json(step), default=str)}\n\n"
+                sent = step.seq
+            if current.status.value != status:
+                status = current.status.value
+                yield f"event: status\ndata: {json.dumps(run_json(current), default=str)}\n\n"
+            if current.status.is_terminal and sent >= current.last_seq:
+                yield f"event: end\ndata: {json.dumps({'status': status})}\n\n"
+                return
+            rounds += 1
+            if rounds % 60 == 0:
+                yield ": still here\n\n"  # a heartbeat keeps proxies from closing it
+            await asyncio.sleep(POLL_S)
+
+    @staticmethod
+    async def openapi(_request: Request) -> Response:
+        """``GET /v1/openapi.json``."""
+        return JSONResponse(DESCRIPTION)
+
+
+def _carry_out(c: Client, run_id: str, verb: str, body: dict[str, Any]) -> Any:
+    """One of :data:`COMMANDS` on ``run_id`` (blocking)."""
+    if verb == "steer":
+        return c.steer(run_id, _text(body, "text"))
+    if verb == "answer":
+        return c.answer(run_id, _text(body, "text"))
+    if verb == "resolve":
+        return c.resolve(run_id, _text(body, "action"))
+    if verb == "budget":
+        return c.extend_budget(
+            run_id,
+            cost_usd=_number(body, "add_cost_usd") or 0.0,
+            steps=int(_number(body, "add_steps") or 0),
+            time_s=_number(body, "add_time_s") or 0.0,
+            tokens=int(_number(body, "add_tokens") or 0),
+        )
+    simple: dict[str, Callable[[str], Any]] = {
+        "pause": c.pause,
+        "resume": c.resume,
+        "cancel": c.cancel,
+        "stop": c.stop,
+    }
+    return simple[verb](run_id)
+
+
+def _handled(
+    route: Callable[[Request], Awaitable[Response]],
+) -> Callable[[Request], Awaitable[Response]]:
+    async def wrapped(request: Request) -> Response:
+        try:
+            return await route(request)
+        except Exception as exc:  # mapped to 4xx, or raised on (a 500, our bug)
+            return _mapped(exc)
+
+    return wrapped
+
+
+async def _not_found(_request: Request, _exc: Exception) -> Response:
+    return _error(404, "no such endpoint; GET /v1/openapi.json lists them", "not_found")
+
+
+async def _not_allowed(_request: Request, _exc: Exception) -> Response:
+    return _error(405, "this endpoint does not take that method", "method")
+
+
+def create_app(db_path: Path, token: str, *, start_workers: bool = True) -> Starlette:
+    """The API over the database at ``db_path``, answering requests bearing ``token``."""
+    api = Api(db_path, start_workers)
+    routes = [
+        Route("/v1/openapi.json", _handled(api.openapi), methods=["GET"]),
+        Route("/v1/runs", _handled(api.start_run), methods=["POST"]),
+        Route("/v1/runs", _handled(api.list_runs), methods=["GET"]),
+        Route("/v1/runs/{run_id}", _handled(api.get_run), methods=["GET"]),
+        Route("/v1/runs/{run_id}/steps", _handled(api.get_steps), methods=["GET"]),
+        Route("/v1/runs/{run_id}/events", _handled(api.events), methods=["GET"]),
+        Route("/v1/runs/{run_id}/{command}", _handled(api.command), methods=["POST"]),
+        Route("/v1/approvals", _handled(api.list_approvals), methods=["GET"]),
+        Route("/v1/approvals/{approval_id}/{decision}", _handled(api.decide), methods=["POST"]),
+    ]
+    app = Starlette(
+        routes=routes,
+        lifespan=api.lifespan,
+        exception_handlers={404: _not_found, 405: _not_allowed},
+    )
+    app.add_middleware(Guard, token=token)
+    return app

@@ -1,0 +1,84 @@
+"""The API's OpenAPI description.
+
+Served at ``/v1/openapi.json`` and checked in as ``docs/openapi.json``: a test keeps the
+two, and the routes, in agreement.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+_ERROR = {
+    "description": "an error",
+    "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
+}
+_ERRORS = {"400": _ERROR, "401": _ERROR, "403": _ERROR, "404": _ERROR, "409": _ERROR}
+
+
+def _op(summary: str, ok: str = "200", body: dict[str, Any] | None = None) -> dict[str, Any]:
+    op: dict[str, Any] = {"summary": summary, "responses": {ok: {"description": "done"}, **_ERRORS}}
+    if body is not None:
+        op["requestBody"] = {"required": True, "content": {"application/json": {"schema": body}}}
+    return op
+
+
+_OBJ = {"type": "object"}
+
+DESCRIPTION: dict[str, Any] = {
+    "openapi": "3.1.0",
+    "info": {
+        "title": "desktop-agent local API",
+        "version": "1",
+        "description": "On 127.0.0.1 only, with the token of `desktop-agent api-token show`.",
+    },
+    "components": {
+        "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+        "schemas": {
+            "Error": {
+                "type": "object",
+                "properties": {"error": {"type": "string"}, "code": {"type": "string"}},
+            },
+            "NewRun": {
+                "type": "object",
+                "required": ["goal"],
+                "properties": {
+                    "goal": {"type": "string"},
+                    "model": {"type": "string"},
+                    "workspace": {"type": "string"},
+                    "tools": {"type": "array", "items": {"type": "string"}},
+                    "max_cost_usd": {"type": "number"},
+                    "max_steps": {"type": "integer"},
+                    "max_time": {"type": "string", "description": "e.g. 30m, 2h"},
+                    "placement": {"type": "string", "description": "any, host:NAME, pool:NAME"},
+                },
+            },
+        },
+    },
+    "security": [{"bearer": []}],
+    "paths": {
+        "/v1/openapi.json": {"get": _op("this description")},
+        "/v1/runs": {
+            "get": _op("runs, newest first (status, search, limit)"),
+            "post": _op(
+                "start a run: 202 with its id and status URL",
+                "202",
+                {"$ref": "#/components/schemas/NewRun"},
+            ),
+        },
+        "/v1/runs/{run_id}": {"get": _op("a run")},
+        "/v1/runs/{run_id}/steps": {"get": _op("a page of its steps (after_seq, limit)")},
+        "/v1/runs/{run_id}/events": {"get": _op("server-sent events: step, status, end")},
+        "/v1/runs/{run_id}/{command}": {
+            "post": _op(
+                "pause, resume, cancel, stop, steer {text}, answer {text}, resolve {action}, "
+                "budget {add_cost_usd, add_steps, add_time_s, add_tokens}",
+                "202",
+                _OBJ,
+            )
+        },
+        "/v1/approvals": {"get": _op("pending approvals, oldest first")},
+        "/v1/approvals/{approval_id}/{decision}": {
+            "post": _op("approve {arguments?} or reject {reason}: 202, decided", "202", _OBJ)
+        },
+    },
+}
