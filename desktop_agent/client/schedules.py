@@ -171,6 +171,39 @@ class Scheduling:
         """A schedule by id or unique prefix."""
         return self._store.get_schedule(schedule_id)
 
+    def trigger(self, schedule_id: str, item: str | None = None) -> Run:
+        """Start a run from a schedule's template now (a webhook, a script), out of turn.
+
+        ``item`` fills ``{item}`` in the template's goal. The schedule's own firings are
+        not moved.
+
+        Raises:
+            NotFoundError: no such schedule.
+            InvalidInputError: the goal needs an item and none was given.
+        """
+        template = self.schedule(schedule_id).template
+        goal = template.goal
+        if "{item}" in goal:
+            if not item:
+                raise InvalidInputError("this schedule's goal takes an item: give one")
+            goal = goal.replace("{item}", item)
+        spec, budget = template.spec, template.budget
+        return self.client.start_run(
+            goal,
+            workspace=template.workspace,
+            model=spec.model,
+            tools=[name for name, _version in spec.tools],
+            system_prompt=spec.system_prompt,
+            approval_overrides=dict(spec.approval_overrides),
+            max_tokens=spec.max_tokens,
+            thinking_budget=spec.thinking_budget,
+            max_cost_usd=budget.max_cost_usd,
+            max_steps=budget.max_steps,
+            max_time_s=budget.max_time_s,
+            max_tokens_budget=budget.max_tokens,
+            use_defaults=False,
+        )
+
     def pause_schedule(self, schedule_id: str) -> Schedule:
         """Stop firing until resumed."""
         return self._store.set_schedule_paused(self.schedule(schedule_id).id, True)

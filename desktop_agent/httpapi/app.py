@@ -306,6 +306,24 @@ class Api:
                 yield ": still here\n\n"  # a heartbeat keeps proxies from closing it
             await asyncio.sleep(POLL_S)
 
+    async def trigger(self, request: Request) -> Response:
+        """``POST /v1/schedules/{schedule_id}/trigger``: a webhook starting a run now."""
+        from desktop_agent.client.schedules import Scheduling
+
+        body = await _body(request)
+        item = body.get("item")
+        if item is not None and not isinstance(item, str):
+            raise InvalidInputError("'item' must be a string")
+        schedule_id = request.path_params["schedule_id"]
+        run = await self.call(lambda: Scheduling(self.client()).trigger(schedule_id, item))
+        await self.wake()
+        url = f"/v1/runs/{run.id}"
+        return JSONResponse(
+            {"id": run.id, "status_url": url, "status": run.status.value},
+            status_code=202,
+            headers={"Location": url},
+        )
+
     @staticmethod
     async def openapi(_request: Request) -> Response:
         """``GET /v1/openapi.json``."""
@@ -369,6 +387,7 @@ def create_app(db_path: Path, token: str, *, start_workers: bool = True) -> Star
         Route("/v1/runs/{run_id}/events", _handled(api.events), methods=["GET"]),
         Route("/v1/runs/{run_id}/{command}", _handled(api.command), methods=["POST"]),
         Route("/v1/approvals", _handled(api.list_approvals), methods=["GET"]),
+        Route("/v1/schedules/{schedule_id}/trigger", _handled(api.trigger), methods=["POST"]),
         Route("/v1/approvals/{approval_id}/{decision}", _handled(api.decide), methods=["POST"]),
     ]
     app = Starlette(

@@ -77,6 +77,11 @@ DESCRIPTION: dict[str, Any] = {
             )
         },
         "/v1/approvals": {"get": _op("pending approvals, oldest first")},
+        "/v1/schedules/{schedule_id}/trigger": {
+            "post": _op(
+                "a webhook: start a run from the schedule's template now {item?}", "202", _OBJ
+            )
+        },
         "/v1/approvals/{approval_id}/{decision}": {
             "post": _op("approve {arguments?} or reject {reason}: 202, decided", "202", _OBJ)
         },

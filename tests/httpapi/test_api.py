@@ -227,3 +227,19 @@ def test_serve_as_a_user_runs_it_and_the_token_stays_in_the_keyring(
         proc.terminate()
         _, err = proc.communicate(timeout=10)
     assert token not in err and token not in line
+
+
+def test_a_webhook_starts_a_run_from_a_schedules_template(api: Api, client: Client) -> None:
+    from desktop_agent.client.schedules import RunOptions, Scheduling
+
+    schedule = Scheduling(client).add_schedule(
+        "Summarise {item}", every_s=86400, options=RunOptions(model="demo", max_steps=30)
+    )
+    hook = f"/v1/schedules/{schedule.id}/trigger"
+    assert api.http.post(hook, json={}).status_code == 400  # the goal takes an item
+    started = api.http.post(hook, json={"item": "the Q3 memo"})
+    assert started.status_code == 202, started.text
+    run = client.run(started.json()["id"])
+    assert run.goal == "Summarise the Q3 memo" and run.model == "demo"
+    assert run.budget.max_steps == 30
+    assert api.http.post("/v1/schedules/nosuch/trigger", json={}).status_code == 404
