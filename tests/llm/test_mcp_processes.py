@@ -114,3 +114,46 @@ def test_an_mcp_tool_runs_in_a_worker_child_and_its_secret_stays_in_the_keyring(
         if path.is_file():
             assert secret.encode() not in path.read_bytes(), f"the secret is in {path}"
     assert "keyring:token" in (data_dir / "settings.json").read_text()
+
+
+def test_a_worker_killed_after_an_unsafe_mcp_call_leaves_it_in_doubt_not_repeated(
+    client: Client, start_fake: StartFake, procs: Procs, tmp_path: Path
+) -> None:
+    log = tmp_path / "posts.jsonl"
+    client.settings.ask_unsafe = False  # no approval: the crash is what is tested
+    client.settings.mcp_servers = [
+        {
+            "name": "team",
+            "command": sys.executable,
+            "args": ["-m", "tests.mcp.server"],
+            "env": {"MCP_TEST_LOG": str(log)},
+        }
+    ]
+    client.settings.save(client.db_path)
+    fake = start_fake(
+        [
+            Stream([Text("Posting."), ToolUse("team__post", {"text": "Q3 is done"})]),
+            Stream([Text("Posted.")]),
+        ]
+    )
+    env = procs.env(fake.url, ANTHROPIC_API_KEY=KEY, DESKTOP_AGENT_AUTOSTART_WORKER="0")
+    assert procs.cli(["--db", str(client.db_path), "mcp", "list", "--refresh"], env).returncode == 0
+    fresh = Client(client.db_path)
+    try:
+        run_id = fresh.start_run("Tell the team", model=SONNET, tools=["team__post"]).id
+    finally:
+        fresh.close()
+    crashed = procs.worker(client.db_path, {**env, "DESKTOP_AGENT_CRASH_AT": "after_effect:2"})
+    # Effects counted: the model call (1), then the MCP call (2): killed right after it.
+    assert crashed.wait(timeout=60) == -9
+    assert len(log.read_text().splitlines()) == 1
+    resumed = procs.worker(client.db_path, env)
+    assert resumed.wait(timeout=60) == 0
+    run = client.run(run_id)
+    assert run.status == RunStatus.NEEDS_ATTENTION  # in doubt: the analyst decides
+    assert len(log.read_text().splitlines()) == 1  # never sent again on its own
+    decided = procs.cli(["--db", str(client.db_path), "resolve", run_id, "mark_done"], env)
+    assert decided.returncode == 0, decided.stderr
+    assert procs.worker(client.db_path, env).wait(timeout=60) == 0
+    assert client.run(run_id).status == RunStatus.COMPLETED
+    assert len(log.read_text().splitlines()) == 1
