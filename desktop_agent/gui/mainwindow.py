@@ -783,6 +783,11 @@ class MainWindow(QMainWindow):
 
     @Slot()
     def _on_find_triggered(self) -> None:
+        focus = QApplication.focusWidget()
+        if focus is not None and self.detail.isAncestorOf(focus) and self.selected is not None:
+            self.detail.find_field.setFocus()  # inside a run: find in it
+            self.detail.find_field.selectAll()
+            return
         self.side.setCurrentWidget(self.run_list)
         self.run_list.search.setFocus()
         self.run_list.search.selectAll()

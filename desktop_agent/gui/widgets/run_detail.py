@@ -6,10 +6,11 @@ import time
 from collections.abc import Sequence
 
 from PySide6.QtCore import QItemSelection, QModelIndex, Qt, QTimer, Signal, Slot
-from PySide6.QtGui import QAction
+from PySide6.QtGui import QAction, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
+    QLineEdit,
     QPlainTextEdit,
     QSplitter,
     QToolButton,
@@ -73,8 +74,21 @@ class RunDetailPane(QWidget):
         follow.toggled.connect(self.timeline.set_following)
         self.timeline.follow_changed.connect(follow.setChecked)
         self.timeline_label = QLabel(self)
+        self.find_field = QLineEdit(self)
+        self.find_field.setPlaceholderText(
+            "Find in this run (Return: next, Shift+Return: previous)"
+        )
+        self.find_field.setClearButtonEnabled(True)
+        self.find_field.returnPressed.connect(self._on_find_return_pressed)
+        self.find_field.textChanged.connect(self._on_find_text_changed)
+        previous = QShortcut(QKeySequence("Shift+Return"), self.find_field)
+        previous.setContext(Qt.ShortcutContext.WidgetShortcut)
+        previous.activated.connect(self._on_find_previous_activated)
+        self.find_status = QLabel(self)
         bar = QHBoxLayout()
         bar.addWidget(self.timeline_label, 1)
+        bar.addWidget(self.find_field, 1)
+        bar.addWidget(self.find_status)
         bar.addWidget(self.follow_button)
         self.stream_label = QLabel(self)
         self.stream = QPlainTextEdit(self)
@@ -236,6 +250,65 @@ class RunDetailPane(QWidget):
         entry = self.model.entry(index.row())
         if entry.kind == StepKind.APPROVAL:
             self.approval_step_activated.emit(entry.run_id, entry.seq)
+
+    # ------------------------------------------------------------------ find in run
+
+    def _matches(self, text: str) -> list[int]:
+        """Rows whose step mentions ``text`` (its summary, name, input, output, text)."""
+        needle = text.casefold()
+        rows = []
+        for row, entry in enumerate(self.model.entries()):
+            haystack = " ".join(
+                (
+                    entry.name,
+                    self.model.summary(row),
+                    entry.input_json or "",
+                    entry.output_json or "",
+                    entry.partial_text,
+                    entry.error or "",
+                )
+            )
+            if needle in haystack.casefold():
+                rows.append(row)
+        return rows
+
+    def find_next(self, text: str, *, backwards: bool = False) -> int | None:
+        """Select the next (or previous) step mentioning ``text``; its row, or None."""
+        text = text.strip()
+        if not text:
+            self.find_status.clear()
+            return None
+        rows = self._matches(text)
+        if not rows:
+            self.find_status.setText("not found")
+            return None
+        current = (
+            self.timeline.currentIndex().row() if self.timeline.currentIndex().isValid() else -1
+        )
+        if backwards:
+            before = [r for r in rows if r < current]
+            row = before[-1] if before else rows[-1]
+        else:
+            after = [r for r in rows if r > current]
+            row = after[0] if after else rows[0]
+        index = self.model.index(row)
+        self.timeline.setCurrentIndex(index)
+        self.timeline.scrollTo(index)
+        self.find_status.setText(f"{rows.index(row) + 1} of {len(rows)}")
+        return row
+
+    @Slot()
+    def _on_find_return_pressed(self) -> None:
+        self.find_next(self.find_field.text())
+
+    @Slot()
+    def _on_find_previous_activated(self) -> None:
+        self.find_next(self.find_field.text(), backwards=True)
+
+    @Slot(str)
+    def _on_find_text_changed(self, text: str) -> None:
+        if not text.strip():
+            self.find_status.clear()
 
     def refresh_colors(self) -> None:
         """Redo what was colored from the palette (after a light/dark switch)."""
