@@ -23,6 +23,10 @@ from sqlalchemy.sql.expression import ClauseElement
 _NAMED = SQLiteDialect_pysqlite(paramstyle="named")
 """The SQLite dialect, rendering parameters as ``:name`` (``sqlite3`` takes a dict)."""
 
+_PYFORMAT: Any = None
+"""The PostgreSQL dialect, rendering parameters as ``%(name)s`` (psycopg takes a dict);
+made on first use (its driver is optional)."""
+
 
 class _Executes(Protocol):
     """A ``sqlite3`` connection or cursor."""
@@ -49,16 +53,19 @@ class Rendered:
         return {**self.fixed, **given} if self.fixed else given
 
 
-_RENDERED: dict[tuple[ClauseElement, tuple[str, ...]], Rendered] = {}
+_RENDERED: dict[tuple[ClauseElement, tuple[str, ...], str], Rendered] = {}
 """Renderings by statement and parameter names (statements are module constants)."""
 
 
-def render(stmt: ClauseElement, keys: Iterable[str] = ()) -> Rendered:
+def render(stmt: ClauseElement, keys: Iterable[str] = (), dialect: str = "sqlite") -> Rendered:
     """``stmt`` rendered for ``sqlite3``, once per statement and set of parameter names.
+
+    With ``dialect="postgresql"``, for psycopg instead (``%(name)s`` parameters).
 
     Args:
         stmt: a statement built from the declared tables. Its bound parameters keep their
             names (``bindparam("run")`` is ``:run``).
+        dialect: ``sqlite`` (for ``sqlite3``) or ``postgresql`` (for psycopg).
         keys: the parameter names it is executed with. For an INSERT or UPDATE without
             explicit values they choose the columns (each is bound as ``:column``), exactly
             as SQLAlchemy's own execution does with the same parameters.
@@ -70,15 +77,26 @@ def render(stmt: ClauseElement, keys: Iterable[str] = ()) -> Rendered:
             execution time (an ``IN`` over a list of values: give it one bound parameter
             per value instead).
     """
-    key = (stmt, tuple(keys))
+    key = (stmt, tuple(keys), dialect)
     done = _RENDERED.get(key)
     if done is None:
-        done = _RENDERED[key] = _render(stmt, key[1])
+        done = _RENDERED[key] = _render(stmt, key[1], dialect)
     return done
 
 
-def _render(stmt: ClauseElement, keys: tuple[str, ...]) -> Rendered:
-    compiled = stmt.compile(dialect=_NAMED, column_keys=list(keys))
+def _dialect(name: str) -> Any:
+    global _PYFORMAT
+    if name == "sqlite":
+        return _NAMED
+    if _PYFORMAT is None:
+        from sqlalchemy.dialects.postgresql.psycopg import PGDialect_psycopg
+
+        _PYFORMAT = PGDialect_psycopg(paramstyle="pyformat")  # type: ignore[no-untyped-call]
+    return _PYFORMAT
+
+
+def _render(stmt: ClauseElement, keys: tuple[str, ...], dialect: str) -> Rendered:
+    compiled = stmt.compile(dialect=_dialect(dialect), column_keys=list(keys))
     assert isinstance(compiled, SQLCompiler)
     if compiled.post_compile_params or compiled.literal_execute_params:
         raise ValueError(f"cannot render once for sqlite3: {compiled.string}")

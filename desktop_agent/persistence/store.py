@@ -72,8 +72,10 @@ from desktop_agent.persistence.tables import run_events as events_table
 from desktop_agent.persistence.tables import workers as workers_table
 from desktop_agent.persistence.workers import FENCE, WorkerQueries, fence_params, lease_lost
 
-_Exec = Callable[[UpdateBase, dict[str, Any]], int]
-"""Runs one statement of the journal in the current transaction; returns its rowcount.
+_Exec = Callable[[UpdateBase, dict[str, Any]], Any]
+"""Runs one statement of the journal in the current transaction; returns its rowcount
+(an ``int`` on SQLite; on PostgreSQL a count read from the server only if it is used:
+see :class:`_Lazy`).
 
 The parameters name columns (an INSERT, or an UPDATE's SET without explicit values) or the
 statement's own bound parameters (``run``, ``at_seq``, ...), as with SQLAlchemy's execute.
@@ -121,6 +123,52 @@ _THE_STEP = (steps.c.run_id == bindparam("run")) & (steps.c.seq == bindparam("at
 
 _INSERT_STEP = insert(steps)
 """A journal record's intent (parameters: its columns)."""
+
+
+class _Lazy:
+    """A statement runner for the pipelined path whose row counts are read only if used.
+
+    Most of a commit's statements are run for their effect; only the fence and the
+    approval upsert look at how many rows changed. Counting means waiting for the server,
+    so :meth:`__call__` returns a count that asks for it only when compared or converted.
+    """
+
+    def __init__(self, pipeline: Any, cursor: Any) -> None:
+        self._pipeline, self._cursor = pipeline, cursor
+        self.last: tuple[str, dict[str, Any]] = ("BEGIN", {})
+        """The statement sent last (for the message of an error)."""
+
+    def __call__(self, stmt: UpdateBase, params: dict[str, Any]) -> _Count:
+        rendered = render(stmt, params, "postgresql")
+        self.last = (rendered.sql, params)
+        self._cursor.execute(rendered.sql, rendered.params(params))
+        return _Count(self._pipeline, self._cursor)
+
+
+class _Count:
+    """The row count of the statement just pipelined, fetched from the server when used."""
+
+    def __init__(self, pipeline: Any, cursor: Any) -> None:
+        self._pipeline, self._cursor = pipeline, cursor
+        self._value: int | None = None
+
+    def _get(self) -> int:
+        if self._value is None:
+            self._pipeline.sync()
+            self._value = int(self._cursor.rowcount)
+        return self._value
+
+    def __eq__(self, other: object) -> bool:
+        return self._get() == other
+
+    def __ne__(self, other: object) -> bool:
+        return self._get() != other
+
+    def __int__(self) -> int:
+        return self._get()
+
+    __hash__ = None  # type: ignore[assignment]
+
 
 _FINISH_STEP = update(steps).where(_THE_STEP)
 """A journal record's outcome (parameters: ``run``, ``at_seq`` and the columns it sets)."""
@@ -427,7 +475,7 @@ class SqlStore(WorkerQueries):
         ordinary :meth:`_write`.
         """
         if self._pg:
-            self._write(lambda conn: fn(lambda stmt, params: conn.execute(stmt, params).rowcount))
+            self._write_journal_pg(fn)
             return
         last: tuple[str, dict[str, Any]] = ("BEGIN IMMEDIATE", {})
         raw = self.db.writer.raw_connection()
@@ -453,6 +501,38 @@ class SqlStore(WorkerQueries):
                 cursor.close()
         except sqlite3.Error as exc:
             wrapped = DBAPIError.instance(last[0], last[1], exc, sqlite3.Error)
+            if isinstance(wrapped, OperationalError):
+                raise storage_error(wrapped) from exc
+            raise wrapped from exc
+        finally:
+            raw.close()  # back to the pool
+
+    def _write_journal_pg(self, fn: Callable[[_Exec], None]) -> None:
+        """The journal's hot path on PostgreSQL: the statements pipelined (psycopg).
+
+        Statements rendered once go out together with the transaction's ``BEGIN`` and
+        ``COMMIT`` instead of one round trip each; the pipeline is synchronised only where
+        the transaction reads a row count (the fence: it must hold before anything else
+        counts), so a step's commit costs two round trips instead of six.
+        """
+        import psycopg
+
+        raw = self.db.writer.raw_connection()
+        pg: Any = raw.driver_connection
+        runner: _Lazy | None = None
+        try:
+            try:
+                with pg.cursor() as cursor, pg.pipeline() as pipeline:
+                    runner = _Lazy(pipeline, cursor)
+                    fn(runner)
+                    runner.last = ("COMMIT", {})
+                    pg.commit()  # sent with the statements: one round trip for all
+            except BaseException:
+                pg.rollback()
+                raise
+        except psycopg.Error as exc:
+            sql, params = runner.last if runner is not None else ("BEGIN", {})
+            wrapped = DBAPIError.instance(sql, params, exc, psycopg.Error)
             if isinstance(wrapped, OperationalError):
                 raise storage_error(wrapped) from exc
             raise wrapped from exc
