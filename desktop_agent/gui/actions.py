@@ -66,6 +66,7 @@ SPECS: dict[str, ActionSpec] = {
     "export": ActionSpec(
         "&Export run…", "", "Ctrl+E", "Save the selected run as an HTML page or Markdown"
     ),
+    "usage": ActionSpec("&Usage…", "", "", "What all runs spent, per day, model, schedule"),
     "compare": ActionSpec(
         "&Compare runs", "", "Ctrl+Shift+D", "Compare the two selected runs step by step"
     ),
@@ -116,7 +117,10 @@ MENUS: tuple[tuple[str, tuple[str | None, ...]], ...] = (
     ("&File", ("new_run", "run_again", "export", "settings", None, "close", "quit")),
     ("&Run", RUN_CONTROLS),
     ("&Approvals", (*APPROVAL_CONTROLS, None, "inbox")),
-    ("&View", ("find", "search_all", "follow", "refresh", None, "compare", None, "palette")),
+    (
+        "&View",
+        ("find", "search_all", "follow", "refresh", None, "compare", "usage", None, "palette"),
+    ),
 )
 SUBMENUS: dict[str, tuple[str, tuple[str, ...]]] = {
     "palette": ("&Palette", ("palette_system", "palette_light", "palette_dark")),

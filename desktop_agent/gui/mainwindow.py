@@ -62,6 +62,7 @@ from desktop_agent.gui.tray import TrayController
 from desktop_agent.gui.views.compare import CompareWindow
 from desktop_agent.gui.views.scheduling import SchedulingViews
 from desktop_agent.gui.views.search import SearchWindow
+from desktop_agent.gui.views.usage import UsageWindow
 from desktop_agent.gui.widgets.inbox import ApprovalInbox
 from desktop_agent.gui.widgets.run_detail import RunDetailPane
 from desktop_agent.gui.widgets.runlist import RunListPanel
@@ -119,6 +120,7 @@ class MainWindow(QMainWindow):
         self.recovery: RecoveryReport | None = None
         self.compare_windows: list[CompareWindow] = []
         self.search_window: SearchWindow | None = None
+        self.usage_window: UsageWindow | None = None
         self._pending_step: tuple[str, int] | None = None
         """A search result to show once its run's steps are loaded: (run, seq)."""
         self.last_error = ""
@@ -214,6 +216,7 @@ class MainWindow(QMainWindow):
         a["run_again"].triggered.connect(self._on_run_again_triggered)
         a["search_all"].triggered.connect(self.open_search)
         a["export"].triggered.connect(self._on_export_triggered)
+        a["usage"].triggered.connect(self.open_usage)
         self.run_list.table.setContextMenuPolicy(Qt.ContextMenuPolicy.ActionsContextMenu)
         self.run_list.table.addAction(a["run_again"])
         self.run_list.table.addAction(a["compare"])
@@ -383,6 +386,16 @@ class MainWindow(QMainWindow):
         self._show_pending_step()
 
     # ------------------------------------------------------------------ search
+
+    def open_usage(self) -> UsageWindow:
+        """Open (or bring forward, read anew) the window of what all runs spent."""
+        if self.usage_window is None or self.usage_window.closed:
+            self.usage_window = UsageWindow(self.client, self.tasks, self)
+        else:
+            self.usage_window.reload()
+        self.usage_window.show()
+        self.usage_window.raise_()
+        return self.usage_window
 
     def open_search(self) -> SearchWindow:
         """Open (or bring forward) the window that searches every run."""

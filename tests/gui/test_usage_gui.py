@@ -1,0 +1,45 @@
+"""View > Usage: spend per day as a chart and totals per model, from the journal."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from pytestqt.qtbot import QtBot
+
+from desktop_agent.client.api import Client
+from desktop_agent.gui.views.usage import days_of
+from tests.conftest import MakeExecutor, drain
+from tests.gui.conftest import OpenWindow
+from tests.helpers.fakes import Reply, ScriptedModel
+
+
+@pytest.mark.qt_log_ignore("This plugin does not support raise")  # offscreen: no stacking
+def test_usage_shows_todays_spend_and_the_models(
+    qtbot: QtBot, open_window: OpenWindow, client: Client, make_executor: MakeExecutor
+) -> None:
+    for model in ("claude-haiku-4-5", "claude-sonnet-4-5"):
+        client.start_run(f"Spend on {model}", model=model)
+        drain(client._store, make_executor(ScriptedModel([Reply("Done.")])))
+    spent = sum(r.cost_usd for r in client.runs())
+    window = open_window()
+    view = window.open_usage()
+    qtbot.waitUntil(lambda: view.usage is not None)
+    assert view.usage is not None
+    assert view.usage.total.cost_usd == pytest.approx(spent) and spent > 0
+    assert len(view.chart.days) == 30  # every day of the period, today last
+    today = time.strftime("%Y-%m-%d")
+    assert view.chart.days[-1][0] == today and view.chart.days[-1][1] == pytest.approx(spent)
+    assert all(v == 0 for _d, v in view.chart.days[:-1])
+    per_model = view.tree.topLevelItem(0)
+    assert per_model is not None and per_model.text(0) == "Per model"
+    assert per_model.childCount() == 2
+    view.period.setCurrentIndex(0)  # the last 7 days
+    qtbot.waitUntil(lambda: len(view.chart.days) == 7)
+    view.close()
+
+
+def test_the_days_of_a_period_are_every_calendar_day_once() -> None:
+    now = time.time()
+    days = days_of(now - 29 * 86400, now)
+    assert len(days) == len(set(days)) == 30 and days == sorted(days)
