@@ -841,6 +841,15 @@ def main(out: Path) -> int:
         window.detail.inspector.setCurrentWidget(window.detail.charts)
         settle(app)
         shoot(window, out / "screenshot-charts.png")
+
+        search = window.open_search()  # every run's record, the match in bold
+        search.query.setText("vendors")
+        search.search()
+        wait_until(app, lambda: bool(search.hits))
+        search.resize(1100, 560)
+        settle(app)
+        shoot(search, out / "screenshot-search.png")
+        search.close()
         window.shutdown()
         window.close()
 
