@@ -408,9 +408,12 @@ class SchedulerService:
                 log.info("schedule %s: %s", schedule_id, result.message)
                 if result.kind == FireKind.STARTED:
                     self.nudge()
-                schedule = self._schedule(schedule_id)
             with self._lock:
-                # APScheduler moved the job to its own next time: set ours again.
+                # APScheduler moved the job to its own next time: set ours again, from the
+                # schedule as it is now. Read under the lock: read before it, a schedule
+                # removed (or paused) meanwhile would be put back after the sync that
+                # dropped it, and no later sync would see a change to drop it again.
+                schedule = self._schedule(schedule_id)
                 self._jobs.pop(f"schedule:{schedule_id}", None)
                 if schedule is not None and not schedule.paused:
                     self._ensure_schedule(schedule)
