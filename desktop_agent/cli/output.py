@@ -8,6 +8,7 @@ import math
 import re
 import sys
 import time
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
 from desktop_agent.client import stepkinds
@@ -116,7 +117,22 @@ def run_json(run: Run) -> dict[str, Any]:
         "attention_seq": run.attention_seq,
         "definition_hash": run.definition_hash,
         "placement": run.placement,
+        "forked_from": run.forked_from,
+        "forked_at_seq": run.forked_at_seq,
     }
+
+
+def fork_lines(run: Run, forks: Sequence[Run]) -> list[str]:
+    """``show``'s lines on where a run comes from and the runs made from it."""
+    lines = []
+    if run.forked_from and run.forked_at_seq:
+        lines.append(f"  forked:    from {run.forked_from} at step {run.forked_at_seq}")
+    elif run.forked_from:
+        lines.append(f"  again of:  {run.forked_from}")
+    for f in forks:
+        how = f"fork at step {f.forked_at_seq}" if f.forked_at_seq else "run again"
+        lines.append(f"  {'forks:' if f is forks[0] else '':<10} {f.id}  {how} · {f.status}")
+    return lines
 
 
 def step_json(step: Step) -> dict[str, Any]:

@@ -229,6 +229,10 @@ class Run:
     placement: str = "any"
     """Which workers may claim it: ``any``, ``host:NAME`` or ``pool:NAME`` (see
     :mod:`desktop_agent.domain.placement`)."""
+    forked_from: str | None = None
+    """The run this one was forked from or is a "run again" of (None: neither)."""
+    forked_at_seq: int | None = None
+    """The fork shares the parent's steps 1..this (0: a "run again", sharing none)."""
 
     @property
     def model(self) -> str:

@@ -78,10 +78,12 @@ class ArchiveResult:
     Attributes:
         path: the archive file written, or None when nothing was old enough.
         run_ids: the runs archived and removed.
+        kept_for_forks: old enough runs kept because forks still read their steps.
     """
 
     path: Path | None
     run_ids: list[str] = field(default_factory=list)
+    kept_for_forks: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -123,9 +125,9 @@ class Archiver:
 
     def archive(self, before: float, *, out: Path | None = None) -> ArchiveResult:
         """Archive and remove every run that finished before ``before``."""
-        ids = self._candidates(before)
+        ids, kept = _without_fork_parents(self.db, self._candidates(before))
         if not ids:
-            return ArchiveResult(None)
+            return ArchiveResult(None, kept_for_forks=kept)
         path = out or self._new_path()
         try:
             path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -153,7 +155,7 @@ class Archiver:
         search.catch_up(self.db, ids)
         for start in range(0, len(ids), CHUNK):
             self._delete(ids[start : start + CHUNK])
-        return ArchiveResult(path, ids)
+        return ArchiveResult(path, ids, kept)
 
     def _new_path(self) -> Path:
         stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(self.now()))
@@ -219,6 +221,30 @@ class Archiver:
                     conn.execute(delete(key.table).where(key.in_(list(ids))))
         except OperationalError as exc:
             raise StorageError(f"cannot remove archived runs: {exc.orig}") from None
+
+
+def _without_fork_parents(db: Database, ids: list[str]) -> tuple[list[str], list[str]]:
+    """``ids`` without the runs whose steps a fork kept in the database still reads.
+
+    A fork reads its parent's first steps from the parent's rows (see
+    :mod:`desktop_agent.persistence.forks`), so a parent stays while a fork of it stays;
+    a kept parent that is itself a fork keeps its own parent in turn. A "run again"
+    (``forked_at_seq`` 0) reads nothing of its original.
+    """
+    stmt = select(runs.c.id, runs.c.forked_from).where(
+        runs.c.forked_from.is_not(None), runs.c.forked_at_seq > 0
+    )
+    with db.read() as conn:
+        links = [(str(r.id), str(r.forked_from)) for r in conn.execute(stmt)]
+    going = set(ids)
+    changed = True
+    while changed:
+        changed = False
+        for fork_id, parent in links:
+            if fork_id not in going and parent in going:
+                going.discard(parent)
+                changed = True
+    return [i for i in ids if i in going], [i for i in ids if i not in going]
 
 
 def _decoded(table: Table, row: Any) -> dict[str, Any]:

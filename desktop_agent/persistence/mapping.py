@@ -108,6 +108,8 @@ def run_from_row(r: RowMapping) -> Run:
         parent_id=r[c.parent_id],
         schedule_id=r[c.schedule_id],
         placement=r[c.placement] or ANY,
+        forked_from=r[c.forked_from],
+        forked_at_seq=r[c.forked_at_seq],
     )
 
 
@@ -253,4 +255,6 @@ def run_values(run: Run) -> dict[str, Any]:
         "parent_id": run.parent_id,
         "schedule_id": run.schedule_id,
         "placement": run.placement,
+        "forked_from": run.forked_from,
+        "forked_at_seq": run.forked_at_seq,
     }

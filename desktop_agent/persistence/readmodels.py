@@ -14,6 +14,7 @@ from sqlalchemy import and_, bindparam, or_, select
 
 from desktop_agent.domain import Run, RunStatus, StepStatus
 from desktop_agent.persistence.db import Database
+from desktop_agent.persistence.forks import journal_where, lineage
 from desktop_agent.persistence.mapping import run_from_row
 from desktop_agent.persistence.tables import runs, steps
 
@@ -106,9 +107,19 @@ _TIMELINE_FROM = _TIMELINE.where(
 
 
 def timeline_rows(db: Database, run_id: str, from_seq: int = 1) -> list[TimelineRow]:
-    """The run's steps ``from_seq`` onwards, in order."""
+    """The run's steps ``from_seq`` onwards, in order.
+
+    A fork's timeline starts with its parent's steps (read from the parent's rows: see
+    :mod:`desktop_agent.persistence.forks`); a step whose ``run_id`` is not the fork's is
+    one of them. Past the shared prefix the query is the plain one.
+    """
     with db.read() as conn:
-        rows = conn.execute(_TIMELINE_FROM, {"run_id": run_id, "from_seq": from_seq}).all()
+        segments, _ = lineage(conn, run_id)
+        if len(segments) > 1 and from_seq <= (segments[-2].hi or 0):
+            stmt = _TIMELINE.where(journal_where(segments), steps.c.seq >= from_seq)
+            rows = conn.execute(stmt.order_by(steps.c.seq)).all()
+        else:
+            rows = conn.execute(_TIMELINE_FROM, {"run_id": run_id, "from_seq": from_seq}).all()
     make = TimelineRow._make
     return [make(r) for r in rows]
 

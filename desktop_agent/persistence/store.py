@@ -53,6 +53,7 @@ from desktop_agent.domain.errors import NotFoundError, StorageError
 from desktop_agent.engine.ports import RunPatch, Snapshot, StepIntent, StepOutcome
 from desktop_agent.persistence.compiled import render
 from desktop_agent.persistence.db import Database
+from desktop_agent.persistence.forks import Segment, journal_where, lineage
 from desktop_agent.persistence.ledger import EffectLedger
 from desktop_agent.persistence.mapping import (
     approval_from_row,
@@ -324,6 +325,9 @@ class SqlStore(WorkerQueries):
         path = db.settings.sqlite_path
         self._effects = EffectLedger.beside(path) if path is not None else None
         """The effect ledger beside a SQLite database (see :meth:`_ledger`)."""
+        self._lineages: dict[str, list[Segment]] = {}
+        """Where each run's journal is stored (see :meth:`journal_segments`): fixed once the
+        run exists, so read once per run and process."""
 
     # ------------------------------------------------------------------ journal port
 
@@ -343,13 +347,32 @@ class SqlStore(WorkerQueries):
             return None
         return Snapshot(seq=row.seq, state=loads(row.state))
 
+    def journal_segments(self, run_id: str) -> list[Segment]:
+        """Where the run's journal is stored: for a fork, its parents' prefixes first.
+
+        See :mod:`desktop_agent.persistence.forks`.
+        """
+        known = self._lineages.get(run_id)
+        if known is not None:
+            return known
+        segments, found = self._read(lambda c: lineage(c, run_id))
+        if found:
+            self._lineages[run_id] = segments
+        return segments
+
     def load_steps(self, run_id: str, from_seq: int = 1, limit: int | None = None) -> list[Step]:
-        """Steps with ``seq >= from_seq`` in order."""
-        stmt = (
-            select(steps)
-            .where(steps.c.run_id == run_id, steps.c.seq >= from_seq)
-            .order_by(steps.c.seq)
+        """Steps with ``seq >= from_seq`` in order.
+
+        A fork's journal starts with its parent's steps (their rows, with the parent's run
+        id), then its own: see :mod:`desktop_agent.persistence.forks`.
+        """
+        segments = self.journal_segments(run_id)
+        where = (
+            steps.c.run_id == run_id
+            if len(segments) == 1 and segments[0].run_id == run_id
+            else journal_where(segments)
         )
+        stmt = select(steps).where(where, steps.c.seq >= from_seq).order_by(steps.c.seq)
         if limit is not None:
             stmt = stmt.limit(int(limit))
         rows = self._read(lambda c: c.execute(stmt).mappings().all())
@@ -711,6 +734,39 @@ class SqlStore(WorkerQueries):
             self._write(lambda c: c.execute(stmt))
         except IntegrityError:
             raise StorageError(f"a run with id {run.id} already exists") from None
+
+    def create_fork(
+        self, run: Run, first: StepIntent | None = None, approval: Approval | None = None
+    ) -> None:
+        """Insert a fork (``run.forked_from`` set) and its first own step, in one transaction.
+
+        ``first`` is a finished step at ``run.forked_at_seq + 1`` (the analyst's note, or
+        the edited decision for the parent's next tool call, with its ``approval`` record);
+        the run's ``last_seq`` is the last step of its journal, shared ones included.
+        """
+        stmt = insert(runs).values(
+            {**run_values(run), "last_seq": first.seq if first else (run.forked_at_seq or 0)}
+        )
+        now = self.now()
+
+        def txn(conn: Connection) -> None:
+            conn.execute(stmt)
+            if first is not None:
+                conn.execute(insert(steps).values(_intent_values(run.id, first, now)))
+            if approval is not None:
+                conn.execute(insert(approvals_table).values(approval_values(approval)))
+
+        try:
+            self._write(txn)
+        except IntegrityError:
+            raise StorageError(f"a run with id {run.id} already exists") from None
+
+    def forks_of(self, run_id: str) -> list[Run]:
+        """The runs made from ``run_id`` (forks, and "run again"s at step 0), oldest first."""
+        stmt = (
+            select(runs).where(runs.c.forked_from == run_id).order_by(runs.c.created_at, runs.c.id)
+        )
+        return [run_from_row(r) for r in self._read(lambda c: c.execute(stmt).mappings().all())]
 
     def list_runs(
         self,

@@ -74,7 +74,7 @@ def _tokens() -> list[Column[int]]:
 
 
 # --------------------------------------------------------------------------- journal
-# Migration 0001, and 0003 for ``runs.lease_epoch`` and ``run_events``.
+# Migration 0001, and 0003 for ``runs.lease_epoch`` and ``run_events``, 0006 for forks.
 
 runs = Table(
     "runs",
@@ -105,14 +105,21 @@ runs = Table(
     Column("schedule_id", String(64)),
     _count("lease_epoch"),
     Column("placement", String(200), nullable=False, server_default="any"),
+    Column("forked_from", String(64)),
+    Column("forked_at_seq", Integer()),
     Index("ix_runs_status", "status"),
     Index("ix_runs_wake_at", "wake_at"),
     Index("ix_runs_updated_at", "updated_at"),
     Index("ix_runs_lease_owner", "lease_owner"),
     Index("ix_runs_schedule_id", "schedule_id"),
     Index("ix_runs_parent_id", "parent_id"),
+    Index("ix_runs_forked_from", "forked_from"),
 )
-"""A run and its running totals; ``lease_epoch`` is the fencing token (one more per claim)."""
+"""A run and its running totals; ``lease_epoch`` is the fencing token (one more per claim).
+
+``parent_id`` is the batch a run belongs to; ``forked_from`` and ``forked_at_seq`` (migration
+0006) the run a fork shares its first ``forked_at_seq`` steps with (0: a "run again", which
+shares none). See :mod:`desktop_agent.persistence.forks`."""
 
 steps = Table(
     "steps",
