@@ -52,6 +52,8 @@ class NewRunRequest:
     max_steps: int | None = None
     max_time_s: float | None = None
     max_tokens_budget: int | None = None
+    forked_from: str | None = None
+    """The run this one runs again ("Run again"), which then lists it."""
 
 
 POLICIES = [
@@ -96,6 +98,8 @@ class NewRunDialog(GuardedDialog):
         parent: QWidget | None = None,
     ) -> None:
         super().__init__(parent)
+        self.again_of: str | None = None
+        """The run prefilled from ("Run again"; see :meth:`prefill`)."""
         self.setWindowTitle("New run")
         self.setWindowIcon(resources.icon("new-run"))
         self.tool_infos = list(tools)
@@ -226,6 +230,7 @@ class NewRunDialog(GuardedDialog):
         before starting.
         """
         self.setWindowTitle("Run again")
+        self.again_of = run.id
         self.goal.setPlainText(run.goal)
         index = self.model.findData(run.model)
         if index >= 0:
@@ -271,6 +276,7 @@ class NewRunDialog(GuardedDialog):
             max_steps=self.steps.value() or None,
             max_time_s=max_time,
             max_tokens_budget=self.tokens.value() or None,
+            forked_from=self.again_of,
         )
 
     def show_error(self, message: str) -> None:

@@ -258,8 +258,11 @@ class RunHeader(QWidget):
         review_requested: the banner's Review was pressed (the :class:`Approval`).
         control_requested: the banner's Answer or Extend budget was pressed (a
             :class:`~desktop_agent.gui.controls.Control`).
+        run_link_activated: the analyst clicked the run a fork comes from, or one of its
+            forks (that run's id).
     """
 
+    run_link_activated = Signal(str)
     open_workspace_requested = Signal(str)
     review_requested = Signal(object)
     control_requested = Signal(object)
@@ -286,6 +289,13 @@ class RunHeader(QWidget):
         self.details.setTextFormat(Qt.TextFormat.RichText)
         self.details.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         self.details.linkActivated.connect(self.open_workspace_requested)
+        self.lineage = QLabel(self)
+        """Where a fork comes from and the runs made from this one (links to them)."""
+        self.lineage.setTextFormat(Qt.TextFormat.RichText)
+        self.lineage.setWordWrap(True)
+        self.lineage.linkActivated.connect(self._on_lineage_link_activated)
+        self._forks: tuple[tuple[str, int | None], ...] = ()
+        self._inherited = 0.0
         self.gauges = {
             name: Gauge(name, self, note_line=name == "Worked")
             for name in ("Cost", "Steps", "Worked", "Tokens")
@@ -310,6 +320,7 @@ class RunHeader(QWidget):
         left = QVBoxLayout()
         left.addWidget(self.status)
         left.addWidget(self.details)
+        left.addWidget(self.lineage)
         left.addLayout(gauges)
         left.addStretch(1)
         columns = QHBoxLayout()
@@ -364,6 +375,7 @@ class RunHeader(QWidget):
         """Show ``row`` (None: a hint to select a run)."""
         if row is None or self.row is None or row.run.id != self.row.run.id:
             self.pending = ()  # another run's approvals are not this one's
+            self._forks, self._inherited = (), 0.0  # nor its forks
         self.row = row
         self._show_banner()
         if row is None:
@@ -375,6 +387,7 @@ class RunHeader(QWidget):
             for gauge in self.gauges.values():
                 gauge.set_value("—", None)
             self.plan.setText("")
+            self.lineage.hide()
             return
         run = row.run
         self.icon.setPixmap(
@@ -396,8 +409,51 @@ class RunHeader(QWidget):
             f"{html.escape(_short_path(run.workspace))}</a>"
         )
         self.details.setToolTip(run.workspace)
+        self._show_lineage()
         self._gauges(run)
         self.plan.setText(self._plan_html(row))
+
+    def show_forks(self, run_id: str, forks: Sequence[Run], inherited_usd: float = 0.0) -> None:
+        """The runs made from ``run_id``, and what its shared prefix cost.
+
+        Read off the GUI thread; ignored once another run is shown.
+        """
+        if self.row is None or self.row.run.id != run_id:
+            return
+        self._forks = tuple((f.id, f.forked_at_seq) for f in forks)
+        self._inherited = inherited_usd
+        self._show_lineage()
+
+    def _show_lineage(self) -> None:
+        run = self.row.run if self.row else None
+        if run is None:
+            return
+        color = self.palette().color(QPalette.ColorRole.Link).name()
+
+        def link(run_id: str) -> str:
+            return (
+                f"<a style='color:{color}' href='{html.escape(run_id)}'>{html.escape(run_id)}</a>"
+            )
+
+        parts = []
+        if run.forked_from and run.forked_at_seq:
+            shared = f"steps 1–{run.forked_at_seq}" if run.forked_at_seq > 1 else "step 1"
+            paid = f" ({shared} inherited"
+            paid += f", {fmt.format_usd(self._inherited)} paid by it)" if self._inherited else ")"
+            parts.append(f"Forked from {link(run.forked_from)} at step {run.forked_at_seq}{paid}")
+        elif run.forked_from:
+            parts.append(f"Run again of {link(run.forked_from)}")
+        if self._forks and self.row is not None:
+            made = ", ".join(
+                f"{link(i)} ({f'step {at}' if at else 'run again'})" for i, at in self._forks
+            )
+            parts.append(f"Forks: {made}")
+        self.lineage.setText("<br>".join(parts))
+        self.lineage.setVisible(bool(parts))
+
+    @Slot(str)
+    def _on_lineage_link_activated(self, run_id: str) -> None:
+        self.run_link_activated.emit(run_id)
 
     def _model_chip(self, run: Run) -> str:
         where = "" if run.placement == "any" else f" · runs on {describe(run.placement)}"
