@@ -1,52 +1,139 @@
-"""A run as a document to hand on: one self-contained HTML file, or Markdown for notes.
+"""A run as a document to hand on: an HTML page, Markdown for notes, or a bundle to import.
 
 The HTML needs nothing beside it (styles inline, the timeline an inline SVG, no script, no
-link to fetch): a colleague opens it in any browser, offline. Both carry the run's goal,
-status, model, spend, plan, every step with what it did, its cost and duration, and the
-report the run wrote (``report.md`` in its workspace, when there is one). Neither ever
-carries the API key: everything written passes through the same redaction as archives
-and the search index (anything shaped like a key is replaced), and the key itself is
-never in the journal to begin with.
+link to fetch): a colleague opens it in any browser, offline. HTML and Markdown carry the
+run's goal, status, model, spend, plan, every step with what it did, its cost, tokens and
+duration, the approvals and their decisions, and the report the run wrote. A bundle
+(``.tar.gz``) holds ``manifest.json`` (format version, app version, a checksum per file),
+``run.jsonl`` (the run's record in the archive's shape) and ``files/``: the workspace
+files the run wrote; ``desktop-agent import`` brings it into another installation as a
+read-only archived run (:func:`import_bundle`).
+
+Nothing exported ever carries the API key: everything written passes through the same
+redaction as archives and the search index, and through :func:`scrub`, which also hides
+bearer tokens and ``api_key=…``-style assignments. The key itself is never in the journal.
 """
 
 from __future__ import annotations
 
+import hashlib
 import html
+import io
+import json
+import re
+import shutil
+import tarfile
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
-from pathlib import Path
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any
 
+from desktop_agent import __version__
+from desktop_agent.client import stepkinds
 from desktop_agent.client.api import Client
 from desktop_agent.client.views import StepEntry, plan_from_output, step_summary, timeline_entries
-from desktop_agent.domain import Run, StepKind
+from desktop_agent.domain import Approval, Run, StepKind, StepStatus
+from desktop_agent.domain.errors import InvalidInputError
 from desktop_agent.domain.units import format_duration, format_usd
-from desktop_agent.persistence.redaction import redact
+from desktop_agent.persistence import imports
+from desktop_agent.persistence.archive import ARCHIVE_FORMAT
+from desktop_agent.persistence.redaction import REDACTED, redact
 
+FORMATS = ("html", "md", "bundle")
+SUFFIXES = {"html": ".html", "md": ".md", "bundle": ".tar.gz"}
 REPORT_FILE = "report.md"
 REPORT_CHARS = 200_000
 """The most characters of the run's report embedded."""
-
 SUMMARY_CHARS = 200
-_KIND_COLORS = {
-    StepKind.MODEL_CALL: "#5b7fd6",
-    StepKind.TOOL_CALL: "#3f9f6a",
-    StepKind.APPROVAL: "#d69a2d",
-    StepKind.SLEEP: "#9a9a9a",
-    StepKind.QUESTION: "#c0609a",
-    StepKind.BUDGET: "#c05050",
-    StepKind.ERROR: "#c03030",
-}
+DETAIL_CHARS = 2_000
+"""The most characters of one step's argument or result text shown; the length is noted."""
+
+BUNDLE_FORMAT = "desktop-agent-bundle"
+BUNDLE_VERSION = 1
+FILE_CAP = 10 * 1024 * 1024
+"""The largest workspace file a bundle carries; a larger one is listed as left out."""
+WRITING_TOOLS = {"write_file": "path", "append_note": "path"}
+"""Built-in tools that write a workspace file, and the argument naming it."""
+
+_SECRETS = (
+    (re.compile(r"(?i)\b(bearer)\s+[A-Za-z0-9._~+/=\-]{8,}"), r"\1 " + REDACTED),
+    (
+        re.compile(
+            r"(?i)\b((?:x-)?api[_-]?key|access[_-]?token|auth[_-]?token|secret|password)"
+            r"(\"?\s*[:=]\s*\"?)[^\s\"'&,;]{6,}"
+        ),
+        r"\1\2" + REDACTED,
+    ),
+)
+"""Key-like secrets beside the API key's own shape (which :func:`redact` replaces)."""
+
+_LANES = ("model", "tools", "waits", "other")
+
+
+def scrub(value: Any) -> Any:
+    """``value`` (text or JSON) with anything shaped like a key or a token replaced."""
+    if isinstance(value, str):
+        text: str = redact(value)
+        for pattern, repl in _SECRETS:
+            text = pattern.sub(repl, text)
+        return text
+    if isinstance(value, list):
+        return [scrub(v) for v in value]
+    if isinstance(value, dict):
+        return {k: scrub(v) for k, v in value.items()}
+    return value
+
+
+def _safe(text: str) -> str:
+    result: str = scrub(text)
+    return result
+
+
+# --------------------------------------------------------------------------- reading
 
 
 @dataclass(frozen=True)
 class RunDocument:
-    """What an export holds, read once: the run, its steps, plan and report."""
+    """What an export holds, read once: the run, its steps, plan, approvals and report."""
 
     run: Run
     steps: Sequence[StepEntry]
     plan: Sequence[tuple[str, bool]]
     report: str | None
+    approvals: Sequence[Approval] = ()
+    written: Sequence[str] = ()
+    """Workspace files (relative paths) the run wrote that are still there."""
+
+
+def written_files(run: Run, steps: Sequence[StepEntry]) -> list[str]:
+    """The workspace files the run wrote (its writing tools' paths, its reports), that exist.
+
+    A path that leads out of the workspace is never listed.
+    """
+    root = Path(run.workspace).resolve()
+    names: list[str] = []
+    for e in steps:
+        arg = WRITING_TOOLS.get(e.name)
+        if arg is None or e.kind != StepKind.TOOL_CALL or e.status != StepStatus.COMPLETED:
+            continue
+        try:
+            args = (e.input() or {}).get("arguments") or {}
+        except (ValueError, AttributeError):
+            continue
+        default = "notes.md" if e.name == "append_note" else ""
+        names.append(str(args.get(arg) or default) if isinstance(args, dict) else default)
+    names += [REPORT_FILE, f"partial-report-{run.id}.md"]
+    found: list[str] = []
+    for name in names:
+        if not name:
+            continue
+        path = (root / name).resolve()
+        if path.is_relative_to(root) and path.is_file():
+            rel = path.relative_to(root).as_posix()
+            if rel not in found:
+                found.append(rel)
+    return found
 
 
 def read_document(client: Client, run_id: str) -> RunDocument:
@@ -64,25 +151,28 @@ def read_document(client: Client, run_id: str) -> RunDocument:
             if found is not None:
                 plan = [(i.text, i.done) for i in found]
                 break
-    report_path = Path(run.workspace) / REPORT_FILE
+    workspace = Path(run.workspace)
     report = None
-    if report_path.is_file():
-        report = report_path.read_text(encoding="utf-8", errors="replace")[:REPORT_CHARS]
-    return RunDocument(run, steps, plan, report)
-
-
-def _safe(text: str) -> str:
-    result: str = redact(text)
-    return result
+    for name in (REPORT_FILE, f"partial-report-{run.id}.md"):
+        if (workspace / name).is_file():
+            text = (workspace / name).read_text(encoding="utf-8", errors="replace")
+            report = text[:REPORT_CHARS]
+            break
+    decided = client._store.list_approvals(None, run_id=run.id)
+    return RunDocument(run, steps, plan, report, decided, written_files(run, steps))
 
 
 def _facts(run: Run) -> list[tuple[str, str]]:
     u = run.usage
-    when = time.strftime("%Y-%m-%d %H:%M", time.localtime(run.created_at))
+
+    def when(t: float | None) -> str:
+        return time.strftime("%Y-%m-%d %H:%M", time.localtime(t)) if t else "not yet"
+
     return [
         ("Status", run.status.value + (f": {run.status_message}" if run.status_message else "")),
         ("Model", run.model + (" (offline demo, simulated cost)" if run.is_demo else "")),
-        ("Started", when),
+        ("Started", when(run.created_at)),
+        ("Finished", when(run.finished_at)),
         ("Cost", format_usd(run.cost_usd)),
         ("Tokens", f"{u.input_tokens:,} in, {u.output_tokens:,} out"),
         ("Worked", format_duration(run.active_seconds)),
@@ -98,7 +188,54 @@ def _duration(entry: StepEntry) -> str:
     return f"{seconds:.1f}s" if seconds < 60 else format_duration(seconds)
 
 
+def _tokens(entry: StepEntry) -> str:
+    tin, tout = entry.tokens[0], entry.tokens[1]
+    return f"{tin:,}/{tout:,}" if tin or tout else ""
+
+
+def _label(kind: StepKind) -> str:
+    return stepkinds.describe(kind).label
+
+
+def _clipped(text: str, n: int = DETAIL_CHARS) -> str:
+    if len(text) <= n:
+        return text
+    return f"{text[:n]}\n… ({len(text):,} characters in all; the first {n:,} shown)"
+
+
+def _section_text(section: stepkinds.Section) -> str:
+    """The section's content as text, scrubbed before JSON escapes line breaks away."""
+    content = scrub(section.content)
+    if section.shape == stepkinds.Shape.TEXT:
+        return str(content or "")
+    return json.dumps(content, ensure_ascii=False, indent=1, default=str)
+
+
+def _sections(entry: StepEntry) -> list[stepkinds.Section]:
+    try:
+        return stepkinds.sections(stepkinds.facts_of(entry.to_step()))
+    except ValueError:
+        return []
+
+
+def _approval_rows(doc: RunDocument) -> Iterator[tuple[str, ...]]:
+    for a in doc.approvals:
+        args = json.dumps(scrub(a.arguments), ensure_ascii=False, default=str)
+        yield (
+            str(a.seq),
+            a.tool,
+            a.state.value,
+            a.reason or a.rule,
+            a.decision_note,
+            stepkinds.clip(args, SUMMARY_CHARS),
+        )
+
+
 # --------------------------------------------------------------------------- Markdown
+
+
+def _cell(text: str) -> str:
+    return _safe(text).replace("|", "\\|").replace("\n", " ")
 
 
 def to_markdown(doc: RunDocument) -> str:
@@ -106,17 +243,25 @@ def to_markdown(doc: RunDocument) -> str:
     run = doc.run
     lines = [f"# {_safe(run.title or run.goal)}", "", f"> {_safe(run.goal)}", ""]
     lines += ["| | |", "|---|---|"]
-    lines += [f"| {k} | {_safe(v)} |" for k, v in _facts(run)]
+    lines += [f"| {k} | {_cell(v)} |" for k, v in _facts(run)]
     if doc.plan:
         lines += ["", "## Plan", ""]
         lines += [f"- [{'x' if done else ' '}] {_safe(text)}" for text, done in doc.plan]
-    lines += ["", "## Steps", "", "| # | step | status | time | cost |", "|---|---|---|---|---|"]
+    lines += ["", "## Steps", ""]
+    lines += ["| # | step | what | status | time | tokens in/out | cost |"]
+    lines += ["|---|---|---|---|---|---|---|"]
     for e in doc.steps:
-        what = _safe(step_summary(e, SUMMARY_CHARS)).replace("|", "\\|")
+        what = _cell(step_summary(e, SUMMARY_CHARS))
         lines.append(
-            f"| {e.seq} | {e.kind.value} {e.name}: {what} | {e.status.value} | "
-            f"{_duration(e)} | {format_usd(e.cost_usd) if e.cost_usd else ''} |"
+            f"| {e.seq} | {_label(e.kind)} {_cell(e.name)} | {what} | {e.status.value} | "
+            f"{_duration(e)} | {_tokens(e)} | {format_usd(e.cost_usd) if e.cost_usd else ''} |"
         )
+    if doc.approvals:
+        lines += ["", "## Approvals", "", "| step | tool | decision | why | note | arguments |"]
+        lines += ["|---|---|---|---|---|---|"]
+        lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in _approval_rows(doc)]
+    if doc.written:
+        lines += ["", "## Files it wrote", ""] + [f"- `{_safe(n)}`" for n in doc.written]
     if doc.report:
         lines += ["", "## Report", "", _safe(doc.report)]
     return "\n".join(lines) + "\n"
@@ -125,50 +270,103 @@ def to_markdown(doc: RunDocument) -> str:
 # --------------------------------------------------------------------------- HTML
 
 
-def timeline_svg(steps: Sequence[StepEntry], width: int = 960, lane: int = 14) -> str:
-    """The steps on a time axis, one lane per kind: an inline SVG."""
+def _lane(kind: StepKind) -> str:
+    if kind in (StepKind.MODEL_CALL, StepKind.COMPACTION):
+        return "model"
+    if kind == StepKind.TOOL_CALL:
+        return "tools"
+    return "waits" if stepkinds.describe(kind).waits else "other"
+
+
+def _ticks(span: float) -> list[float]:
+    """About six round times between 0 and ``span`` seconds."""
+    for step in (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 21600, 86400):
+        if span / step <= 6:
+            return [i * step for i in range(int(span // step) + 1)]
+    return [0.0, span]
+
+
+def timeline_svg(steps: Sequence[StepEntry], width: int = 960, lane: int = 18) -> str:
+    """The steps as spans on a time axis, one lane each for model calls, tools and waits.
+
+    Drawn here from the steps' start and end times (an inline SVG, no script); each span
+    is coloured as the app colours its kind and titled with its step.
+    """
     timed = [e for e in steps if e.started_at]
     if not timed:
         return ""
     start = min(e.started_at for e in timed)
     end = max((e.finished_at or e.started_at) for e in timed)
     span = max(end - start, 1e-6)
-    kinds = [k for k in StepKind if any(e.kind == k for e in timed)]
-    label_w = 110
-    scale = (width - label_w - 10) / span
-    height = lane * len(kinds) + 24
+    lanes = [name for name in _LANES if any(_lane(e.kind) == name for e in timed)]
+    label_w = 70
+    scale = (width - label_w - 20) / span
+    axis_y = lane * len(lanes) + 8
     parts = [
-        f"<svg xmlns='http://www.w3.org/2000/svg' width='{width}' height='{height}' "
-        f"role='img' aria-label='timeline of the run'>"
+        f"<svg xmlns='http://www.w3.org/2000/svg' width='{width}' height='{axis_y + 20}' "
+        "role='img' aria-label='timeline of the run' font-family='sans-serif'>"
     ]
-    for row, kind in enumerate(kinds):
+    for row, name in enumerate(lanes):
         y = row * lane + 4
-        parts.append(f"<text x='0' y='{y + lane - 4}' font-size='11'>{kind.value}</text>")
-        color = _KIND_COLORS.get(kind, "#777777")
-        for e in (e for e in timed if e.kind == kind):
+        parts.append(
+            f"<rect x='{label_w}' y='{y}' width='{width - label_w - 20}' height='{lane - 4}' "
+            f"fill='#f3f3f3'/><text x='0' y='{y + lane - 8}' font-size='12'>{name}</text>"
+        )
+        for e in (e for e in timed if _lane(e.kind) == name):
             x = label_w + (e.started_at - start) * scale
             w = max(1.0, ((e.finished_at or end) - e.started_at) * scale)
-            title = html.escape(f"#{e.seq} {e.name} ({_duration(e)})")
+            color = stepkinds.describe(e.kind).colors.light
+            title = html.escape(f"#{e.seq} {_label(e.kind)} {e.name} ({_duration(e)})")
             parts.append(
-                f"<rect x='{x:.1f}' y='{y}' width='{w:.1f}' height='{lane - 3}' "
+                f"<rect x='{x:.1f}' y='{y}' width='{w:.1f}' height='{lane - 4}' "
                 f"fill='{color}'><title>{title}</title></rect>"
             )
-    axis_y = lane * len(kinds) + 18
     parts.append(
-        f"<text x='{label_w}' y='{axis_y}' font-size='11'>0s</text>"
-        f"<text x='{width - 10}' y='{axis_y}' font-size='11' text-anchor='end'>"
-        f"{html.escape(format_duration(span))}</text></svg>"
+        f"<line x1='{label_w}' y1='{axis_y}' x2='{width - 20}' y2='{axis_y}' stroke='#888'/>"
     )
+    for t in _ticks(span):
+        x = label_w + t * scale
+        parts.append(
+            f"<line x1='{x:.1f}' y1='{axis_y}' x2='{x:.1f}' y2='{axis_y + 4}' stroke='#888'/>"
+            f"<text x='{x:.1f}' y='{axis_y + 16}' font-size='11' text-anchor='middle'>"
+            f"{html.escape(format_duration(t) if t else '0s')}</text>"
+        )
+    parts.append("</svg>")
     return "".join(parts)
 
 
 _STYLE = """
-body { font-family: sans-serif; max-width: 1000px; margin: 2em auto; color: #222; }
+body { font-family: sans-serif; max-width: 1100px; margin: 2em auto; color: #222; }
 table { border-collapse: collapse; } td, th { padding: 3px 8px; vertical-align: top; }
-.facts td:first-child { color: #666; } .steps td { border-top: 1px solid #ddd; }
+th { text-align: left; background: #f0f0f0; }
+.facts td:first-child { color: #666; } .steps td, .approvals td { border-top: 1px solid #ddd; }
 .steps td.n, .steps td.t { text-align: right; white-space: nowrap; }
-.failed { color: #b00; } pre { white-space: pre-wrap; background: #f6f6f6; padding: 1em; }
+table.steps, table.approvals { width: 100%; table-layout: fixed; }
+td, pre { overflow-wrap: anywhere; }
+.failed { color: #b00; } pre { white-space: pre-wrap; background: #f6f6f6; padding: .6em; }
+details > summary { cursor: pointer; } details h4 { margin: .5em 0 .2em; font-size: .9em; }
+.goal { font-size: 1.1em; color: #444; } .legend span { margin-right: 1.2em; }
+.legend i { display: inline-block; width: .9em; height: .9em; margin-right: .3em; }
 """
+
+
+def _step_row(s: StepEntry) -> str:
+    e = html.escape
+    what = e(_safe(step_summary(s, SUMMARY_CHARS)))
+    details = "".join(
+        f"<h4>{e(_safe(sec.title))}</h4><pre>{e(_safe(_clipped(_section_text(sec))))}</pre>"
+        for sec in _sections(s)
+    )
+    cell = f"<details><summary>{what}</summary>{details}</details>" if details else what
+    color = stepkinds.describe(s.kind).colors.light
+    return (
+        f"<tr class='{s.status.value}'><td class='n'>{s.seq}</td>"
+        f"<td style='border-left:4px solid {color}'>{e(_label(s.kind))}</td>"
+        f"<td>{e(_safe(s.name))}</td><td>{cell}</td>"
+        f"<td>{e(s.status.value)}</td><td class='t'>{e(_duration(s))}</td>"
+        f"<td class='t'>{_tokens(s)}</td>"
+        f"<td class='t'>{e(format_usd(s.cost_usd)) if s.cost_usd else ''}</td></tr>"
+    )
 
 
 def to_html(doc: RunDocument) -> str:
@@ -183,23 +381,43 @@ def to_html(doc: RunDocument) -> str:
             f"<li>{'☑' if done else '☐'} {e(_safe(text))}</li>" for text, done in doc.plan
         )
         plan = f"<h2>Plan</h2><ul>{items}</ul>"
-    rows = "".join(
-        f"<tr class='{s.status.value}'><td class='n'>{s.seq}</td><td>{e(s.kind.value)}</td>"
-        f"<td>{e(s.name)}</td><td>{e(_safe(step_summary(s, SUMMARY_CHARS)))}</td>"
-        f"<td>{e(s.status.value)}</td><td class='t'>{e(_duration(s))}</td>"
-        f"<td class='t'>{e(format_usd(s.cost_usd)) if s.cost_usd else ''}</td></tr>"
-        for s in doc.steps
+    kinds = sorted({s.kind for s in doc.steps}, key=list(StepKind).index)
+    legend = "".join(
+        f"<span><i style='background:{stepkinds.describe(k).colors.light}'></i>"
+        f"{e(_label(k))}</span>"
+        for k in kinds
     )
+    rows = "".join(_step_row(s) for s in doc.steps)
+    approvals = ""
+    if doc.approvals:
+        cells = "".join(
+            "<tr>" + "".join(f"<td>{e(_safe(c))}</td>" for c in row) + "</tr>"
+            for row in _approval_rows(doc)
+        )
+        approvals = (
+            "<h2>Approvals and decisions</h2><table class='approvals'><tr>"
+            "<th style='width:3.5em'>step</th><th style='width:8em'>tool</th>"
+            "<th style='width:6em'>decision</th><th>why asked</th><th>note</th><th>arguments</th>"
+            f"</tr>{cells}</table>"
+        )
+    written = ""
+    if doc.written:
+        names = "".join(f"<li><code>{e(_safe(n))}</code></li>" for n in doc.written)
+        written = f"<h2>Files it wrote</h2><ul>{names}</ul>"
     report = f"<h2>Report</h2><pre>{e(_safe(doc.report))}</pre>" if doc.report else ""
+    goal = f"<p class='goal'>{e(_safe(run.goal))}</p>" if run.title not in ("", run.goal) else ""
     return (
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
         f"<title>{title}</title><style>{_STYLE}</style></head><body>"
-        f"<h1>{title}</h1><p>{e(_safe(run.goal))}</p>"
+        f"<h1>{title}</h1>{goal}"
         f"<table class='facts'>{facts}</table>{plan}"
-        f"<h2>Timeline</h2>{timeline_svg(doc.steps)}"
-        "<h2>Steps</h2><table class='steps'><tr><th>#</th><th>kind</th><th>name</th>"
-        f"<th>what</th><th>status</th><th>time</th><th>cost</th></tr>{rows}</table>"
-        f"{report}<p><small>Exported by desktop-agent on "
+        f"<h2>Timeline</h2>{timeline_svg(doc.steps)}<p class='legend'>{legend}</p>"
+        "<h2>Steps</h2><table class='steps'><tr><th style='width:3.5em'>#</th>"
+        "<th style='width:5.5em'>kind</th><th style='width:9em'>name</th>"
+        "<th>what (click for details)</th><th style='width:6.5em'>status</th>"
+        "<th style='width:4em'>time</th><th style='width:7em'>tokens in/out</th>"
+        f"<th style='width:4.5em'>cost</th></tr>{rows}</table>{approvals}{written}"
+        f"{report}<p><small>Exported by desktop-agent {e(__version__)} on "
         f"{e(time.strftime('%Y-%m-%d %H:%M'))}.</small></p></body></html>\n"
     )
 
@@ -208,3 +426,233 @@ def export(client: Client, run_id: str, fmt: str) -> tuple[Run, str]:
     """The run and its document in ``fmt`` (``html`` or ``md``)."""
     doc = read_document(client, run_id)
     return doc.run, to_html(doc) if fmt == "html" else to_markdown(doc)
+
+
+# --------------------------------------------------------------------------- bundle
+
+
+@dataclass(frozen=True)
+class BundleInfo:
+    """What a bundle holds (written by :func:`export_bundle`, read by :func:`import_bundle`).
+
+    Attributes:
+        run_id: the run.
+        title: its title or goal.
+        files: the workspace files carried (paths relative to the workspace).
+        left_out: files not carried, each with why.
+    """
+
+    run_id: str
+    title: str
+    files: tuple[str, ...] = ()
+    left_out: tuple[str, ...] = ()
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _file_payload(path: Path, cap: int) -> tuple[bytes | None, str]:
+    """The file's bytes as a bundle carries them (text scrubbed), or None and why not."""
+    size = path.stat().st_size
+    if size > cap:
+        return None, f"{size:,} bytes, more than the {cap:,} a bundle carries"
+    data = path.read_bytes()
+    try:
+        return _safe(data.decode("utf-8")).encode("utf-8"), ""
+    except UnicodeDecodeError:
+        loose = data.decode("latin-1")
+        if _safe(loose) != loose:
+            return None, "a binary file that seems to hold a key or a token"
+        return data, ""
+
+
+def bundle_bytes(client: Client, run_id: str, cap: int = FILE_CAP) -> tuple[BundleInfo, bytes]:
+    """The run as a bundle (``.tar.gz`` bytes) and what it holds."""
+    doc = read_document(client, run_id)
+    run = doc.run
+    record = scrub(imports.run_record(client._store.db, run.id))
+    members: dict[str, bytes] = {
+        "run.jsonl": json.dumps(record, ensure_ascii=False, default=str).encode() + b"\n"
+    }
+    left_out: list[dict[str, Any]] = []
+    for name in doc.written:
+        data, why = _file_payload(Path(run.workspace) / name, cap)
+        if data is None:
+            left_out.append({"path": _safe(name), "why": why})
+        else:
+            members[f"files/{_safe(name)}"] = data
+    title = _safe(run.title or run.goal)
+    manifest = {
+        "format": BUNDLE_FORMAT,
+        "version": BUNDLE_VERSION,
+        "app_version": __version__,
+        "run_id": run.id,
+        "title": title,
+        "exported_at": time.time(),
+        "files": {n: {"sha256": _sha256(d), "bytes": len(d)} for n, d in members.items()},
+        "left_out": left_out,
+    }
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        head = ("manifest.json", json.dumps(manifest, indent=1).encode())
+        for name, data in [head, *members.items()]:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            info.mtime = int(time.time())
+            info.mode = 0o600
+            tar.addfile(info, io.BytesIO(data))
+    carried = tuple(n.removeprefix("files/") for n in members if n.startswith("files/"))
+    notes = tuple(f"{x['path']}: {x['why']}" for x in left_out)
+    return BundleInfo(run.id, title, carried, notes), buf.getvalue()
+
+
+def export_to(client: Client, run_id: str, fmt: str, target: Path) -> tuple[Run, int, str]:
+    """Write the run as ``fmt`` to ``target``; the run, the bytes written and any note.
+
+    Raises:
+        InvalidInputError: an unknown format.
+        NotFoundError: no such run.
+        OSError: the file cannot be written.
+    """
+    if fmt not in FORMATS:
+        raise InvalidInputError(f"no export format {fmt!r}: use one of {', '.join(FORMATS)}")
+    note = ""
+    if fmt == "bundle":
+        info, data = bundle_bytes(client, run_id)
+        run = client.run(info.run_id)
+        if info.left_out:
+            note = "left out: " + "; ".join(info.left_out)
+    else:
+        run, text = export(client, run_id, fmt)
+        data = text.encode("utf-8")
+    tmp = target.with_name(target.name + ".part")
+    tmp.write_bytes(data)
+    tmp.replace(target)
+    return run, len(data), note
+
+
+# --------------------------------------------------------------------------- import
+
+
+@dataclass(frozen=True)
+class Imported:
+    """A bundle brought in.
+
+    Attributes:
+        run_id: the run, now archived here (read-only).
+        title: its title or goal.
+        status: its status when exported.
+        archive: the archive file holding its record.
+        files_dir: where its workspace files went.
+        files: how many files were brought.
+    """
+
+    run_id: str
+    title: str
+    status: str
+    archive: Path
+    files_dir: Path
+    files: int = 0
+    left_out: list[str] = field(default_factory=list)
+
+
+def _not_a_bundle(path: Path, why: str) -> InvalidInputError:
+    return InvalidInputError(f"{path} is not a desktop-agent bundle ({why})")
+
+
+def _read_bundle(path: Path) -> tuple[dict[str, Any], dict[str, bytes]]:
+    """The manifest and every member, checked against the manifest's checksums."""
+    try:
+        with tarfile.open(path, mode="r:gz") as tar:
+            members: dict[str, bytes] = {}
+            for m in tar.getmembers():
+                if not m.isfile():
+                    raise _not_a_bundle(path, f"{m.name!r} is not a plain file")
+                f = tar.extractfile(m)
+                assert f is not None
+                members[m.name] = f.read()
+    except (OSError, tarfile.TarError, EOFError) as exc:
+        if isinstance(exc, FileNotFoundError):
+            raise InvalidInputError(f"no file {path}") from None
+        raise _not_a_bundle(path, "not a .tar.gz archive") from None
+    try:
+        manifest = json.loads(members.pop("manifest.json"))
+    except (KeyError, ValueError):
+        raise _not_a_bundle(path, "no readable manifest.json") from None
+    if not isinstance(manifest, dict) or manifest.get("format") != BUNDLE_FORMAT:
+        raise _not_a_bundle(path, "its manifest is of another format")
+    version = manifest.get("version")
+    if not isinstance(version, int) or version > BUNDLE_VERSION:
+        raise InvalidInputError(
+            f"{path} was made by a newer desktop-agent ({manifest.get('app_version')}, bundle "
+            f"format {version}); this one reads format {BUNDLE_VERSION}: update it first"
+        )
+    listed = manifest.get("files") or {}
+    if set(listed) != set(members) or "run.jsonl" not in members:
+        raise _not_a_bundle(path, "its files do not match its manifest")
+    for name, data in members.items():
+        if _sha256(data) != listed[name].get("sha256"):
+            raise InvalidInputError(f"{path} is damaged: {name} does not match its checksum")
+        parts = PurePosixPath(name).parts
+        if name != "run.jsonl" and (parts[0] != "files" or ".." in parts or name.startswith("/")):
+            raise _not_a_bundle(path, f"{name!r} is outside its files folder")
+    return manifest, members
+
+
+def import_bundle(client: Client, path: Path) -> Imported:
+    """Bring a bundle into this installation as a read-only archived run.
+
+    The run's record goes into an archive file of its own under ``archives/`` beside the
+    database, its files into ``imports/RUN_ID/``, and its text into the search index
+    (marked archived). It never enters the journal, so no worker here can claim it.
+
+    Raises:
+        InvalidInputError: not a bundle, a newer format, a damaged file, or a run this
+            installation already has; nothing is written then.
+    """
+    manifest, members = _read_bundle(path)
+    try:
+        record = json.loads(members.pop("run.jsonl").decode("utf-8"))
+        run_id = str(record["run"]["id"])
+    except (ValueError, KeyError, TypeError):
+        raise _not_a_bundle(path, "its run.jsonl is not a run record") from None
+    if record.get("format") != ARCHIVE_FORMAT or not re.fullmatch(r"[A-Za-z0-9_\-]+", run_id):
+        raise _not_a_bundle(path, "its run.jsonl is not a run record")
+    data_dir = client.db_path.parent
+    archives = data_dir / "archives"
+    known = imports.where_known(client._store.db, archives, run_id)
+    if known is not None:
+        where = "in this database" if known == "database" else "among the archived runs"
+        raise InvalidInputError(f"run {run_id} is already here ({where}); nothing imported")
+    files_dir = data_dir / "imports" / run_id
+    staging = files_dir.with_name(f".{run_id}.part")
+    shutil.rmtree(staging, ignore_errors=True)
+    for name, data in members.items():
+        target = staging / name.removeprefix("files/")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+    staging.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(files_dir, ignore_errors=True)
+    staging.replace(files_dir)
+    record["run"]["workspace"] = str(files_dir)
+    record["imported"] = {
+        "from": path.name,
+        "at": time.time(),
+        "app_version": manifest.get("app_version"),
+        "exported_at": manifest.get("exported_at"),
+    }
+    archive = archives / f"runs-imported-{run_id}.jsonl.gz"
+    imports.write_record(archive, record)
+    imports.index_archived(client._store.db, record)
+    left = [f"{x.get('path')}: {x.get('why')}" for x in manifest.get("left_out") or []]
+    run = record["run"]
+    return Imported(
+        run_id,
+        str(run.get("title") or run.get("goal") or ""),
+        str(run.get("status", "")),
+        archive,
+        files_dir,
+        len(members),
+        left,
+    )

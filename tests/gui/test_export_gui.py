@@ -1,9 +1,12 @@
-"""Export from the app: File > Export run... writes the selected run off the GUI thread."""
+"""Export from the app: File > Export run... asks format and file, writes off the GUI thread."""
 
 from __future__ import annotations
 
+import tarfile
 from pathlib import Path
 
+import pytest
+from PySide6.QtWidgets import QDialogButtonBox
 from pytestqt.qtbot import QtBot
 
 from desktop_agent.client.api import Client
@@ -29,3 +32,27 @@ def test_the_selected_run_is_exported_and_the_status_bar_says_where(
     assert target.read_text().startswith("# Summarise the Q3 notes")
     window.export_run(run_id, tmp_path / "missing" / "run.md", "md")  # no such folder
     qtbot.waitUntil(lambda: "Could not export the run" in window.last_error)
+
+
+@pytest.mark.qt_log_ignore("does not support propagateSizeHints")  # offscreen: a new dialog
+def test_the_export_action_asks_format_and_file_and_writes_a_bundle(
+    qtbot: QtBot, open_window: OpenWindow, client: Client, workspace: Path, tmp_path: Path
+) -> None:
+    run_id = first_run(client, workspace)
+    window = open_window()
+    qtbot.waitUntil(lambda: window.runs_model.get(run_id) is not None)
+    assert window.select_run(run_id)
+    assert window.acts["export"] in window.run_list.table.actions()  # the context menu
+    window.acts["export"].trigger()
+    dialog = window.export_dialog
+    assert dialog is not None and dialog.isVisible()
+    assert dialog.path().name == f"{run_id}.html"
+    dialog.set_format("bundle")
+    assert dialog.path().name == f"{run_id}.tar.gz"  # the name follows the format
+    target = tmp_path / "handed-on.tar.gz"
+    dialog.set_path(target)
+    dialog.buttons.button(QDialogButtonBox.StandardButton.Ok).click()
+    qtbot.waitUntil(lambda: "Exported to" in window.statusBar().currentMessage())
+    assert str(target) in window.statusBar().currentMessage()
+    with tarfile.open(target, "r:gz") as tar:
+        assert {"manifest.json", "run.jsonl"} <= set(tar.getnames())
