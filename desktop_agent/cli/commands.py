@@ -22,6 +22,7 @@ from desktop_agent import config
 from desktop_agent.cli import compare as cli_compare
 from desktop_agent.cli import desktop_entry
 from desktop_agent.cli import export as cli_export
+from desktop_agent.cli import forks as cli_forks
 from desktop_agent.cli import mcp as cli_mcp
 from desktop_agent.cli import scheduling as cli_scheduling
 from desktop_agent.cli import search as cli_search
@@ -36,6 +37,7 @@ from desktop_agent.cli.output import (
     event_line,
     exit_code,
     follow,
+    fork_lines,
     json_line,
     model_label,
     next_step_hint,
@@ -136,6 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run")
     p.add_argument("--goal", help="another goal")
     p.add_argument("--model", help="another model")
+    p.add_argument("--max-cost", type=usd, metavar="USD", help="another cost limit")
 
     p = add("worker", "execute runs (leases, recovery, wake-ups)")
     p.add_argument("--until-idle", action="store_true", help="exit when no run is runnable")
@@ -206,6 +209,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_mcp.add_parsers(add)
     cli_usage.add_parsers(add)
     cli_export.add_parsers(add)
+    cli_forks.add_parsers(add)
     cli_serve.add_parsers(add)
     desktop_entry.add_parser(add)
     add("gui", "start the desktop app")
@@ -399,6 +403,8 @@ def cmd_show(args: argparse.Namespace, out: Out) -> int:
     hint = next_step_hint(run)
     if hint:
         echo(f"  next:      {hint}")
+    for line in fork_lines(run, client.forks_of(run.id)):
+        echo(line)
     for event in events:
         echo(event_line(event))
     print()
@@ -412,7 +418,9 @@ def cmd_show(args: argparse.Namespace, out: Out) -> int:
 def cmd_rerun(args: argparse.Namespace, out: Out) -> int:
     """Start a run again; prints the new run's id (a worker picks it up)."""
     client = _client(args)
-    run = client.run_again(args.run, goal=args.goal, model=args.model)
+    run = client.run_again(
+        args.run, goal=args.goal, model=args.model, max_cost_usd=args.max_cost
+    )
     pid = client.ensure_worker()
     started = f" (started worker pid {pid})" if pid else ""
     out.emit(f"{run.id}{started}", {**run_json(run), "worker_started": pid})
@@ -747,6 +755,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, Out], int]] = {
     **cli_mcp.COMMANDS,
     **cli_usage.COMMANDS,
     **cli_export.COMMANDS,
+    **cli_forks.COMMANDS,
     **cli_serve.COMMANDS,
 }
 

@@ -400,6 +400,8 @@ def cmd_db(args: argparse.Namespace, out: Out) -> int:
                 f"archived {len(result.run_ids)} run(s) to {result.path} and removed them",
                 {"archived": len(result.run_ids), "path": str(result.path), "runs": result.run_ids},
             )
+        if result.kept_for_forks:
+            echo(f"kept {len(result.kept_for_forks)} run(s) that forks still read")
         return 0
     if verb == "vacuum":
         before = sched.db_info()

@@ -169,15 +169,24 @@ class Client:
         """Release database connections."""
         self._db.dispose()
 
-    def run_again(self, run_id: str, *, goal: str | None = None, model: str | None = None) -> Run:
-        """A new run started as ``run_id`` was, with ``goal`` or ``model`` changed if given.
+    def run_again(
+        self,
+        run_id: str,
+        *,
+        goal: str | None = None,
+        model: str | None = None,
+        max_cost_usd: float | None = None,
+    ) -> Run:
+        """A new run started as ``run_id`` was, with ``goal``, ``model`` or cost limit changed.
 
-        The same tools, approval overrides, budgets, workspace and placement.
+        The same tools, approval overrides, budgets, workspace and placement; the new run
+        records the original (``forked_from``, at step 0), which lists it among its forks.
         """
         old = self.run(run_id)
         b = old.budget
         return self.start_run(
             goal if goal is not None else old.goal,
+            forked_from=old.id,
             workspace=old.workspace,
             placement=old.placement,
             model=model or old.model,
@@ -186,13 +195,17 @@ class Client:
             system_prompt=old.spec.system_prompt,
             max_tokens=old.spec.max_tokens,
             thinking_budget=old.spec.thinking_budget,
-            max_cost_usd=b.max_cost_usd,
+            max_cost_usd=max_cost_usd if max_cost_usd is not None else b.max_cost_usd,
             max_steps=b.max_steps,
             max_time_s=b.max_time_s,
             max_tokens_budget=b.max_tokens,
             count_waiting_time=b.count_waiting_time,
             use_defaults=False,
         )
+
+    def forks_of(self, run_id: str) -> list[Run]:
+        """The runs made from ``run_id``: forks, and runs again (``forked_at_seq`` 0)."""
+        return self._store.forks_of(run_id)
 
     def default_placement(self, workspace: Path) -> str:
         """Where a run in ``workspace`` may execute unless the analyst says otherwise.
@@ -218,12 +231,14 @@ class Client:
         *,
         workspace: str | Path | None = None,
         placement: str | None = None,
+        forked_from: str | None = None,
         **options: Unpack[RunSpecOptions],
     ) -> Run:
         """Queue a new run in ``workspace`` (None: a fresh folder); a worker picks it up.
 
         ``options`` are :meth:`prepare_run`'s (see :class:`RunSpecOptions`); ``placement``
-        says which workers may run it (see :meth:`default_placement` when None).
+        says which workers may run it (see :meth:`default_placement` when None);
+        ``forked_from``: the run this one runs again (it shares none of its steps).
         """
         goal = goal.strip()
         if not goal:
@@ -246,6 +261,8 @@ class Client:
             title=goal.splitlines()[0][:120],
             definition_hash=spec.definition_hash,
             placement=where,
+            forked_from=forked_from,
+            forked_at_seq=0 if forked_from else None,
         )
         self._store.create_run(run)
         return self._store.get_run(run_id)
@@ -325,8 +342,19 @@ class Client:
         return self._store.list_runs(statuses, limit=limit, search=search)
 
     def run(self, run_id: str) -> Run:
-        """A run by id or unique prefix."""
-        return self._store.find_run(run_id)
+        """A run by id or unique prefix; an archived or imported run is refused as read-only."""
+        try:
+            return self._store.find_run(run_id)
+        except NotFoundError:
+            from desktop_agent.persistence.imports import archived_id
+
+            found = archived_id(self._db, self.db_path.parent / "archives", run_id)
+            if found is None:
+                raise
+            raise NotFoundError(
+                f"run {found} is archived here, read-only: it cannot be resumed, changed or "
+                f"cancelled (`desktop-agent show {found}` reads it)"
+            ) from None
 
     def steps(self, run_id: str, from_seq: int = 1, limit: int | None = None) -> list[Step]:
         """The run's journal."""

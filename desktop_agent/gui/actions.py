@@ -60,11 +60,14 @@ SPECS: dict[str, ActionSpec] = {
     "run_again": ActionSpec(
         "Run a&gain…", "new-run", "", "Start a new run as the selected one was started"
     ),
+    "fork_step": ActionSpec(
+        "Fork from this step…", "", "", "A new run that shares the steps up to this one"
+    ),
     "search_all": ActionSpec(
         "Search &all runs…", "", "Ctrl+K", "Find steps, goals and approvals in every run"
     ),
     "export": ActionSpec(
-        "&Export run…", "", "Ctrl+E", "Save the selected run as an HTML page or Markdown"
+        "&Export run…", "", "Ctrl+E", "Save the selected run as a web page, Markdown or a bundle"
     ),
     "usage": ActionSpec("&Usage…", "", "", "What all runs spent, per day, model, schedule"),
     "compare": ActionSpec(

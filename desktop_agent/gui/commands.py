@@ -205,6 +205,7 @@ class RunCommands(QObject):
                 max_time_s=request.max_time_s,
                 max_tokens_budget=request.max_tokens_budget,
                 use_defaults=False,
+                forked_from=request.forked_from,
             )
 
         def created(run: Run) -> None:

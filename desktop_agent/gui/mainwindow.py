@@ -17,7 +17,6 @@ from PySide6.QtGui import QCloseEvent, QDesktopServices, QHideEvent, QShowEvent
 from PySide6.QtWidgets import (
     QApplication,
     QDialogButtonBox,
-    QFileDialog,
     QLabel,
     QMainWindow,
     QSplitter,
@@ -25,6 +24,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from desktop_agent.client import forks as client_forks
 from desktop_agent.client.api import Client, WorkerStatus
 from desktop_agent.client.checks import RecoveryReport, recovery_report
 from desktop_agent.client.messages import plain_error
@@ -39,13 +39,15 @@ from desktop_agent.client.views import (
 from desktop_agent.client.workspaces import start_demo_run
 from desktop_agent.config import PALETTES, Settings
 from desktop_agent.crashlog import PreviousCrash
-from desktop_agent.domain import Approval, Run, RunStatus
+from desktop_agent.domain import JSON, Approval, Run, RunStatus, StepKind
 from desktop_agent.gui import notify, resources, theme
 from desktop_agent.gui.actions import APPROVAL_CONTROLS, RUN_CONTROLS, Actions
 from desktop_agent.gui.commands import RunCommands
 from desktop_agent.gui.controls import Control, allowed_controls
 from desktop_agent.gui.dialogs.approval import ApprovalDialog
 from desktop_agent.gui.dialogs.crash import CrashReportDialog
+from desktop_agent.gui.dialogs.export import ExportDialog
+from desktop_agent.gui.dialogs.fork import ForkDialog
 from desktop_agent.gui.dialogs.new_run import NewRunDialog, NewRunRequest
 from desktop_agent.gui.dialogs.prompts import MessageDialog
 from desktop_agent.gui.dialogs.recovery import RecoveryDialog
@@ -114,6 +116,7 @@ class MainWindow(QMainWindow):
         self.approvals: tuple[Approval, ...] = ()
         self.selected: RunRow | None = None
         self.new_run_dialog: NewRunDialog | None = None
+        self.fork_dialog: ForkDialog | None = None
         self.settings_dialog: SettingsDialog | None = None
         self.recovery_dialog: RecoveryDialog | None = None
         self.crash_dialog: CrashReportDialog | None = None
@@ -124,6 +127,7 @@ class MainWindow(QMainWindow):
         self._pending_step: tuple[str, int] | None = None
         """A search result to show once its run's steps are loaded: (run, seq)."""
         self.last_error = ""
+        self.export_dialog: ExportDialog | None = None
         self.worker_status: WorkerStatus | None = None
         self._states: dict[str, notify.State] | None = None
         self._quitting = False
@@ -220,6 +224,11 @@ class MainWindow(QMainWindow):
         self.run_list.table.setContextMenuPolicy(Qt.ContextMenuPolicy.ActionsContextMenu)
         self.run_list.table.addAction(a["run_again"])
         self.run_list.table.addAction(a["compare"])
+        self.run_list.table.addAction(a["export"])
+        a["fork_step"].triggered.connect(self._on_fork_step_triggered)
+        self.detail.timeline.setContextMenuPolicy(Qt.ContextMenuPolicy.ActionsContextMenu)
+        self.detail.timeline.addAction(a["fork_step"])
+        self.detail.header.run_link_activated.connect(self.select_run)
         a["show"].triggered.connect(self._on_tray_show_requested)
         a["close"].triggered.connect(self.close)
         a["quit"].triggered.connect(self._on_quit_triggered)
@@ -508,6 +517,7 @@ class MainWindow(QMainWindow):
             return
         self.selected = row
         self.detail.show_run(row)
+        self._read_forks(row)
         self.poller.select_run(run_id or None)
         self._update_controls()
 
@@ -546,29 +556,26 @@ class MainWindow(QMainWindow):
     def _on_export_triggered(self) -> None:
         if self.selected is None:
             return
-        run = self.selected.run
-        path, chosen = QFileDialog.getSaveFileName(
-            self,
-            "Export run",
-            str(Path.home() / f"{run.id}.html"),
-            "Web page (*.html);;Markdown (*.md)",
-        )
-        if path:
-            self.export_run(run.id, Path(path), "md" if chosen.startswith("Markdown") else "html")
+        dialog = ExportDialog(self.selected.run, Path.home(), self)
+        self.export_dialog = dialog
+        dialog.accepted.connect(lambda: self.export_run(dialog.run.id, *dialog.choice()))
+        dialog.finished.connect(dialog.deleteLater)
+        dialog.open()
 
     def export_run(self, run_id: str, path: Path, fmt: str) -> None:
-        """Write the run as ``fmt`` (``html`` or ``md``) to ``path``, off the GUI thread."""
+        """Write the run as ``fmt`` (html, md or bundle) to ``path``, off the GUI thread."""
         client = self.client
 
-        def write() -> int:
-            from desktop_agent.client.export import export
+        def write() -> tuple[int, str]:
+            from desktop_agent.client.export import export_to
 
-            _run, text = export(client, run_id, fmt)
-            path.write_text(text, encoding="utf-8")
-            return len(text.encode())
+            _run, size, note = export_to(client, run_id, fmt, path)
+            return size, note
 
-        def written(size: int) -> None:
-            self.statusBar().showMessage(f"Exported to {path} ({size:,} bytes)", 10_000)
+        def written(result: tuple[int, str]) -> None:
+            size, note = result
+            tail = f"; {note}" if note else ""
+            self.statusBar().showMessage(f"Exported to {path} ({size:,} bytes){tail}", 10_000)
 
         def failed(exc: Exception) -> None:
             self.show_error(f"Could not export the run: {plain_error(exc)}")
@@ -579,6 +586,65 @@ class MainWindow(QMainWindow):
     def _on_run_again_triggered(self) -> None:
         if self.selected is not None:
             self.run_again(self.selected.run)
+
+    def _read_forks(self, row: RunRow | None) -> None:
+        """Show the selected run's forks and inherited cost in its header (read off-thread)."""
+        if row is None:
+            return
+        client, run = self.client, row.run
+
+        def read() -> tuple[list[Run], float]:
+            return client.forks_of(run.id), client_forks.inherited_cost(client, run)
+
+        def show(found: tuple[list[Run], float]) -> None:
+            self.detail.header.show_forks(run.id, *found)
+
+        self.tasks.submit(read, show, lambda exc: None)
+
+    @Slot()
+    def _on_fork_step_triggered(self) -> None:
+        entry = self.detail.current_entry()
+        if self.selected is None or entry is None:
+            self.show_error("Select a step in the timeline to fork the run from it.")
+            return
+        self.fork_from_step(self.selected.run.id, entry.seq)
+
+    def fork_from_step(self, run_id: str, seq: int) -> ForkDialog:
+        """Open the fork dialog for ``run_id`` after step ``seq``."""
+        if self.fork_dialog is not None:
+            self.fork_dialog.close()
+            self.fork_dialog.deleteLater()
+        following = self.client.steps(run_id, seq + 1, limit=1)
+        nxt = following[0] if following and following[0].seq == seq + 1 else None
+        call = None
+        if nxt is not None and nxt.kind == StepKind.TOOL_CALL and isinstance(nxt.input, dict):
+            call = (nxt.name, nxt.input.get("arguments"))
+        dialog = ForkDialog(run_id, seq, call, self)
+        dialog.fork_requested.connect(self._on_fork_dialog_fork_requested)
+        self.fork_dialog = dialog
+        dialog.open()
+        return dialog
+
+    @Slot(str, int, object, object)
+    def _on_fork_dialog_fork_requested(
+        self, run_id: str, seq: int, note: str | None, args: JSON
+    ) -> None:
+        dialog, client = self.fork_dialog, self.client
+
+        def make() -> Run:
+            return client_forks.fork(client, run_id, seq, note=note, edited_arguments=args)
+
+        def made(run: Run) -> None:
+            if dialog is not None:
+                dialog.close_discarding()
+            self.statusBar().showMessage(f"Forked run {run_id} at step {seq}: {run.id}", 30_000)
+            self.poller.refresh()
+
+        def failed(exc: Exception) -> None:
+            if dialog is not None:
+                dialog.show_error(plain_error(exc))
+
+        self.tasks.submit(make, made, failed)
 
     def run_again(self, run: Run) -> NewRunDialog:
         """Open New run filled as ``run`` was started, to change what should change."""
