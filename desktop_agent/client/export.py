@@ -32,6 +32,7 @@ from typing import Any
 from desktop_agent import __version__
 from desktop_agent.client import stepkinds
 from desktop_agent.client.api import Client
+from desktop_agent.client.timeaxis import LANES, Lane, SpanState, TimeAxis
 from desktop_agent.client.views import StepEntry, plan_from_output, step_summary, timeline_entries
 from desktop_agent.domain import Approval, Run, StepKind, StepStatus
 from desktop_agent.domain.errors import InvalidInputError
@@ -67,8 +68,6 @@ _SECRETS = (
     ),
 )
 """Key-like secrets beside the API key's own shape (which :func:`redact` replaces)."""
-
-_LANES = ("model", "tools", "waits", "other")
 
 
 def scrub(value: Any) -> Any:
@@ -270,14 +269,6 @@ def to_markdown(doc: RunDocument) -> str:
 # --------------------------------------------------------------------------- HTML
 
 
-def _lane(kind: StepKind) -> str:
-    if kind in (StepKind.MODEL_CALL, StepKind.COMPACTION):
-        return "model"
-    if kind == StepKind.TOOL_CALL:
-        return "tools"
-    return "waits" if stepkinds.describe(kind).waits else "other"
-
-
 def _ticks(span: float) -> list[float]:
     """About six round times between 0 and ``span`` seconds."""
     for step in (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 21600, 86400):
@@ -286,21 +277,37 @@ def _ticks(span: float) -> list[float]:
     return [0.0, span]
 
 
-def timeline_svg(steps: Sequence[StepEntry], width: int = 960, lane: int = 18) -> str:
-    """The steps as spans on a time axis, one lane each for model calls, tools and waits.
+_STATE_STROKES = {
+    SpanState.FAILED: "#c03030",
+    SpanState.RETRIED: "#c03030",
+    SpanState.IN_DOUBT: "#c03030",
+    SpanState.SALVAGED: "#d69a2d",
+}
 
-    Drawn here from the steps' start and end times (an inline SVG, no script); each span
-    is coloured as the app colours its kind and titled with its step.
+
+def timeline_svg(
+    steps: Sequence[StepEntry], width: int = 960, lane: int = 18, *, live: bool = False
+) -> str:
+    """The run on a time axis as an inline SVG: the app's time-axis lanes and spans.
+
+    The layout is :class:`~desktop_agent.client.timeaxis.TimeAxis`'s, as the run pane's
+    time-axis view paints it: one lane each for model calls, tools, each reason of a
+    wait and hibernation, at most one bar per pixel column (so a 10,000-step run is a
+    picture of bounded size). Each bar has its kind's colour and its step as a tooltip;
+    failed and retried spans are outlined in red.
     """
-    timed = [e for e in steps if e.started_at]
-    if not timed:
+    if not any(e.started_at for e in steps):
         return ""
-    start = min(e.started_at for e in timed)
-    end = max((e.finished_at or e.started_at) for e in timed)
-    span = max(end - start, 1e-6)
-    lanes = [name for name in _LANES if any(_lane(e.kind) == name for e in timed)]
-    label_w = 70
-    scale = (width - label_w - 20) / span
+    axis = TimeAxis(steps, live=live)
+    now = time.time() if live else max((e.finished_at or e.started_at) for e in steps)
+    extent = axis.extent(now)
+    if extent is None:
+        return ""
+    t0, t1 = extent
+    span = max(t1 - t0, 1e-6)
+    label_w = 120
+    plot_w = width - label_w - 20
+    lanes = [name for name in LANES if axis.spans(name)]
     axis_y = lane * len(lanes) + 8
     parts = [
         f"<svg xmlns='http://www.w3.org/2000/svg' width='{width}' height='{axis_y + 20}' "
@@ -309,23 +316,26 @@ def timeline_svg(steps: Sequence[StepEntry], width: int = 960, lane: int = 18) -
     for row, name in enumerate(lanes):
         y = row * lane + 4
         parts.append(
-            f"<rect x='{label_w}' y='{y}' width='{width - label_w - 20}' height='{lane - 4}' "
-            f"fill='#f3f3f3'/><text x='0' y='{y + lane - 8}' font-size='12'>{name}</text>"
+            f"<rect x='{label_w}' y='{y}' width='{plot_w}' height='{lane - 4}' fill='#f3f3f3'/>"
+            f"<text x='0' y='{y + lane - 8}' font-size='12'>{html.escape(name.label)}</text>"
         )
-        for e in (e for e in timed if _lane(e.kind) == name):
-            x = label_w + (e.started_at - start) * scale
-            w = max(1.0, ((e.finished_at or end) - e.started_at) * scale)
-            color = stepkinds.describe(e.kind).colors.light
-            title = html.escape(f"#{e.seq} {_label(e.kind)} {e.name} ({_duration(e)})")
+        hibernating = name == Lane.HIBERNATION
+        for bar in axis.bars(name, t0, t0 + span, plot_w, now):
+            s = bar.span
+            color = "#b8b8b8" if hibernating else stepkinds.describe(s.kind).colors.light
+            stroke = _STATE_STROKES.get(s.state)
+            outline = f" stroke='{stroke}' stroke-width='1.5'" if stroke else ""
+            more = f" and {bar.merged - 1} more" if bar.merged > 1 else ""
+            tip = html.escape(f"#{s.seq} {s.label} ({s.state.value}){more}")
             parts.append(
-                f"<rect x='{x:.1f}' y='{y}' width='{w:.1f}' height='{lane - 4}' "
-                f"fill='{color}'><title>{title}</title></rect>"
+                f"<rect x='{label_w + bar.x0}' y='{y}' width='{bar.x1 - bar.x0 + 1}' "
+                f"height='{lane - 4}' fill='{color}'{outline}><title>{tip}</title></rect>"
             )
     parts.append(
-        f"<line x1='{label_w}' y1='{axis_y}' x2='{width - 20}' y2='{axis_y}' stroke='#888'/>"
+        f"<line x1='{label_w}' y1='{axis_y}' x2='{label_w + plot_w}' y2='{axis_y}' stroke='#888'/>"
     )
     for t in _ticks(span):
-        x = label_w + t * scale
+        x = label_w + t * plot_w / span
         parts.append(
             f"<line x1='{x:.1f}' y1='{axis_y}' x2='{x:.1f}' y2='{axis_y + 4}' stroke='#888'/>"
             f"<text x='{x:.1f}' y='{axis_y + 16}' font-size='11' text-anchor='middle'>"
@@ -405,13 +415,14 @@ def to_html(doc: RunDocument) -> str:
         names = "".join(f"<li><code>{e(_safe(n))}</code></li>" for n in doc.written)
         written = f"<h2>Files it wrote</h2><ul>{names}</ul>"
     report = f"<h2>Report</h2><pre>{e(_safe(doc.report))}</pre>" if doc.report else ""
+    picture = timeline_svg(doc.steps, live=run.status.is_active)
     goal = f"<p class='goal'>{e(_safe(run.goal))}</p>" if run.title not in ("", run.goal) else ""
     return (
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
         f"<title>{title}</title><style>{_STYLE}</style></head><body>"
         f"<h1>{title}</h1>{goal}"
         f"<table class='facts'>{facts}</table>{plan}"
-        f"<h2>Timeline</h2>{timeline_svg(doc.steps)}<p class='legend'>{legend}</p>"
+        f"<h2>Timeline</h2>{picture}<p class='legend'>{legend}</p>"
         "<h2>Steps</h2><table class='steps'><tr><th style='width:3.5em'>#</th>"
         "<th style='width:5.5em'>kind</th><th style='width:9em'>name</th>"
         "<th>what (click for details)</th><th style='width:6.5em'>status</th>"
