@@ -418,9 +418,7 @@ def cmd_show(args: argparse.Namespace, out: Out) -> int:
 def cmd_rerun(args: argparse.Namespace, out: Out) -> int:
     """Start a run again; prints the new run's id (a worker picks it up)."""
     client = _client(args)
-    run = client.run_again(
-        args.run, goal=args.goal, model=args.model, max_cost_usd=args.max_cost
-    )
+    run = client.run_again(args.run, goal=args.goal, model=args.model, max_cost_usd=args.max_cost)
     pid = client.ensure_worker()
     started = f" (started worker pid {pid})" if pid else ""
     out.emit(f"{run.id}{started}", {**run_json(run), "worker_started": pid})
