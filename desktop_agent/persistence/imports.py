@@ -20,7 +20,7 @@ from sqlalchemy import Table, delete, select
 from sqlalchemy.exc import OperationalError
 
 from desktop_agent.domain.errors import InvalidInputError, StorageError
-from desktop_agent.persistence import search
+from desktop_agent.persistence import forks, search
 from desktop_agent.persistence.archive import Archiver, find_archived
 from desktop_agent.persistence.db import Database
 from desktop_agent.persistence.files import fsync_dir
@@ -58,7 +58,31 @@ def run_record(db: Database, run_id: str) -> dict[str, Any]:
     records = Archiver(db, Path())._records([run_id])
     if not records:
         raise StorageError(f"run {run_id} is not in the database")
-    return records[0]
+    record = records[0]
+    at = int(record["run"].get("forked_at_seq") or 0)
+    if record["run"].get("forked_from") and at > 0:
+        # A fork's first steps are its parent's rows (read, not copied): a record that
+        # leaves the database carries them as its own, and stands alone.
+        with db.read() as conn:
+            segments, _found = forks.lineage(conn, run_id)
+            stmt = select(steps).where(forks.journal_where(segments), steps.c.seq <= at)
+            rows = conn.execute(stmt.order_by(steps.c.seq)).mappings()
+            shared = [_decoded(steps, row) for row in rows]
+        for row in shared:
+            row["run_id"] = run_id
+        record["steps"] = shared + [r for r in record["steps"] if int(r["seq"]) > at]
+        record["run"]["forked_at_seq"] = 0
+        record["shared_steps_copied"] = at
+    return record
+
+
+def _decoded(table: Table, row: Any) -> dict[str, Any]:
+    item = dict(row)
+    for col in _JSON_COLUMNS.get(table, ()):
+        if isinstance(item.get(col), str):
+            with contextlib.suppress(ValueError):
+                item[col] = json.loads(item[col])
+    return item
 
 
 def where_known(db: Database, archives: Path, run_id: str) -> str | None:

@@ -112,3 +112,21 @@ def test_a_file_over_the_cap_is_left_out_with_a_note(
     assert info.files == ("report.md",)
     assert info.left_out and info.left_out[0].startswith("findings.md: ")
     assert "more than the 60 a bundle carries" in info.left_out[0]
+
+
+def test_a_forks_bundle_carries_the_steps_it_shares_with_its_parent(
+    client: Client, make_executor: MakeExecutor, workspace: Path
+) -> None:
+    from desktop_agent.client.forks import fork
+
+    parent = secret_run(client, make_executor, workspace)
+    child = fork(client, parent, 2, note="Write the findings as a table")
+    _info, data = bundle_bytes(client, child.id)
+    out = workspace.parent / "fork.tar.gz"
+    out.write_bytes(data)
+    record = json.loads(bundle_members(out)["run.jsonl"])
+    shared = [s for s in record["steps"] if s["seq"] <= 2]
+    assert [s["seq"] for s in shared] == [1, 2] and shared[1]["name"] == "update_plan"
+    assert {s["run_id"] for s in record["steps"]} == {child.id}
+    assert record["run"]["forked_at_seq"] == 0 and record["shared_steps_copied"] == 2
+    assert no_secret(json.dumps(record))
