@@ -29,6 +29,7 @@ end times, so painting a 100,000-step run costs what the view is wide.
 
 from __future__ import annotations
 
+import gc
 import json
 import math
 from bisect import bisect_left, bisect_right
@@ -39,6 +40,9 @@ from enum import StrEnum
 from desktop_agent.client.stepkinds import describe
 from desktop_agent.client.views import StepEntry
 from desktop_agent.domain import StepKind, StepStatus
+
+_GC_PAUSE_STEPS = 2000
+"""Updates bigger than this pause the garbage collector (a run opened whole)."""
 
 IDLE_GAP_S = 30.0
 """A gap between two steps longer than this is drawn as hibernation (steps of a working
@@ -98,6 +102,16 @@ _LANE_OF_KIND = {
 }
 _WAIT_KINDS = frozenset({StepKind.APPROVAL, StepKind.SLEEP, StepKind.BUDGET, StepKind.QUESTION})
 
+# Enum members hash in Python code (``Enum.__hash__``) and class attribute lookups of
+# members are slow on 3.11: deriving 100,000 steps spent most of its time there. The
+# derivation looks kinds up by identity instead (members are singletons).
+_WAITS_BY_ID = frozenset(id(k) for k in _WAIT_KINDS)
+_LANE_BY_KIND_ID = {id(k): lane for k, lane in _LANE_OF_KIND.items()}
+_LABEL_BY_KIND_ID = {id(k): describe(k).label for k in StepKind}
+_MODEL_CALL = StepKind.MODEL_CALL
+_STARTED = StepStatus.STARTED
+_FAILED = StepStatus.FAILED
+
 
 def lane_of(kind: StepKind) -> Lane:
     """The lane a step of ``kind`` is drawn on."""
@@ -117,6 +131,10 @@ class SpanState(StrEnum):
     """Still going: it grows with the clock."""
     IN_DOUBT = "in_doubt"
     """Started but never finished, and the run no longer works on it."""
+
+
+_S_OK, _S_FAILED, _S_RETRIED = SpanState.OK, SpanState.FAILED, SpanState.RETRIED
+_S_SALVAGED, _S_OPEN, _S_IN_DOUBT = SpanState.SALVAGED, SpanState.OPEN, SpanState.IN_DOUBT
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,6 +223,7 @@ class TimeAxis:
         self._live = live
         self._open: set[int] = set()
         self._dirty = 0
+        self._labels: dict[tuple[int, str], str] = {}
         self.update(entries)
 
     # ------------------------------------------------------------------ updates
@@ -231,6 +250,17 @@ class TimeAxis:
         Only the changed steps and the one before each are derived again (a step's spans
         read the next step: its retry, the end of a rate-limit wait or of an idle gap).
         """
+        if not isinstance(entries, Sequence) or len(entries) > _GC_PAUSE_STEPS:
+            paused = gc.isenabled()
+            gc.disable()  # every object made here is kept: collections would find nothing
+            try:
+                return self._update(entries)
+            finally:
+                if paused:
+                    gc.enable()
+        return self._update(entries)
+
+    def _update(self, entries: Iterable[StepEntry]) -> int:
         added = 0
         for entry in entries:
             i = self._by_seq.get(entry.seq)
@@ -263,11 +293,12 @@ class TimeAxis:
             return
         for lane in self._lanes.values():
             lane.truncate(start)
+        lanes = {id(lane): index for lane, index in self._lanes.items()}
         for i in range(start, n):
             spans = self._derive(i)
             self._derived[i] = spans
             for span in spans:
-                self._lanes[span.lane].append(i, span)
+                lanes[id(span.lane)].append(i, span)
         self._dirty = n
 
     # ------------------------------------------------------------------ derivation
@@ -277,7 +308,8 @@ class TimeAxis:
         entry = self._entries[i]
         after = self._entries[i + 1] if i + 1 < len(self._entries) else None
         out = [self._main_span(entry, after)]
-        if entry.kind in _WAIT_KINDS:
+        waits = id(entry.kind) in _WAITS_BY_ID
+        if waits:
             out.append(_replace_lane(out[0], Lane.HIBERNATION))
         if _rate_limited(entry):
             end = after.started_at if after is not None else None
@@ -290,7 +322,7 @@ class TimeAxis:
                 out.append(wait)
                 out.append(_replace_lane(wait, Lane.HIBERNATION))
                 return tuple(out)
-        if after is not None and entry.kind not in _WAIT_KINDS:
+        if after is not None and not waits:
             done = entry.finished_at if entry.finished_at is not None else entry.started_at
             if after.started_at - done > IDLE_GAP_S:
                 out.append(
@@ -307,40 +339,43 @@ class TimeAxis:
         return tuple(out)
 
     def _main_span(self, entry: StepEntry, after: StepEntry | None) -> Span:
+        kind_id = id(entry.kind)
+        key = (kind_id, entry.name)
+        label = self._labels.get(key)
+        if label is None:
+            label = f"{_LABEL_BY_KIND_ID[kind_id]} {entry.name}".strip()
+            self._labels[key] = label
         return Span(
-            lane_of(entry.kind),
+            _LANE_BY_KIND_ID[kind_id],
             entry.started_at,
             entry.finished_at if entry.finished_at is not None else self._open_end(entry),
             entry.seq,
             entry.kind,
-            f"{describe(entry.kind).label} {entry.name}".strip(),
+            label,
             self._state(entry, after),
             entry.attempt,
         )
 
     def _open_end(self, entry: StepEntry) -> float | None:
         """An open step grows while the run works; else it ends where it was last seen."""
-        if self._live or entry.kind in _WAIT_KINDS:
+        if self._live or id(entry.kind) in _WAITS_BY_ID:
             return None
         return entry.started_at
 
     def _state(self, entry: StepEntry, after: StepEntry | None) -> SpanState:
-        if entry.status == StepStatus.STARTED:
-            if self._live or entry.kind in _WAIT_KINDS:
-                return SpanState.OPEN
-            return SpanState.IN_DOUBT
-        if entry.status == StepStatus.FAILED:
-            retried = (
-                entry.kind == StepKind.MODEL_CALL
-                and after is not None
-                and after.kind == StepKind.MODEL_CALL
-            )
-            return SpanState.RETRIED if retried else SpanState.FAILED
+        status = entry.status
+        if status is _STARTED:
+            if self._live or id(entry.kind) in _WAITS_BY_ID:
+                return _S_OPEN
+            return _S_IN_DOUBT
+        if status is _FAILED:
+            retried = entry.kind is _MODEL_CALL and after is not None and after.kind is _MODEL_CALL
+            return _S_RETRIED if retried else _S_FAILED
         if entry.salvaged_json and entry.salvaged_json not in ("[]", "null"):
-            return SpanState.SALVAGED
+            return _S_SALVAGED
         if entry.attempt > 1:
-            return SpanState.RETRIED
-        return SpanState.OK
+            return _S_RETRIED
+        return _S_OK
 
     # ------------------------------------------------------------------ queries
 
@@ -442,7 +477,7 @@ def _replace_lane(span: Span, lane: Lane) -> Span:
 
 def _rate_limited(entry: StepEntry) -> bool:
     """A failed model call the API turned away for now (the run sleeps, then retries)."""
-    if entry.kind != StepKind.MODEL_CALL or entry.status != StepStatus.FAILED:
+    if entry.kind is not _MODEL_CALL or entry.status is not _FAILED:
         return False
     if not entry.output_json or "rate_limited" not in entry.output_json:
         return False

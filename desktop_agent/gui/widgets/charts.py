@@ -13,8 +13,9 @@ from dataclasses import dataclass
 
 from PySide6.QtCore import QPointF, QRectF, QSize, Qt
 from PySide6.QtGui import QColor, QFontMetrics, QPainter, QPainterPath, QPaintEvent, QPalette, QPen
-from PySide6.QtWidgets import QSizePolicy, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QCheckBox, QSizePolicy, QVBoxLayout, QWidget
 
+from desktop_agent.client.stepkinds import describe
 from desktop_agent.client.views import StepEntry
 from desktop_agent.domain import StepKind, StepStatus
 from desktop_agent.gui import fmt, theme
@@ -234,19 +235,36 @@ def bars(entries: Sequence[StepEntry], columns: int, now: float) -> list[Bar]:
     return out
 
 
+def without_waits(entries: Sequence[StepEntry]) -> list[StepEntry]:
+    """The steps that work (model calls, tools…), not those that wait (approvals, timers…)."""
+    return [e for e in entries if not describe(e.kind).waits]
+
+
 class StepDurationChart(_Chart):
-    """How long each step took, colored by kind (failed steps outlined in red)."""
+    """How long each step took, colored by kind (failed steps outlined in red).
+
+    Waits (approvals, timers, budgets, questions) are left out unless asked for: one
+    overnight approval made every working step a flat line at the bottom.
+    """
 
     title = "Step durations"
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
+        self.all_entries: Sequence[StepEntry] = ()
         self.entries: Sequence[StepEntry] = ()
+        self.include_waits = False
 
     def set_entries(self, entries: Sequence[StepEntry]) -> None:
-        """Plot these steps."""
-        self.entries = entries
+        """Plot these steps (their waits only if :attr:`include_waits`)."""
+        self.all_entries = entries
+        self.entries = entries if self.include_waits else without_waits(entries)
         self.update()
+
+    def set_include_waits(self, include: bool) -> None:
+        """Plot waits too, or leave them out."""
+        self.include_waits = include
+        self.set_entries(self.all_entries)
 
     def paintEvent(self, event: QPaintEvent) -> None:
         """Draw the bars."""
@@ -314,10 +332,16 @@ class ChartsPanel(QWidget):
         super().__init__(parent)
         self.cost = CostTokensChart(self)
         self.durations = StepDurationChart(self)
+        self.include_waits = QCheckBox("Include waits in step durations", self)
+        self.include_waits.setToolTip(
+            "Approvals, timers, budgets and questions: they can last hours and flatten the rest"
+        )
+        self.include_waits.toggled.connect(self.durations.set_include_waits)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(8, 8, 8, 8)
         layout.addWidget(self.cost, 1)
         layout.addWidget(self.durations, 1)
+        layout.addWidget(self.include_waits)
 
     def set_entries(self, entries: Sequence[StepEntry], *, simulated: bool = False) -> None:
         """Plot the steps of the selected run."""

@@ -27,7 +27,11 @@ from desktop_agent.gui.poller import StepsBatch
 from desktop_agent.gui.widgets.charts import ChartsPanel
 from desktop_agent.gui.widgets.header import RunHeader
 from desktop_agent.gui.widgets.inspector import StepInspector
+from desktop_agent.gui.widgets.timeaxis import TimeAxisPanel
 from desktop_agent.gui.widgets.timeline import TimelineView
+
+_LIVE = frozenset({RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.WAITING})
+"""Statuses of a run that works or will by itself: its open steps are going, not in doubt."""
 
 
 class RunDetailPane(QWidget):
@@ -100,7 +104,18 @@ class RunDetailPane(QWidget):
         ll = QVBoxLayout(left)
         ll.setContentsMargins(0, 0, 0, 0)
         ll.addLayout(bar)
-        ll.addWidget(self.timeline, 1)
+        # The time axis sits under the list, not in a tab: a bar clicked there selects its
+        # row in the list and shows the step in the inspector, all three in sight at once.
+        # The axis is wide and short (a lane a line), as the list's column is.
+        self.timeaxis = TimeAxisPanel(self)
+        self.timeaxis.view.step_clicked.connect(self._on_timeaxis_step_clicked)
+        self.list_split = QSplitter(Qt.Orientation.Vertical, left)
+        self.list_split.addWidget(self.timeline)
+        self.list_split.addWidget(self.timeaxis)
+        self.list_split.setStretchFactor(0, 3)
+        self.list_split.setStretchFactor(1, 2)
+        self.list_split.setSizes([420, 280])
+        ll.addWidget(self.list_split, 1)
         ll.addWidget(self.stream_label)
         ll.addWidget(self.stream)
         self.inspector = StepInspector(self)
@@ -136,6 +151,7 @@ class RunDetailPane(QWidget):
         self._show_stream()
         self.show_events(())
         self.charts.set_entries(())
+        self.timeaxis.view.set_entries((), live=self._live())
         self.timeline_label.setText(
             "<b>Timeline</b>" if row else "<b>Timeline</b> (no run selected)"
         )
@@ -146,6 +162,7 @@ class RunDetailPane(QWidget):
             self.row = row
             self.header.show_row(row)
             self._show_stream()  # the panel goes when the run stops working
+            self.timeaxis.view.set_live(self._live())
 
     def show_pending(self, approvals: Sequence[Approval]) -> None:
         """The shown run's approvals that wait for the analyst (the header's banner)."""
@@ -157,8 +174,10 @@ class RunDetailPane(QWidget):
             return
         if batch.from_seq == 1 and self.model.rowCount():
             self.model.reset(batch.run_id, batch.entries)
+            self.timeaxis.view.set_entries(batch.entries, live=self._live(), keep_range=True)
         else:
             self.model.merge(batch.entries)
+            self.timeaxis.view.update_entries(batch.entries)
         self.show_events(batch.events)
         self._show_stream()
         current = self.current_entry()
@@ -185,12 +204,31 @@ class RunDetailPane(QWidget):
     def tick(self) -> None:
         """Once a second: the time worked, and the running time of open steps."""
         self.header.tick()
+        self.timeaxis.view.tick()
         if self.model.has_open():
             self.timeline.viewport().update()
 
     def stop(self) -> None:
         """Stop timers (the window is closing)."""
         self._charts_timer.stop()
+
+    def _live(self) -> bool:
+        """Whether the shown run works (its open steps grow; else they are in doubt)."""
+        return self.row is not None and self.row.run.status in _LIVE
+
+    def select_step(self, seq: int) -> bool:
+        """Select step ``seq`` in the list (and so in the inspector); False if unknown."""
+        row = self.model.row_of(seq)
+        if row < 0:
+            return False
+        index = self.model.index(row)
+        self.timeline.setCurrentIndex(index)
+        self.timeline.scrollTo(index)
+        return True
+
+    @Slot(int)
+    def _on_timeaxis_step_clicked(self, seq: int) -> None:
+        self.select_step(seq)
 
     def current_entry(self) -> StepEntry | None:
         """The step selected in the timeline."""
@@ -243,7 +281,9 @@ class RunDetailPane(QWidget):
 
     @Slot(QItemSelection, QItemSelection)
     def _on_timeline_selection_changed(self, _sel: QItemSelection, _desel: QItemSelection) -> None:
-        self.inspector.show_entry(self.current_entry(), self.thought_of)
+        current = self.current_entry()
+        self.inspector.show_entry(current, self.thought_of)
+        self.timeaxis.view.set_selected(current.seq if current is not None else None)
 
     @Slot(QModelIndex)
     def _on_timeline_double_clicked(self, index: QModelIndex) -> None:
@@ -314,6 +354,7 @@ class RunDetailPane(QWidget):
         """Redo what was colored from the palette (after a light/dark switch)."""
         self.header.banner.refresh_colors()
         self.header.show_row(self.row)
+        self.timeaxis.view.refresh_colors()
         current = self.current_entry()
         self.inspector.entry = None
         self.inspector.show_entry(current, self.thought_of)
