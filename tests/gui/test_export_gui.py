@@ -56,3 +56,29 @@ def test_the_export_action_asks_format_and_file_and_writes_a_bundle(
     assert str(target) in window.statusBar().currentMessage()
     with tarfile.open(target, "r:gz") as tar:
         assert {"manifest.json", "run.jsonl"} <= set(tar.getnames())
+
+
+def test_import_brings_a_bundle_in_and_says_so_or_why_not(
+    qtbot: QtBot, open_window: OpenWindow, workspace: Path, tmp_path: Path
+) -> None:
+    from desktop_agent.client.export import bundle_bytes
+
+    colleague = Client(tmp_path / "colleague" / "desktop-agent.db")
+    try:
+        run_id = first_run(colleague, workspace)
+        bundle = tmp_path / "from-a-colleague.tar.gz"
+        bundle.write_bytes(bundle_bytes(colleague, run_id)[1])
+    finally:
+        colleague.close()
+    window = open_window()
+    assert window.acts["import"].isEnabled()
+    window.import_bundle(bundle)
+    qtbot.waitUntil(lambda: "Imported run" in window.statusBar().currentMessage())
+    assert run_id in window.statusBar().currentMessage()
+    window.import_bundle(bundle)  # twice: refused
+    qtbot.waitUntil(lambda: "already here (among the archived runs)" in window.last_error)
+    broken = tmp_path / "notes.tar.gz"
+    broken.write_text("not a bundle")
+    window.import_bundle(broken)
+    qtbot.waitUntil(lambda: "is not a desktop-agent bundle" in window.last_error)
+    assert window.last_error.startswith("Could not import the run: ")

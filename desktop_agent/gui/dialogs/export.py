@@ -1,4 +1,4 @@
-"""File > Export run…: pick a format and a file for the selected run.
+"""File > Export run…: pick a format and a file for the selected run; File > Import run….
 
 The dialog only asks; the export itself runs off the GUI thread (the main window hands
 :meth:`ExportDialog.choice` to the ``TaskRunner``) and the status bar says where the file
@@ -111,3 +111,11 @@ class ExportDialog(QDialog):
         path, _ = QFileDialog.getSaveFileName(self, "Export run to", str(self.path()))
         if path:
             self.set_path(Path(path))
+
+
+def choose_bundle(parent: QWidget | None) -> Path | None:
+    """Ask for a bundle to import (File > Import run…); None when the analyst cancels."""
+    path, _ = QFileDialog.getOpenFileName(
+        parent, "Import run", str(Path.home()), "Run bundle (*.tar.gz);;All files (*)"
+    )
+    return Path(path) if path else None
