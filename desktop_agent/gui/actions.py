@@ -69,6 +69,9 @@ SPECS: dict[str, ActionSpec] = {
     "export": ActionSpec(
         "&Export run…", "", "Ctrl+E", "Save the selected run as a web page, Markdown or a bundle"
     ),
+    "import": ActionSpec(
+        "&Import run…", "", "", "Bring in a run exported as a bundle elsewhere, read-only"
+    ),
     "usage": ActionSpec("&Usage…", "", "", "What all runs spent, per day, model, schedule"),
     "compare": ActionSpec(
         "&Compare runs", "", "Ctrl+Shift+D", "Compare the two selected runs step by step"
@@ -117,7 +120,7 @@ TOOLBAR: tuple[str | None, ...] = (
     "settings",
 )
 MENUS: tuple[tuple[str, tuple[str | None, ...]], ...] = (
-    ("&File", ("new_run", "run_again", "export", "settings", None, "close", "quit")),
+    ("&File", ("new_run", "run_again", "export", "import", "settings", None, "close", "quit")),
     ("&Run", RUN_CONTROLS),
     ("&Approvals", (*APPROVAL_CONTROLS, None, "inbox")),
     (

@@ -27,6 +27,7 @@ from PySide6.QtWidgets import (
 from desktop_agent.client import forks as client_forks
 from desktop_agent.client.api import Client, WorkerStatus
 from desktop_agent.client.checks import RecoveryReport, recovery_report
+from desktop_agent.client.export import Imported
 from desktop_agent.client.messages import plain_error
 from desktop_agent.client.views import (
     RunRow,
@@ -46,7 +47,7 @@ from desktop_agent.gui.commands import RunCommands
 from desktop_agent.gui.controls import Control, allowed_controls
 from desktop_agent.gui.dialogs.approval import ApprovalDialog
 from desktop_agent.gui.dialogs.crash import CrashReportDialog
-from desktop_agent.gui.dialogs.export import ExportDialog
+from desktop_agent.gui.dialogs.export import ExportDialog, choose_bundle
 from desktop_agent.gui.dialogs.fork import ForkDialog
 from desktop_agent.gui.dialogs.new_run import NewRunDialog, NewRunRequest
 from desktop_agent.gui.dialogs.prompts import MessageDialog
@@ -220,6 +221,7 @@ class MainWindow(QMainWindow):
         a["run_again"].triggered.connect(self._on_run_again_triggered)
         a["search_all"].triggered.connect(self.open_search)
         a["export"].triggered.connect(self._on_export_triggered)
+        a["import"].triggered.connect(self._on_import_triggered)
         a["usage"].triggered.connect(self.open_usage)
         self.run_list.table.setContextMenuPolicy(Qt.ContextMenuPolicy.ActionsContextMenu)
         self.run_list.table.addAction(a["run_again"])
@@ -581,6 +583,33 @@ class MainWindow(QMainWindow):
             self.show_error(f"Could not export the run: {plain_error(exc)}")
 
         self.tasks.submit(write, written, failed)
+
+    @Slot()
+    def _on_import_triggered(self) -> None:
+        path = choose_bundle(self)
+        if path is not None:
+            self.import_bundle(path)
+
+    def import_bundle(self, path: Path) -> None:
+        """Bring the bundle at ``path`` in as a read-only archived run, off the GUI thread."""
+        client = self.client
+
+        def bring() -> Imported:
+            from desktop_agent.client.export import import_bundle
+
+            return import_bundle(client, path)
+
+        def brought(done: Imported) -> None:
+            self.statusBar().showMessage(
+                f"Imported run {done.run_id}, read-only among the archived runs "
+                f"(Search all runs finds it; its files are in {done.files_dir})",
+                15_000,
+            )
+
+        def failed(exc: Exception) -> None:
+            self.show_error(f"Could not import the run: {plain_error(exc)}")
+
+        self.tasks.submit(bring, brought, failed)
 
     @Slot()
     def _on_run_again_triggered(self) -> None:
