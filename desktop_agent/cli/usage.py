@@ -1,7 +1,8 @@
-"""``desktop-agent usage [--since DATE] [--json]``: what runs spent.
+"""``desktop-agent usage [--since DATE] [--by GROUP] [--json]``: what runs spent.
 
-Per day, per model, per schedule and per batch, from the steps that spent (see
-:mod:`desktop_agent.client.usage`).
+Per day (local time), per model, per schedule and per batch, from the steps that spent
+(see :mod:`desktop_agent.client.usage`), and this month so far against the monthly spend
+cap when one is set.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from desktop_agent.domain.units import format_usd
 
 if TYPE_CHECKING:
     from desktop_agent.cli.output import Out
-    from desktop_agent.client.usage import Total
+    from desktop_agent.client.usage import Total, Usage
 
 AddParser = Callable[[str, str], argparse.ArgumentParser]
 
@@ -33,6 +34,11 @@ def add_parsers(add: AddParser) -> None:
         default=DEFAULT_SINCE,
         help=f"today, yesterday, 'last 7 days', 2026-11-01 (default: {DEFAULT_SINCE})",
     )
+    p.add_argument(
+        "--by",
+        choices=("day", "model", "schedule", "batch"),
+        help="show only these totals (default: all of them)",
+    )
 
 
 def _line(label: str, t: Total) -> str:
@@ -44,35 +50,53 @@ def cmd_usage(args: argparse.Namespace, out: Out) -> int:
     """Print the totals (or ``--json``)."""
     from desktop_agent.client.api import Client
     from desktop_agent.client.search import date_range
-    from desktop_agent.client.usage import usage_since
 
     since, _ = date_range(time.time(), since=args.since)
     assert since is not None
     client = Client(config.resolve_db_path(getattr(args, "db", None)))
     try:
-        usage = usage_since(client, since)
+        usage = client.usage(since)
     finally:
         client.close()
+    by = getattr(args, "by", None)
     if out.as_json:
-        out.emit("", usage.to_json())
+        data = usage.to_json()
+        if by:
+            for other in ("day", "model", "schedule", "batch"):
+                if other != by:
+                    del data[f"by_{other}"]
+        out.emit("", data)
         return EXIT_OK
     start = time.strftime("%Y-%m-%d", time.localtime(since))
-    echo(f"since {start}:", file=out.stream)
+    echo(f"since {start} (days in local time, {time.strftime('%Z')}):", file=out.stream)
     echo(_line("total", usage.total), file=out.stream)
     groups = (
-        ("per day", usage.by_day, str),
-        ("per model", usage.by_model, model_label),
-        ("per schedule", usage.by_schedule, str),
-        ("per batch", usage.by_batch, str),
+        ("day", "per day", usage.by_day, str),
+        ("model", "per model", usage.by_model, model_label),
+        ("schedule", "per schedule", usage.by_schedule, str),
+        ("batch", "per batch", usage.by_batch, str),
     )
-    for title, group, name in groups:
+    for key, title, group, name in groups:
+        if by and key != by:
+            continue
         if group:
             echo(title + ":", file=out.stream)
             for key, total in group.items():
                 echo(_line(name(key), total), file=out.stream)
-    if not usage.total.calls:
+    if not usage.total.calls and not usage.total.runs:
         echo("  nothing was spent in this period", file=out.stream)
+    echo(_month_line(usage), file=out.stream)
     return EXIT_OK
+
+
+def _month_line(usage: Usage) -> str:
+    """This month so far, against the cap if one is set."""
+    month = time.strftime("%B %Y", time.localtime(usage.month_start))
+    spent = format_usd(usage.month)
+    if usage.cap_usd is None:
+        return f"{month} so far: {spent} (no monthly spend cap set)"
+    share = usage.month / usage.cap_usd * 100 if usage.cap_usd > 0 else 100.0
+    return f"{month} so far: {spent} of the {format_usd(usage.cap_usd)} monthly cap ({share:.0f}%)"
 
 
 COMMANDS: dict[str, Callable[[argparse.Namespace, Out], int]] = {"usage": cmd_usage}

@@ -2,6 +2,12 @@
 
 A run that reaches a limit does not fail: it opens a ``budget`` step and waits for the
 analyst to extend the budget or stop the run.
+
+The global monthly spend cap (``EngineConfig.spend_cap``) is checked the same way before
+each model call: what every run spent this calendar month plus the call's worst case must
+stay within it. Reaching it opens a ``budget`` step named ``monthly``; extending the run's
+own budget does not lift it (the wait is kept): the analyst raises the cap in Settings
+and resumes the run, or stops it.
 """
 
 from __future__ import annotations
@@ -10,7 +16,7 @@ from desktop_agent.domain import JSON, RunStatus, Step, StepKind, WaitReason
 from desktop_agent.domain.units import format_duration, format_usd
 from desktop_agent.engine import fencing
 from desktop_agent.engine.commands import boundary
-from desktop_agent.engine.ports import RunPatch, StepIntent
+from desktop_agent.engine.ports import MONTHLY_CAP, RunPatch, StepIntent
 from desktop_agent.engine.recording import close_wait, open_wait, suspend
 from desktop_agent.engine.request import build_request
 from desktop_agent.engine.run_state import RunState
@@ -62,6 +68,26 @@ def exceeded(rs: RunState, worst_case_usd: float = 0.0) -> str | None:
     return None
 
 
+def monthly_exceeded(rs: RunState, worst_case_usd: float) -> tuple[float, float] | None:
+    """``(spent this month, cap)`` when the next call could pass the monthly cap, else None."""
+    port = rs.cfg.spend_cap
+    cap = port.cap_usd() if port is not None else None
+    if port is None or cap is None:
+        return None
+    month = port.month_spent_usd(rs.clock.now())
+    if month + worst_case_usd > cap:
+        return month, cap
+    return None
+
+
+def limit_reached(rs: RunState, worst_case_usd: float) -> str | None:
+    """The run's own limit reached, else ``monthly`` if the monthly cap is, else None."""
+    limit = exceeded(rs, worst_case_usd)
+    if limit is None and monthly_exceeded(rs, worst_case_usd) is not None:
+        return MONTHLY_CAP
+    return limit
+
+
 def spend_report(rs: RunState, limit: str, worst_case_usd: float) -> dict[str, JSON]:
     """Spend breakdown shown with an extend-budget request."""
     sc = rs.state.scalars
@@ -73,7 +99,12 @@ def spend_report(rs: RunState, limit: str, worst_case_usd: float) -> dict[str, J
     projected = None
     if plan and done:
         projected = cost_usd * len(plan) / done
+    monthly: JSON = None
+    if limit == MONTHLY_CAP:
+        month, cap = monthly_exceeded(rs, worst_case_usd) or (0.0, 0.0)
+        monthly = {"cap_usd": cap, "spent_usd": month}
     return {
+        "monthly_cap": monthly,
         "limit": limit,
         "budget": b.to_json(),
         "spent": {
@@ -106,6 +137,13 @@ def describe(report: JSON) -> str:
     spent = report["spent"]
     b = report["budget"]
     limit = report["limit"]
+    if limit == MONTHLY_CAP:
+        month = report["monthly_cap"]
+        return (
+            f"Monthly spend cap reached: {format_usd(month['spent_usd'])} of "
+            f"{format_usd(month['cap_usd'])} spent this month; raise the cap in Settings "
+            "and resume, or stop"
+        )
     if limit == "cost":
         return (
             f"Budget reached: spent {format_usd(spent['cost_usd'])} of "
@@ -139,7 +177,8 @@ def open_budget_wait(rs: RunState, limit: str, worst_case_usd: float) -> None:
 
 
 def _worst_case(rs: RunState) -> float:
-    if rs.run.budget.max_cost_usd is None:
+    port = rs.cfg.spend_cap
+    if rs.run.budget.max_cost_usd is None and (port is None or port.cap_usd() is None):
         return 0.0
     model = rs.model_for(rs.run.spec.model)
     return model.worst_case_cost(build_request(rs))
@@ -148,7 +187,7 @@ def _worst_case(rs: RunState) -> float:
 def check_before_model_call(rs: RunState) -> None:
     """Open a budget wait if the next call could exceed a limit."""
     worst = _worst_case(rs)
-    limit = exceeded(rs, worst)
+    limit = limit_reached(rs, worst)
     if limit:
         open_budget_wait(rs, limit, worst)
 
@@ -162,11 +201,12 @@ def check_after_model_call(rs: RunState) -> None:
 
 def resume_budget_wait(rs: RunState, step: Step) -> None:
     """Continue once the budget was extended; else keep waiting."""
-    limit = exceeded(rs, _worst_case(rs) if not rs.state.conversation.pending else 0.0)
+    worst = _worst_case(rs) if not rs.state.conversation.pending else 0.0
+    limit = limit_reached(rs, worst)
     if limit is None:
         close_wait(rs, step, {"action": "extend", "budget": rs.run.budget.to_json()})
         return
-    report = spend_report(rs, limit, 0.0)
+    report = spend_report(rs, limit, worst if limit == MONTHLY_CAP else 0.0)
     suspend(
         rs,
         RunPatch(

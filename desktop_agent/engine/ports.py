@@ -157,6 +157,26 @@ class ModelPort(Protocol):
         ...
 
 
+MONTHLY_CAP = "monthly"
+"""The name of a ``budget`` step opened by the monthly spend cap (not a run's own budget)."""
+
+
+class SpendCap(Protocol):
+    """The global monthly spend cap, checked before every model call of every run.
+
+    Adapters keep the month's total cheap to read (a model call must not scan the
+    journal) and re-read the cap when the analyst changes it.
+    """
+
+    def cap_usd(self) -> float | None:
+        """The cap in dollars for a calendar month (None: no cap)."""
+        ...
+
+    def month_spent_usd(self, now: float) -> float:
+        """Dollars every run spent in the local calendar month that contains ``now``."""
+        ...
+
+
 # --------------------------------------------------------------------------- tools
 
 

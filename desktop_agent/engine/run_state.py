@@ -24,6 +24,7 @@ from desktop_agent.engine.ports import (
     JournalStore,
     LeaseGuard,
     ModelPort,
+    SpendCap,
     StepOutcome,
     ToolProvider,
 )
@@ -44,6 +45,7 @@ class EngineConfig:
         crash_hook: test seam called with a named crash point (see ``tests/crash``).
         effect_timeout_s: how long a tool's effect may take when the tool does not say
             (``timeout_s``): the worker's lease must last that long before it starts.
+        spend_cap: the global monthly spend cap (None: none is checked).
     """
 
     snapshot_every: int = 25
@@ -55,6 +57,7 @@ class EngineConfig:
     crash_hook: Callable[[str], None] | None = None
     settings: dict[str, JSON] = field(default_factory=dict)
     effect_timeout_s: float = 30.0
+    spend_cap: SpendCap | None = None
 
 
 class Suspend(ControlFlowInterrupt):

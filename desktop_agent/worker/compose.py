@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import importlib
 import os
 from collections.abc import Callable
 from pathlib import Path
 
-from desktop_agent.config import Settings
+from desktop_agent.config import Settings, settings_path
 from desktop_agent.domain.errors import KnownError
 from desktop_agent.engine.loop import EngineConfig, RunExecutor
 from desktop_agent.engine.ports import Clock, ModelPort, SystemClock
@@ -15,6 +17,7 @@ from desktop_agent.llm.demo import DEMO_MODEL, DemoModel
 from desktop_agent.persistence.db import Database, DbSettings
 from desktop_agent.persistence.ledger import EffectLedger, journal_has_effects
 from desktop_agent.persistence.store import SqlStore
+from desktop_agent.persistence.usage import MonthSpend
 from desktop_agent.secrets import database_password
 from desktop_agent.tools.registry import ToolRegistry
 from desktop_agent.worker.crash import crash_hook_from_env
@@ -88,6 +91,8 @@ def build_executor(
         compaction_threshold=settings.compaction_threshold,
         snapshot_every=snapshot_every_from_env(),
     )
+    if cfg.spend_cap is None:
+        cfg = dataclasses.replace(cfg, spend_cap=MonthSpend(store.db, CapReader(settings, path)))
     return RunExecutor(
         store,
         model_for or ModelFactory(settings),
@@ -95,6 +100,37 @@ def build_executor(
         clock or SystemClock(),
         cfg,
     )
+
+
+class CapReader:
+    """The monthly spend cap as the settings file says now (re-read when it changes).
+
+    The analyst raises the cap in Settings while runs wait for it; the worker must see
+    the new value without a restart. Without a file (a server database), the worker's
+    settings hold.
+    """
+
+    def __init__(self, settings: Settings, db_path: Path | None) -> None:
+        self._db_path = db_path
+        self._path = settings_path(db_path) if db_path is not None else None
+        self._cap = settings.monthly_spend_cap_usd
+        self._stamp: tuple[int, int, int] | None = None
+
+    def __call__(self) -> float | None:
+        """The cap in dollars (None: none)."""
+        if self._path is None or self._db_path is None:
+            return self._cap
+        try:
+            st = self._path.stat()
+        except OSError:
+            return self._cap
+        stamp = (st.st_mtime_ns, st.st_size, st.st_ino)
+        if stamp != self._stamp:
+            self._stamp = stamp
+            # A broken file keeps the last good cap (the app refuses to save one).
+            with contextlib.suppress(KnownError):
+                self._cap = Settings.load(self._db_path).monthly_spend_cap_usd
+        return self._cap
 
 
 def snapshot_every_from_env() -> int:

@@ -212,6 +212,15 @@ class SettingsDialog(QDialog):
         self.steps.setValue(s.default_max_steps or 0)
         self.time = QLineEdit(format_duration(s.default_max_time_s) if s.default_max_time_s else "")
         self.time.setPlaceholderText("no limit (e.g. 2h, 3d)")
+        self.monthly_cap = QDoubleSpinBox(page)
+        self.monthly_cap.setRange(0, 1_000_000)
+        self.monthly_cap.setPrefix("$ ")
+        self.monthly_cap.setSpecialValueText("no cap")
+        self.monthly_cap.setValue(s.monthly_spend_cap_usd or 0)
+        self.monthly_cap.setToolTip(
+            "What all runs together may spend in a calendar month; a run that would pass it "
+            "waits until you raise the cap and resume it, or stop it"
+        )
         self.ask_unsafe = QCheckBox("Ask before every tool whose effect cannot be undone", page)
         self.ask_unsafe.setChecked(s.ask_unsafe)
         self.ask_overwrite = QCheckBox("Ask before a write that overwrites different content", page)
@@ -231,6 +240,7 @@ class SettingsDialog(QDialog):
         form.addRow("Cost budget", self.cost)
         form.addRow("Step budget", self.steps)
         form.addRow("Time budget", self.time)
+        form.addRow("Monthly spend cap", self.monthly_cap)
         form.addRow(QLabel("<b>Approvals</b>", page))
         form.addRow(self.ask_unsafe)
         form.addRow(self.ask_overwrite)
@@ -394,6 +404,7 @@ class SettingsDialog(QDialog):
         s.default_max_steps = self.steps.value() or None
         t = self.time.text().strip()
         s.default_max_time_s = parse_duration(t) if t else None
+        s.monthly_spend_cap_usd = self.monthly_cap.value() or None
         s.ask_unsafe = self.ask_unsafe.isChecked()
         s.ask_overwrite = self.ask_overwrite.isChecked()
         d = self.deadline.text().strip()

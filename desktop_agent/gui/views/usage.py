@@ -1,7 +1,8 @@
 """What all runs spent (View > Usage).
 
-A chart of spend per day, and totals per model, schedule and batch: the same figures as
-``desktop-agent usage``, read on the task pool.
+A chart of spend per day (local days), switchable to per model, schedule or batch; totals
+per model, schedule and batch; this month so far against the monthly spend cap. The same
+figures as ``desktop-agent usage``, read on the task pool.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from PySide6.QtWidgets import (
     QComboBox,
     QHBoxLayout,
     QLabel,
+    QProgressBar,
     QTreeWidget,
     QTreeWidgetItem,
     QVBoxLayout,
@@ -22,7 +24,7 @@ from PySide6.QtWidgets import (
 
 from desktop_agent.client.api import Client
 from desktop_agent.client.messages import plain_error
-from desktop_agent.client.usage import Total, Usage, usage_since
+from desktop_agent.client.usage import Total, Usage
 from desktop_agent.client.views import model_label
 from desktop_agent.domain import RunStatus
 from desktop_agent.domain.units import format_usd
@@ -30,6 +32,8 @@ from desktop_agent.gui import theme
 from desktop_agent.gui.tasks import TaskRunner
 
 PERIODS = ((7, "Last 7 days"), (30, "Last 30 days"), (90, "Last 90 days"))
+GROUPS = (("day", "Per day"), ("model", "Per model"), ("schedule", "Per schedule"),
+          ("batch", "Per batch"))  # fmt: skip
 DAY = 86400.0
 
 
@@ -46,46 +50,82 @@ def days_of(since: float, now: float) -> list[str]:
 
 
 class DailyChart(QWidget):
-    """Spend per day as bars, every day of the period shown (days without spend at zero)."""
+    """Spend as bars, the highest amount as the scale.
+
+    Every day of the period (days without spend at zero), or one bar per model, schedule
+    or batch, costliest first, each labelled with its name and amount.
+    """
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.days: list[tuple[str, float]] = []
-        self.setMinimumHeight(180)
+        self.bars: list[tuple[str, float]] = []
+        self.per_day = True
+        self.setMinimumHeight(200)
 
     def sizeHint(self) -> QSize:
         """Wide and short."""
-        return QSize(720, 200)
+        return QSize(720, 220)
 
     def set_days(self, days: list[tuple[str, float]]) -> None:
-        """Show ``(day, dollars)`` pairs."""
-        self.days = days
+        """Show ``(day, dollars)`` pairs, oldest first; only the ends are labelled."""
+        self.bars, self.per_day = days, True
+        self.update()
+
+    def set_groups(self, groups: list[tuple[str, float]]) -> None:
+        """Show ``(name, dollars)`` pairs as they come, each bar labelled."""
+        self.bars, self.per_day = groups, False
         self.update()
 
     def paintEvent(self, event: QPaintEvent) -> None:
-        """Bars with the highest day's amount as the scale."""
+        """Bars with the highest amount as the scale."""
         painter = QPainter(self)
         pal = self.palette()
         fm = painter.fontMetrics()
         rect = QRectF(self.rect()).adjusted(8, 8, -8, -fm.height() - 10)
-        top = max((v for _d, v in self.days), default=0.0)
+        top = max((v for _d, v in self.bars), default=0.0)
         painter.setPen(pal.color(QPalette.ColorRole.Text))
-        if not self.days or top <= 0:
+        if not self.bars or top <= 0:
             painter.drawText(rect, Qt.AlignmentFlag.AlignCenter, "Nothing was spent in this period")
             return
-        painter.drawText(rect.adjusted(0, -4, 0, 0), Qt.AlignmentFlag.AlignLeft, format_usd(top))
-        width = rect.width() / len(self.days)
+        if self.per_day:  # groups carry their amounts above their bars
+            painter.drawText(
+                rect.adjusted(0, -4, 0, 0), Qt.AlignmentFlag.AlignLeft, format_usd(top)
+            )
+        width = rect.width() / len(self.bars)
         color = theme.status_color(RunStatus.RUNNING, pal)
-        for i, (_day, value) in enumerate(self.days):
-            h = (value / top) * (rect.height() - fm.height())
-            bar = QRectF(rect.left() + i * width + 1, rect.bottom() - h, max(1.0, width - 2), h)
+        room = rect.height() - 2 * fm.height()
+        for i, (_label, value) in enumerate(self.bars):
+            h = (value / top) * room
+            gap = 1.0 if self.per_day else min(12.0, width / 6)
+            bar = QRectF(
+                rect.left() + i * width + gap, rect.bottom() - h, max(1.0, width - 2 * gap), h
+            )
             painter.fillRect(bar, color)
-        for i in (0, len(self.days) - 1):
-            label = self.days[i][0][5:]
-            x = rect.left() + i * width
-            align = Qt.AlignmentFlag.AlignLeft if i == 0 else Qt.AlignmentFlag.AlignRight
-            box = QRectF(x if i == 0 else x - 60 + width, rect.bottom() + 4, 60, fm.height())
-            painter.drawText(box, align, label)
+            if not self.per_day:
+                above = QRectF(bar.left() - gap, bar.top() - fm.height() - 2, width, fm.height())
+                painter.drawText(above, Qt.AlignmentFlag.AlignHCenter, format_usd(value))
+        if self.per_day:
+            for i in (0, len(self.bars) - 1):
+                label = self.bars[i][0][5:]
+                x = rect.left() + i * width
+                align = Qt.AlignmentFlag.AlignLeft if i == 0 else Qt.AlignmentFlag.AlignRight
+                box = QRectF(x if i == 0 else x - 60 + width, rect.bottom() + 4, 60, fm.height())
+                painter.drawText(box, align, label)
+            return
+        for i, (label, _value) in enumerate(self.bars):
+            text = fm.elidedText(label, Qt.TextElideMode.ElideMiddle, int(width) - 4)
+            box = QRectF(rect.left() + i * width, rect.bottom() + 4, width, fm.height())
+            painter.drawText(box, Qt.AlignmentFlag.AlignHCenter, text)
+
+
+def month_text(usage: Usage) -> str:
+    """This month so far, against the cap if one is set."""
+    month = time.strftime("%B %Y", time.localtime(usage.month_start))
+    spent = format_usd(usage.month)
+    if usage.cap_usd is None:
+        return f"{month} so far: {spent} (no monthly spend cap: set one in Settings)"
+    share = usage.month / usage.cap_usd * 100 if usage.cap_usd > 0 else 100.0
+    return f"{month} so far: {spent} of the {format_usd(usage.cap_usd)} monthly cap ({share:.0f}%)"
 
 
 def _item(label: str, t: Total) -> QTreeWidgetItem:
@@ -109,16 +149,31 @@ class UsageWindow(QWidget):
             self.period.addItem(label, days)
         self.period.setCurrentIndex(1)
         self.period.currentIndexChanged.connect(self._on_period_current_index_changed)
+        self.group = QComboBox(self)
+        for key, label in GROUPS:
+            self.group.addItem(label, key)
+        self.group.currentIndexChanged.connect(self._on_group_current_index_changed)
+        self.now = time.time()
         self.total = QLabel("Reading…", self)
+        self.month = QLabel("", self)
+        self.month_bar = QProgressBar(self)
+        self.month_bar.setTextVisible(False)
+        self.month_bar.setMaximumHeight(10)
+        self.month_bar.hide()
         self.chart = DailyChart(self)
         self.tree = QTreeWidget(self)
         self.tree.setHeaderLabels(["", "Cost", "Tokens in", "Tokens out", "Runs"])
         self.tree.setColumnWidth(0, 280)
         bar = QHBoxLayout()
         bar.addWidget(self.total, 1)
+        bar.addWidget(self.group)
         bar.addWidget(self.period)
+        month = QHBoxLayout()
+        month.addWidget(self.month)
+        month.addWidget(self.month_bar, 1)
         layout = QVBoxLayout(self)
         layout.addLayout(bar)
+        layout.addLayout(month)
         layout.addWidget(self.chart)
         layout.addWidget(self.tree, 1)
         self.setMinimumSize(640, 480)
@@ -133,6 +188,11 @@ class UsageWindow(QWidget):
     @Slot(int)
     def _on_period_current_index_changed(self, _index: int) -> None:
         self.reload()
+
+    @Slot(int)
+    def _on_group_current_index_changed(self, _index: int) -> None:
+        if self.usage is not None:
+            self.show_chart(self.usage)
 
     def reload(self) -> None:
         """Read the totals of the chosen period (on the task pool)."""
@@ -149,20 +209,18 @@ class UsageWindow(QWidget):
             if not self.closed:
                 self.total.setText(f"Could not read the usage: {plain_error(exc)}")
 
-        self.tasks.submit(lambda: usage_since(client, since), shown, failed)
+        self.tasks.submit(lambda: client.usage(since), shown, failed)
 
     def show_usage(self, usage: Usage, now: float) -> None:
         """Fill the chart and the table."""
-        self.usage = usage
+        self.usage, self.now = usage, now
         t = usage.total
         self.total.setText(
             f"{format_usd(t.cost_usd)} in {t.calls} model call(s) of {len(t.runs)} run(s); "
             f"{t.input_tokens:,} tokens in, {t.output_tokens:,} out"
         )
-        self.chart.set_days(
-            [(d, usage.by_day[d].cost_usd if d in usage.by_day else 0.0)
-             for d in days_of(usage.since, now)]
-        )  # fmt: skip
+        self.show_month(usage)
+        self.show_chart(usage)
         self.tree.clear()
         groups = (
             ("Per model", usage.by_model, model_label),
@@ -177,3 +235,25 @@ class UsageWindow(QWidget):
                 head.addChild(_item(name(key), total))
             self.tree.addTopLevelItem(head)
             head.setExpanded(True)
+
+    def show_month(self, usage: Usage) -> None:
+        """The month's spend, and a gauge of it against the cap when one is set."""
+        self.month.setText(month_text(usage))
+        cap = usage.cap_usd
+        self.month_bar.setVisible(cap is not None)
+        if cap is not None:
+            self.month_bar.setRange(0, 1000)
+            self.month_bar.setValue(min(1000, round(usage.month / cap * 1000)) if cap else 1000)
+
+    def show_chart(self, usage: Usage) -> None:
+        """Bars of the chosen grouping: every day of the period, or the groups' totals."""
+        key = str(self.group.currentData())
+        if key == "day":
+            self.chart.set_days(
+                [(d, usage.by_day[d].cost_usd if d in usage.by_day else 0.0)
+                 for d in days_of(usage.since, self.now)]
+            )  # fmt: skip
+            return
+        name = model_label if key == "model" else str
+        groups = sorted(usage.group(key).items(), key=lambda kv: -kv[1].cost_usd)
+        self.chart.set_groups([(name(k), t.cost_usd) for k, t in groups])

@@ -1,0 +1,163 @@
+"""Spend across runs: the usage totals' rows and the month's total for the monthly cap.
+
+Days are local calendar days (the machine's time zone). A step's spend counts on the day
+it finished (or started, while in flight). Runs archived and removed from the database
+keep their totals in the search index (``search_runs``: cost, model, schedule, batch, but
+no tokens and no steps): they count on the day they were created, the only date kept.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import NamedTuple
+
+from sqlalchemy import func, or_, select, true
+from sqlalchemy.engine import Connection
+
+from desktop_agent.persistence.db import Database
+from desktop_agent.persistence.readmodels import CHUNK, RunKeys
+from desktop_agent.persistence.tables import runs, search_runs, steps
+
+
+class SpendRow(NamedTuple):
+    """What one step spent (a model call or a compaction), and when."""
+
+    run_id: str
+    finished_at: float
+    cost_usd: float
+    input_tokens: int
+    output_tokens: int
+    cache_write_tokens: int
+    cache_read_tokens: int
+
+
+class ArchivedSpend(NamedTuple):
+    """What an archived run spent in all, and how usage groups it."""
+
+    run_id: str
+    created_at: float
+    cost_usd: float
+    model: str
+    schedule_id: str | None
+    batch_id: str | None
+
+
+def spend_since(
+    db: Database, since: float
+) -> tuple[list[SpendRow], list[RunKeys], list[ArchivedSpend]]:
+    """Steps that spent since ``since`` with their runs' keys, and archived runs since then.
+
+    Only steps with a cost or tokens are read (model calls, compactions): tool calls spend
+    nothing, so a day of busy runs is a few thousand rows, not the journal.
+    """
+    when = func.coalesce(steps.c.finished_at, steps.c.started_at)
+    spent = (
+        select(
+            steps.c.run_id,
+            when,
+            steps.c.cost_usd,
+            steps.c.input_tokens,
+            steps.c.output_tokens,
+            steps.c.cache_write_tokens,
+            steps.c.cache_read_tokens,
+        )
+        .where(
+            when >= since,
+            or_(steps.c.cost_usd > 0, steps.c.input_tokens > 0, steps.c.output_tokens > 0),
+        )
+        .order_by(when)
+    )
+    r = search_runs.c
+    archived = select(r.run_id, r.created_at, r.cost_usd, r.model, r.schedule_id, r.batch_id).where(
+        r.archived == true(), r.created_at >= since, r.cost_usd > 0
+    )
+    with db.read() as conn:
+        rows = [SpendRow(*row) for row in conn.execute(spent)]
+        ids = sorted({row.run_id for row in rows})
+        keys: list[RunKeys] = []
+        for start in range(0, len(ids), CHUNK):
+            chunk = ids[start : start + CHUNK]
+            stmt = select(runs.c.id, runs.c.spec, runs.c.schedule_id, runs.c.parent_id).where(
+                runs.c.id.in_(chunk)
+            )
+            keys += [RunKeys(*row) for row in conn.execute(stmt)]
+        gone = [ArchivedSpend(*row) for row in conn.execute(archived)]
+    return rows, keys, gone
+
+
+def month_start(now: float) -> float:
+    """Midnight (local time) of the first day of the calendar month containing ``now``."""
+    t = time.localtime(now)
+    return time.mktime((t.tm_year, t.tm_mon, 1, 0, 0, 0, 0, 0, -1))
+
+
+MANY_RUNS = 50
+"""More runs than this to sum again (a worker's first check): one grouped pass instead."""
+
+TOUCH_MARGIN_S = 5.0
+"""A run's ``updated_at`` lags its last step by at most a second (``store.TOUCH_EVERY_S``)."""
+
+
+class MonthSpend:
+    """The monthly spend cap's port: the cap from the settings, the month's total from here.
+
+    A model call must not scan the journal, so the total is kept per run: one indexed read
+    of the runs touched this month (id and running cost), and a sum over one run's steps
+    (its primary key) only for a run whose cost moved since the last check, typically the
+    run asking. Archived runs created this month count with their whole cost.
+    """
+
+    def __init__(self, db: Database, cap: Callable[[], float | None]) -> None:
+        self.db = db
+        self._cap = cap
+        self._lock = threading.Lock()
+        self._month = 0.0
+        self._runs: dict[str, tuple[float, float]] = {}  # run id -> (run cost, month's part)
+
+    def cap_usd(self) -> float | None:
+        """The cap as the settings say now."""
+        return self._cap()
+
+    def month_spent_usd(self, now: float) -> float:
+        """Dollars spent since the start of ``now``'s month (see the class docstring)."""
+        start = month_start(now)
+        r = search_runs.c
+        touched = select(runs.c.id, runs.c.cost_usd).where(
+            runs.c.updated_at >= start - TOUCH_MARGIN_S, runs.c.cost_usd > 0
+        )
+        archived = select(func.coalesce(func.sum(r.cost_usd), 0.0)).where(
+            r.archived == true(), r.created_at >= start
+        )
+        with self._lock, self.db.read() as conn:
+            if start != self._month:
+                self._month, self._runs = start, {}
+            total = float(conn.execute(archived).scalar_one())
+            moved: dict[str, float] = {}
+            present = conn.execute(touched).all()
+            for run_id, cost in present:
+                known = self._runs.get(run_id)
+                if known is None or known[0] != cost:
+                    moved[str(run_id)] = float(cost)
+            for run_id, part in self._parts(conn, start, moved).items():
+                self._runs[run_id] = (moved[run_id], part)
+            total += sum(self._runs[str(r)][1] for r, _cost in present)
+        return total
+
+    @staticmethod
+    def _parts(conn: Connection, start: float, moved: dict[str, float]) -> dict[str, float]:
+        """This month's spend of each run in ``moved``: by key, or one grouped pass if many."""
+        when = func.coalesce(steps.c.finished_at, steps.c.started_at)
+        spent = func.coalesce(func.sum(steps.c.cost_usd), 0.0)
+        parts = dict.fromkeys(moved, 0.0)
+        if len(moved) > MANY_RUNS:
+            grouped = select(steps.c.run_id, spent).where(when >= start).group_by(steps.c.run_id)
+            for run_id, part in conn.execute(grouped).all():
+                if run_id in parts:
+                    parts[run_id] = float(part)
+            return parts
+        for run_id in moved:
+            one = select(spent).where(steps.c.run_id == run_id, when >= start)
+            parts[run_id] = float(conn.execute(one).scalar_one())
+        return parts

@@ -1,0 +1,104 @@
+"""The monthly spend cap: every model call of every run checks it (real SDK, fake API).
+
+Two runs whose spend together crosses the cap: the first finishes, the second waits with a
+``budget`` step naming the monthly cap; extending its own budget is refused (it would lift
+nothing), a resume without raising the cap waits again, and one after raising it finishes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+
+from desktop_agent.client.api import Client
+from desktop_agent.config import Settings
+from desktop_agent.domain import RunStatus, StepKind, WaitReason
+from desktop_agent.domain.errors import InvalidStateError
+from desktop_agent.llm.claude import ClaudeModel, RetryPolicy
+from desktop_agent.llm.pacing import RateLimitPacer
+from tests.conftest import MakeExecutor, drain
+from tests.helpers.fake_anthropic import FakeAnthropic, Stream, Text
+
+KEY = "sk-ant-api03-test-0123456789abcdef"
+HAIKU = "claude-haiku-4-5"
+
+
+@dataclass
+class _Fallback:
+    fallback_model: str = ""
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeAnthropic]:
+    """Every call reads a million prompt tokens ($1 on Haiku) and answers at once."""
+    with FakeAnthropic(
+        lambda body, i: Stream([Text("Done.")], input_tokens=1_000_000, output_tokens=10)
+    ) as server:
+        yield server
+
+
+def _model(fake: FakeAnthropic) -> ClaudeModel:
+    return ClaudeModel(
+        lambda: KEY,
+        _Fallback(),
+        base_url=fake.url,
+        policy=RetryPolicy(backoff_s=0.01),
+        pacer=RateLimitPacer(),
+        timeout=20.0,
+    )
+
+
+def _set_cap(client: Client, cap: float | None) -> None:
+    settings = Settings.load(client.db_path)
+    settings.monthly_spend_cap_usd = cap
+    settings.save(client.db_path)
+
+
+def test_the_second_run_waits_for_the_cap_until_it_is_raised(
+    client: Client, make_executor: MakeExecutor, fake: FakeAnthropic
+) -> None:
+    _set_cap(client, 1.01)  # above one call's worst case, below two calls
+    executor = make_executor(_model(fake))
+    first = client.start_run("First", model=HAIKU)
+    drain(client._store, executor)
+    assert client.run(first.id).status == RunStatus.COMPLETED
+    spent = client.run(first.id).cost_usd
+    assert spent == pytest.approx(1.0, rel=0.01)
+
+    second = client.start_run("Second", model=HAIKU)
+    drain(client._store, executor)
+    held = client.run(second.id)
+    assert (held.status, held.wait_reason) == (RunStatus.WAITING, WaitReason.BUDGET)
+    assert len(fake.requests) == 1  # the second run's call was never made
+    assert held.status_message.startswith("Monthly spend cap reached: $1.00 of $1.01")
+    (step,) = [s for s in client.steps(second.id) if s.kind == StepKind.BUDGET]
+    assert step.name == "monthly"
+    assert step.input["monthly_cap"]["cap_usd"] == pytest.approx(1.01)
+    assert step.input["monthly_cap"]["spent_usd"] == pytest.approx(spent)
+    assert client.waits_for_monthly_cap(held)
+
+    with pytest.raises(InvalidStateError, match="raise the cap in Settings"):
+        client.extend_budget(second.id, cost_usd=5.0)
+    client.resume(second.id)  # not raised yet: it waits again, nothing is called
+    drain(client._store, executor)
+    again = client.run(second.id)
+    assert (again.status, again.wait_reason) == (RunStatus.WAITING, WaitReason.BUDGET)
+    assert len(fake.requests) == 1
+
+    _set_cap(client, 10.0)
+    client.resume(second.id)
+    drain(client._store, executor)
+    done = client.run(second.id)
+    assert done.status == RunStatus.COMPLETED, done.status_message
+    assert len(fake.requests) == 2
+
+
+def test_without_a_cap_nothing_waits(
+    client: Client, make_executor: MakeExecutor, fake: FakeAnthropic
+) -> None:
+    executor = make_executor(_model(fake))
+    ids = [client.start_run(name, model=HAIKU).id for name in ("One", "Two")]
+    drain(client._store, executor)
+    assert [client.run(i).status for i in ids] == [RunStatus.COMPLETED] * 2
