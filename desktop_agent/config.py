@@ -123,6 +123,8 @@ class Settings:
         default_max_cost_usd: default cost budget of new runs (None: unlimited).
         default_max_steps: default step budget.
         default_max_time_s: default time budget.
+        monthly_spend_cap_usd: what all runs together may spend in a calendar month (local
+            time; None: no cap); checked before every model call, like a run's budget.
         durability: ``FULL`` or ``NORMAL`` (SQLite ``synchronous``).
         workers: runs executed at once by one worker.
         close_action: what closing the main window does: ``tray`` or ``quit``.
@@ -178,6 +180,7 @@ class Settings:
     default_max_cost_usd: float | None = 5.0
     default_max_steps: int | None = 200
     default_max_time_s: float | None = None
+    monthly_spend_cap_usd: float | None = None
     durability: str = "FULL"
     workers: int = 8
     close_action: str = "tray"

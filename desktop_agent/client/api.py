@@ -10,7 +10,7 @@ import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypedDict, Unpack
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 from desktop_agent import config, procs
 from desktop_agent.config import Settings
@@ -27,13 +27,14 @@ from desktop_agent.domain import (
     RunEvent,
     RunStatus,
     Step,
+    StepKind,
     WaitReason,
     WorkerInfo,
 )
 from desktop_agent.domain.errors import InvalidInputError, InvalidStateError, NotFoundError
 from desktop_agent.domain.placement import ANY, parse_placement
 from desktop_agent.engine.edits import edit_problem
-from desktop_agent.engine.ports import CancelToken, SystemClock, ToolContext
+from desktop_agent.engine.ports import MONTHLY_CAP, CancelToken, SystemClock, ToolContext
 from desktop_agent.llm.pricing import MODELS
 from desktop_agent.persistence import search as search_index
 from desktop_agent.persistence.db import Database, DbSettings
@@ -44,6 +45,9 @@ from desktop_agent.secrets import database_password
 from desktop_agent.tools.mcp import CATALOGUE_FILE as MCP_CATALOGUE
 from desktop_agent.tools.mcp import listed_tools
 from desktop_agent.tools.registry import ToolRegistry, default_tools
+
+if TYPE_CHECKING:
+    from desktop_agent.client import usage as usage_totals
 
 DEFAULT_SYSTEM_PROMPT = (
     "You are a careful research agent working for an analyst. Work in small steps with the "
@@ -407,6 +411,8 @@ class Client:
             # Parked with no step in doubt (a model call that kept failing, an error):
             # resuming tries again; a step in doubt is decided with resolve instead.
             or (run.status == RunStatus.NEEDS_ATTENTION and run.attention_seq is None)
+            # Held by the monthly cap: goes on if it was raised, else waits again.
+            or self.waits_for_monthly_cap(run)
         )
         if not ok:
             raise InvalidStateError(_resume_hint(run))
@@ -470,12 +476,24 @@ class Client:
         run = self.run(run_id)
         if run.status.is_terminal:
             raise InvalidStateError(f"run {run.id} already {run.status}")
+        if self.waits_for_monthly_cap(run):
+            raise InvalidStateError(
+                f"run {run.id} waits for the monthly spend cap, not its own budget: "
+                "raise the cap in Settings, then resume the run"
+            )
         self._store.add_command(
             run.id,
             CommandKind.EXTEND_BUDGET,
             {"cost_usd": cost_usd, "steps": steps, "time_s": time_s, "tokens": tokens},
         )
         return run
+
+    def waits_for_monthly_cap(self, run: Run) -> bool:
+        """Whether ``run`` waits because the monthly spend cap was reached."""
+        if run.status != RunStatus.WAITING or run.wait_reason != WaitReason.BUDGET:
+            return False
+        last = self._store.load_steps(run.id, from_seq=run.last_seq)
+        return bool(last) and last[-1].kind == StepKind.BUDGET and last[-1].name == MONTHLY_CAP
 
     def resolve(self, run_id: str, action: str) -> Run:
         """Decide about an effect left in doubt (probe, mark_done, retry, skip) or accept."""
@@ -487,6 +505,12 @@ class Client:
             raise InvalidStateError(f"run {run.id} does not need attention (it is {run.status})")
         self._store.add_command(run.id, CommandKind.RESOLVE, {"action": action})
         return run
+
+    def usage(self, since: float) -> usage_totals.Usage:
+        """Spend and tokens of all runs since ``since``, grouped (see ``client/usage.py``)."""
+        from desktop_agent.client.usage import usage_since
+
+        return usage_since(self, since)
 
     # ------------------------------------------------------------------ search
 
