@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 from pathlib import Path
 
 from desktop_agent.client.api import Client
@@ -27,7 +29,10 @@ def test_rerun_starts_the_same_run_again_with_what_was_changed(
     first = client.run(first_run(client, workspace))
     result = cli(client.db_path, "rerun", first.id[:6], "--model", "demo", "--json")
     assert result.returncode == 0, result.stderr
-    again = client.run(json.loads(result.stdout)["id"])
+    data = json.loads(result.stdout)
+    if data.get("worker_started"):  # rerun starts a worker as run --detach does: end it
+        os.kill(int(data["worker_started"]), signal.SIGTERM)
+    again = client.run(data["id"])
     assert again.id != first.id and again.goal == first.goal
     assert again.model == "demo" and again.workspace == first.workspace
     assert [n for n, _ in again.spec.tools] == [n for n, _ in first.spec.tools]

@@ -8,6 +8,8 @@ shared path; ``--placement`` says otherwise; a worker claims only what it can se
 from __future__ import annotations
 
 import json
+import os
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -72,6 +74,8 @@ def test_the_cli_takes_and_shows_a_placement(client: Client) -> None:
     )  # fmt: skip
     assert started.returncode == 0, started.stderr
     run_id = json.loads(started.stdout)["id"]
+    if json.loads(started.stdout).get("worker_started"):  # --detach started one: end it
+        os.kill(int(json.loads(started.stdout)["worker_started"]), signal.SIGTERM)
     assert json.loads(started.stdout)["placement"] == "pool:gpu"
     shown = cli(client.db_path, "show", run_id)
     assert "  placement: pool:gpu (only workers of the pool gpu run it)" in shown.stdout
