@@ -9,19 +9,29 @@ same command.
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from desktop_agent import config
+from desktop_agent.domain.errors import StorageError
+from desktop_agent.persistence.store import SqlStore
 from desktop_agent.tools.mcp import CATALOGUE_FILE, start_hub
 from desktop_agent.worker.compose import build_executor, open_store, tools_from_env
 from desktop_agent.worker.notify import build_notifier
 from desktop_agent.worker.scheduling import attach_scheduler, clock_from_env
 from desktop_agent.worker.tracing import start_tracing
 from desktop_agent.worker.worker import Worker, WorkerConfig
+
+log = logging.getLogger(__name__)
+
+FIRST_RETRY_S = 0.5
+LAST_RETRY_S = 30.0
+"""How long a worker waits between two tries to reach its database server at start."""
 
 POOLS_ENV = "DESKTOP_AGENT_POOLS"
 """Comma-separated pools a worker serves (with ``desktop-agent worker --pool``)."""
@@ -30,6 +40,36 @@ POOLS_ENV = "DESKTOP_AGENT_POOLS"
 def pools_from_env() -> tuple[str, ...]:
     """The pools named by ``DESKTOP_AGENT_POOLS``."""
     return tuple(p.strip() for p in os.environ.get(POOLS_ENV, "").split(",") if p.strip())
+
+
+def open_store_waiting(
+    db_path: Path,
+    settings: config.Settings,
+    stopping: threading.Event,
+    announce: Callable[[str], None] | None = None,
+) -> SqlStore | None:
+    """Open the store; on a database server that cannot be reached, wait for it.
+
+    A worker started while its PostgreSQL server restarts (or before the network is up)
+    tries again, every 0.5 s at first and at most every 30 s, saying so each time, until
+    the server answers or ``stopping`` is set (then None). A SQLite file that cannot be
+    opened is not a passing state: its error is raised at once.
+    """
+    delay = FIRST_RETRY_S
+    while True:
+        try:
+            return open_store(db_path, settings)
+        except StorageError as exc:
+            if config.database_url(db_path) is None:
+                raise
+            message = f"{exc}; trying again in {delay:g} s"
+            if announce is not None:
+                announce(message)
+            else:
+                log.warning("%s", message)
+        if stopping.wait(delay):
+            return None
+        delay = min(LAST_RETRY_S, delay * 2)
 
 
 def serve(
@@ -57,7 +97,19 @@ def serve(
     if nice and hasattr(os, "nice"):  # not on Windows, where the worker runs at normal priority
         os.nice(nice)  # before any thread starts: every thread inherits it
     settings = config.Settings.load(db_path)
-    store = open_store(db_path, settings)
+    stopping = threading.Event()
+    worker: Worker | None = None
+
+    def _stop(_sig: int, _frame: Any) -> None:
+        stopping.set()
+        if worker is not None:
+            worker.stop()
+
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    store = open_store_waiting(db_path, settings, stopping, announce)
+    if store is None:
+        return 0  # stopped before the database answered
     clock = clock_from_env()  # real time unless a test moves it (DESKTOP_AGENT_CLOCK_OFFSET)
     store.now = clock.now
     tools = tools_from_env()
@@ -80,12 +132,8 @@ def serve(
             clock=clock,
         ),
     )
-
-    def _stop(_sig: int, _frame: Any) -> None:
+    if stopping.is_set():
         worker.stop()
-
-    signal.signal(signal.SIGTERM, _stop)
-    signal.signal(signal.SIGINT, _stop)
     if announce is not None:
         announce(f"worker {worker.id} on {db_path}")
     tracer = start_tracing(

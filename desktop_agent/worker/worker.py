@@ -132,11 +132,19 @@ class Worker:
 
     def run(self) -> None:
         """Work until :meth:`stop` is called (or idle, with ``until_idle``)."""
-        now = self.clock.now()
         me = psutil.Process()
-        self.store.register_worker(
-            WorkerInfo(self.id, self.host, os.getpid(), now, now), me.create_time()
-        )
+        while True:
+            now = self.clock.now()
+            try:
+                self.store.register_worker(
+                    WorkerInfo(self.id, self.host, os.getpid(), now, now), me.create_time()
+                )
+                break
+            except StorageError as exc:  # the server went away since the store opened
+                self._storage_failed(exc)
+                if self.stop_event.is_set():
+                    return
+        self._storage_ok()
         log.info("worker %s started", self.id)
         try:
             while not self.stop_event.is_set():
