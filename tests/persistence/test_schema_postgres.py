@@ -1,6 +1,7 @@
 """On a real PostgreSQL server, the migrations build exactly the declared schema too.
 
-The same Alembic scripts as SQLite's, from an empty database, compared with the
+The same Alembic scripts as SQLite's, from an empty database and from the databases of
+earlier releases (holding a run, upgraded and downgraded again), compared with the
 declaration by Alembic's autogenerate (types, nullability, server defaults, indexes, keys).
 The SQLite-only search index (FTS5) is the one thing PostgreSQL does not get: search on
 PostgreSQL is not there yet.
@@ -14,11 +15,14 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from alembic import command
 from alembic.autogenerate import compare_metadata
+from alembic.config import Config
 from alembic.migration import MigrationContext
+from alembic.script import ScriptDirectory
 
 from desktop_agent.domain import RunStatus
-from desktop_agent.persistence.db import Database, DbSettings
+from desktop_agent.persistence.db import MIGRATIONS, Database, DbSettings
 from desktop_agent.persistence.store import SqlStore
 from desktop_agent.persistence.tables import metadata
 from tests.helpers import postgres
@@ -87,3 +91,60 @@ def test_opening_again_keeps_the_data_and_migrates_nothing(pg_url: str) -> None:
         assert run.status == RunStatus.QUEUED and run.goal == "Summarise the sources"
     finally:
         again.dispose()
+
+
+def _alembic(conn: sa.Connection) -> Config:
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS))
+    cfg.attributes["connection"] = conn
+    return cfg
+
+
+@pytest.mark.parametrize("previous", ["0004", "0005"])
+def test_a_previous_release_database_with_runs_upgrades_to_the_declaration_and_back(
+    pg_url: str, previous: str
+) -> None:
+    """A database an older release made, holding a run and its steps, opened by this one."""
+    engine = sa.create_engine(pg_url)
+    try:
+        with engine.begin() as conn:
+            command.upgrade(_alembic(conn), previous)
+            conn.exec_driver_sql(
+                "INSERT INTO runs (id, goal, status, spec, definition_hash, workspace, "
+                "created_at, updated_at, last_seq, lease_owner, lease_expires_at, lease_epoch) "
+                "VALUES ('r1', 'old goal', 'running', '{\"model\": \"demo\"}', 'h', '/w', "
+                "1, 2, 1, 'old-worker', 5, 3)"
+            )
+            conn.exec_driver_sql(
+                "INSERT INTO steps (run_id, seq, kind, name, status, input, started_at) "
+                "VALUES ('r1', 1, 'model_call', 'claude', 'completed', '{}', 1)"
+            )
+        head = ScriptDirectory.from_config(_alembic_config()).get_current_head()
+        db = Database(DbSettings(pg_url))  # the app opens it: migrated to the newest
+        try:
+            with db.read() as conn:
+                assert db.current_revision(conn) == head
+            assert _differences(db) == []
+            store = SqlStore(db)
+            run = store.get_run("r1")
+            assert (run.goal, run.last_seq, run.lease_owner) == ("old goal", 1, "old-worker")
+            assert [s.seq for s in store.load_steps("r1")] == [1]
+            lease = store.claim_run("r1", "new-worker", 10.0, 30.0)  # the old lease expired
+            assert lease is not None and lease.epoch == 4  # fencing goes on from the old epoch
+        finally:
+            db.dispose()
+        with engine.begin() as conn:
+            command.downgrade(_alembic(conn), previous)  # and back, keeping the run
+        with engine.connect() as conn:
+            row = conn.exec_driver_sql("SELECT goal, lease_owner FROM runs").one()
+            assert tuple(row) == ("old goal", "new-worker")
+            revision = MigrationContext.configure(conn).get_current_revision()
+            assert revision == previous
+    finally:
+        engine.dispose()
+
+
+def _alembic_config() -> Config:
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS))
+    return cfg
