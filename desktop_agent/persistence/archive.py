@@ -382,9 +382,17 @@ def unarchive(db: Database, archived: ArchivedRun) -> None:
     """Put an archived run back into the database (the archive file is left as it is).
 
     Raises:
-        InvalidInputError: the run is in the database already.
+        InvalidInputError: the run is in the database already, or it was imported from
+            another installation (it stays read-only here: nothing of it may run again).
     """
     run_id = archived.run_id
+    imported = archived.record.get("imported")
+    if imported:
+        source = imported.get("from") if isinstance(imported, dict) else None
+        raise InvalidInputError(
+            f"run {run_id} was imported{f' from {source}' if source else ''}: it stays "
+            "read-only here (show, search and export read it; it never runs again here)"
+        )
     try:
         with db.write() as conn:
             if conn.execute(select(runs.c.id).where(runs.c.id == run_id)).first():

@@ -60,6 +60,13 @@ def test_import_brings_the_run_in_read_only_show_and_search_find_it(
         assert refused.returncode == 2, command
         assert "archived here, read-only" in refused.stderr
         assert len(refused.stderr.strip().splitlines()) == 1
+    archive = other.parent / "archives" / f"runs-imported-{run_id}.jsonl.gz"
+    before = archive.read_bytes()
+    refused = cli(other, "db", "unarchive", run_id)  # never into the journal: it would run
+    assert refused.returncode == 2, refused.stdout
+    assert f"run {run_id} was imported from {bundle.name}: it stays read-only" in refused.stderr
+    assert archive.read_bytes() == before
+    assert json.loads(cli(other, "runs", "--json").stdout) == []
 
 
 def test_a_worker_there_runs_its_own_runs_and_never_the_imported_one(
