@@ -4,6 +4,7 @@ Usage::
 
     .venv/bin/python bench/pg_bench.py [--runs 500] [--delay 0.1] [--workers 1,2,4]
                                        [--max-runs 4] [--steps 2000] [--skip-throughput]
+                                       [--skip-takeover]
 
 Starts a throwaway PostgreSQL server of its own (Debian's ``postgresql``, as in the tests,
 but with ``fsync`` on: commits reach the disk as on a real server) and measures:
@@ -20,8 +21,10 @@ but with ``fsync`` on: commits reach the disk as on a real server) and measures:
   tells, 30 s by default).
 * **Commit latency**: a journal step through the real ``SqlStore.commit`` (outcome of one
   step, intent of the next, the run's counters, a snapshot every 25 steps: what the engine
-  sends, as in ``journal_bench.py``) against a raw psycopg ``INSERT`` of a comparable row
-  and ``COMMIT`` on the same server, in lockstep. Target: at most 1.5x.
+  sends, as in ``journal_bench.py``; fenced by a worker's lease, as a worker's are)
+  against a raw psycopg ``INSERT`` of a comparable row and ``COMMIT`` on the same server,
+  in lockstep. Target: at most 1.5x. ``--skip-takeover --skip-throughput`` measures only
+  this (seconds instead of minutes).
 
 The exit status is always 0: this is a report, not a test.
 """
@@ -190,7 +193,12 @@ def commit_latency(server: postgres.PgServer, steps: int, size: int = 200) -> tu
     db = Database(DbSettings(server.url(name)))
     store = SqlStore(db)
     _new_run(store)
-    store.commit(RUN_ID, intents=[_intent(1)], patch=RunPatch(status=RunStatus.RUNNING))
+    # Fenced by a worker's lease, as every journal write of a worker is.
+    lease = store.claim_run(RUN_ID, "bench-worker", time.time(), 3600.0)
+    assert lease is not None
+    store.commit(
+        RUN_ID, intents=[_intent(1)], patch=RunPatch(status=RunStatus.RUNNING), lease=lease
+    )
     raw_times: list[float] = []
     journal_times: list[float] = []
     for n in range(1, steps + 1):
@@ -208,7 +216,7 @@ def commit_latency(server: postgres.PgServer, steps: int, size: int = 200) -> tu
             else:
                 store.commit(
                     RUN_ID, outcome=outcome, intents=[_intent(n + 1)], patch=patch,
-                    snapshot=snapshot,
+                    snapshot=snapshot, lease=lease,
                 )  # fmt: skip
                 journal_times.append(time.perf_counter() - t)
     raw.close()

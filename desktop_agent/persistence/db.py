@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 import sqlite3
 import stat
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -215,6 +217,56 @@ def _sqlite_engine(settings: DbSettings, *, writer: bool) -> Engine:
     return engine
 
 
+PING_AFTER_IDLE_S = 30.0
+"""A pooled server connection idle longer than this is pinged (one round trip) when taken."""
+
+
+def _check_server_side(engine: Engine) -> None:
+    """Hand out only live server connections, mostly without a round trip.
+
+    Replaces SQLAlchemy's ``pool_pre_ping`` (a ``SELECT 1`` at every checkout, as costly as
+    the journal's whole commit). A connection taken from the pool is discarded, and another
+    one opened in its place, when:
+
+    * its socket has something to read: an idle connection is spoken to only when the
+      server ends it (a shutdown or restart, the backend terminated or crashed: the server
+      sends its reason and closes the socket, or the kernel closes it), so this sees a
+      restarted server at no cost;
+    * it sat in the pool for more than :data:`PING_AFTER_IDLE_S` and a ping fails: what
+      the socket cannot tell (the server's machine rebooted, a middlebox dropped the
+      connection) takes longer than that to happen.
+
+    A server found gone makes the pool discard every connection opened before (as
+    ``pool_pre_ping`` does); a connection that breaks in use is discarded by whoever used it
+    (SQLAlchemy, or the journal's own path), never handed out again. Raising
+    ``DisconnectionError`` from the checkout event is SQLAlchemy's documented way to have
+    the pool replace a connection.
+    """
+    dialect = engine.dialect
+
+    @event.listens_for(engine, "checkin")
+    def _on_checkin(_dbapi_conn: Any, record: Any) -> None:
+        record.info["idle_since"] = time.monotonic()
+
+    @event.listens_for(engine, "checkout")
+    def _on_checkout(dbapi_conn: Any, record: Any, _proxy: Any) -> None:
+        if dbapi_conn.closed or dbapi_conn.broken:
+            raise sa.exc.DisconnectionError("the connection was closed")
+        readable, _, _ = select.select([dbapi_conn.fileno()], [], [], 0)
+        if readable:
+            raise sa.exc.InvalidatePoolError("the server ended the connection")
+        idle = time.monotonic() - record.info.get("idle_since", time.monotonic())
+        if idle > PING_AFTER_IDLE_S:
+            try:
+                alive = dialect.do_ping(dbapi_conn)
+            except dialect.loaded_dbapi.Error as exc:
+                if not dialect.is_disconnect(exc, dbapi_conn, None):
+                    raise
+                alive = False
+            if not alive:
+                raise sa.exc.InvalidatePoolError("the server did not answer a ping")
+
+
 class Database:
     """The two engines (writer, reader) over one database, migrated to the newest schema.
 
@@ -243,7 +295,7 @@ class Database:
                     settings.url,
                     pool_size=32,
                     max_overflow=32,
-                    pool_pre_ping=True,  # a server restarted meanwhile: reconnect
+                    pool_pre_ping=False,  # checked without a round trip: _check_server_side
                     connect_args=connect_args,
                 )
             except ModuleNotFoundError as exc:
@@ -251,6 +303,7 @@ class Database:
                     f"cannot open {self.describe()}: its driver {exc.name} is not installed "
                     "(pip install 'desktop-agent[postgres]')"
                 ) from None
+            _check_server_side(self.writer)
             self.reader = self.writer
         try:
             if migrate:

@@ -51,7 +51,8 @@ from desktop_agent.domain import (
 )
 from desktop_agent.domain.errors import NotFoundError, StorageError
 from desktop_agent.engine.ports import RunPatch, Snapshot, StepIntent, StepOutcome
-from desktop_agent.persistence.compiled import render
+from desktop_agent.persistence import pgcommit
+from desktop_agent.persistence.compiled import Rendered, render
 from desktop_agent.persistence.db import Database
 from desktop_agent.persistence.forks import Segment, journal_where, lineage
 from desktop_agent.persistence.ledger import EffectLedger
@@ -73,10 +74,9 @@ from desktop_agent.persistence.tables import run_events as events_table
 from desktop_agent.persistence.tables import workers as workers_table
 from desktop_agent.persistence.workers import FENCE, WorkerQueries, fence_params, lease_lost
 
-_Exec = Callable[[UpdateBase, dict[str, Any]], Any]
-"""Runs one statement of the journal in the current transaction; returns its rowcount
-(an ``int`` on SQLite; on PostgreSQL a count read from the server only if it is used:
-see :class:`_Lazy`).
+_Exec = Callable[[UpdateBase, dict[str, Any]], int]
+"""Runs one statement of the journal in the current transaction (SQLite); returns its
+rowcount.
 
 The parameters name columns (an INSERT, or an UPDATE's SET without explicit values) or the
 statement's own bound parameters (``run``, ``at_seq``, ...), as with SQLAlchemy's execute.
@@ -126,51 +126,6 @@ _INSERT_STEP = insert(steps)
 """A journal record's intent (parameters: its columns)."""
 
 
-class _Lazy:
-    """A statement runner for the pipelined path whose row counts are read only if used.
-
-    Most of a commit's statements are run for their effect; only the fence and the
-    approval upsert look at how many rows changed. Counting means waiting for the server,
-    so :meth:`__call__` returns a count that asks for it only when compared or converted.
-    """
-
-    def __init__(self, pipeline: Any, cursor: Any) -> None:
-        self._pipeline, self._cursor = pipeline, cursor
-        self.last: tuple[str, dict[str, Any]] = ("BEGIN", {})
-        """The statement sent last (for the message of an error)."""
-
-    def __call__(self, stmt: UpdateBase, params: dict[str, Any]) -> _Count:
-        rendered = render(stmt, params, "postgresql")
-        self.last = (rendered.sql, params)
-        self._cursor.execute(rendered.sql, rendered.params(params))
-        return _Count(self._pipeline, self._cursor)
-
-
-class _Count:
-    """The row count of the statement just pipelined, fetched from the server when used."""
-
-    def __init__(self, pipeline: Any, cursor: Any) -> None:
-        self._pipeline, self._cursor = pipeline, cursor
-        self._value: int | None = None
-
-    def _get(self) -> int:
-        if self._value is None:
-            self._pipeline.sync()
-            self._value = int(self._cursor.rowcount)
-        return self._value
-
-    def __eq__(self, other: object) -> bool:
-        return self._get() == other
-
-    def __ne__(self, other: object) -> bool:
-        return self._get() != other
-
-    def __int__(self) -> int:
-        return self._get()
-
-    __hash__ = None  # type: ignore[assignment]
-
-
 _FINISH_STEP = update(steps).where(_THE_STEP)
 """A journal record's outcome (parameters: ``run``, ``at_seq`` and the columns it sets)."""
 
@@ -178,19 +133,17 @@ _ADD_SPENT = update(runs).where(_THE_RUN).values({**_spent(), runs.c.updated_at:
 """Add what was spent outside a commit to the run's totals (parameters: ``run``, ``now``
 and those of :func:`_spent`)."""
 
-_RUN_PROGRESS = (
-    update(runs)
-    .where(_THE_RUN)
-    .values(
-        {
-            **_spent(),
-            runs.c.last_seq: case(
-                (runs.c.last_seq > bindparam("seq"), runs.c.last_seq), else_=bindparam("seq")
-            ),
-            runs.c.active_seconds: runs.c.active_seconds + bindparam("active"),
-        }
-    )
-)
+_PROGRESS: dict[Any, ColumnElement[Any]] = {
+    **_spent(),
+    runs.c.last_seq: case(
+        (runs.c.last_seq > bindparam("seq"), runs.c.last_seq), else_=bindparam("seq")
+    ),
+    runs.c.active_seconds: runs.c.active_seconds + bindparam("active"),
+}
+"""What every commit sets on the run's row: newest seq, totals, time worked (parameters
+``run``, ``seq``, ``active`` and those of :func:`_spent`)."""
+
+_RUN_PROGRESS = update(runs).where(_THE_RUN).values(_PROGRESS)
 """A commit's progress on the run's row: newest seq, totals, time worked."""
 
 _RUN_TOTALS = _RUN_PROGRESS.values(updated_at=bindparam("now"))
@@ -307,6 +260,16 @@ def _outcome_params(run_id: str, outcome: StepOutcome, now: float) -> dict[str, 
         "error": outcome.error,
         "finished_at": now,
         **_usage_values(outcome.usage, outcome.cost_usd),
+    }
+
+
+def _snapshot_values(run_id: str, snapshot: Snapshot, now: float) -> dict[str, Any]:
+    """The columns of a run's snapshot row."""
+    return {
+        "run_id": run_id,
+        "seq": snapshot.seq,
+        "state": dumps(snapshot.state),
+        "created_at": now,
     }
 
 
@@ -433,7 +396,35 @@ class SqlStore(WorkerQueries):
             for a in approvals:
                 self._upsert_approval(run, a)
 
-        self._write_journal(txn)
+        if self._pg:
+            shape = pgcommit.Shape(
+                fenced=lease is not None,
+                patch=tuple(changes),
+                outcome=outcome is not None,
+                intents=len(intents),
+                touch=touch,
+                snapshot=snapshot is not None,
+                commands=len(applied_commands),
+                approvals=len(approvals),
+            )
+            values = pgcommit.params(
+                progress=progress,
+                fence=fence_params(run_id, lease) if lease is not None else None,
+                patch=changes,
+                outcome=_outcome_params(run_id, outcome, now) if outcome is not None else None,
+                intents=[_intent_values(run_id, i, now) for i in intents],
+                snapshot=_snapshot_values(run_id, snapshot, now) if snapshot else None,
+                applied=[
+                    {"id": cmd_id, "applied_at": now, "result": result}
+                    for cmd_id, result in applied_commands
+                ],
+                approved=[approval_values(a) for a in approvals],
+            )
+            held = self._write_journal_pg(pgcommit.statement(shape, _PROGRESS), values)
+            if lease is not None and held != 1:
+                raise lease_lost(run_id, lease)
+        else:
+            self._write_journal(txn)
         self._remember_touch(run_id, patch, touch, now)
         self._ledger(run_id, intents)
 
@@ -465,13 +456,7 @@ class SqlStore(WorkerQueries):
     @staticmethod
     def _replace_snapshot(run: _Exec, run_id: str, snapshot: Snapshot, now: float) -> None:
         run(_DELETE_SNAPSHOT, {"run": run_id})
-        values = {
-            "run_id": run_id,
-            "seq": snapshot.seq,
-            "state": dumps(snapshot.state),
-            "created_at": now,
-        }
-        run(_INSERT_SNAPSHOT, values)
+        run(_INSERT_SNAPSHOT, _snapshot_values(run_id, snapshot, now))
 
     def _ledger(self, run_id: str, intents: Sequence[StepIntent]) -> None:
         """Append the effects among ``intents`` to the effect ledger (SQLite).
@@ -494,12 +479,9 @@ class SqlStore(WorkerQueries):
         (:func:`~desktop_agent.persistence.compiled.render`) with the same parameters:
         SQLAlchemy's per-transaction and per-statement machinery costs more than the commit
         itself at ``synchronous=NORMAL``, and half as much again as the fsync at ``FULL``.
-        Errors are mapped as :meth:`_write` maps them. Elsewhere (PostgreSQL) this is an
-        ordinary :meth:`_write`.
+        Errors are mapped as :meth:`_write` maps them. (PostgreSQL has a path of its own:
+        :meth:`_write_journal_pg`.)
         """
-        if self._pg:
-            self._write_journal_pg(fn)
-            return
         last: tuple[str, dict[str, Any]] = ("BEGIN IMMEDIATE", {})
         raw = self.db.writer.raw_connection()
         try:
@@ -530,37 +512,39 @@ class SqlStore(WorkerQueries):
         finally:
             raw.close()  # back to the pool
 
-    def _write_journal_pg(self, fn: Callable[[_Exec], None]) -> None:
-        """The journal's hot path on PostgreSQL: the statements pipelined (psycopg).
+    def _write_journal_pg(self, sql: Rendered, params: dict[str, Any]) -> int:
+        """The journal's hot path on PostgreSQL: one statement, alone in its transaction.
 
-        Statements rendered once go out together with the transaction's ``BEGIN`` and
-        ``COMMIT`` instead of one round trip each; the pipeline is synchronised only where
-        the transaction reads a row count (the fence: it must hold before anything else
-        counts), so a step's commit costs two round trips instead of six.
+        ``sql`` is a whole commit (see :mod:`~desktop_agent.persistence.pgcommit`), run in
+        autocommit mode: the server wraps it in a transaction of its own and commits it
+        before it answers, so the commit is one round trip with no ``BEGIN`` or ``COMMIT``
+        of ours. Returns the statement's one value (the run rows written: 0 when the fence
+        did not hold). Errors are mapped as :meth:`_write` maps them; a connection found
+        broken is discarded from the pool, never handed out again.
         """
         import psycopg
 
         raw = self.db.writer.raw_connection()
         pg: Any = raw.driver_connection
-        runner: _Lazy | None = None
         try:
+            pg.autocommit = True
             try:
-                with pg.cursor() as cursor, pg.pipeline() as pipeline:
-                    runner = _Lazy(pipeline, cursor)
-                    fn(runner)
-                    runner.last = ("COMMIT", {})
-                    pg.commit()  # sent with the statements: one round trip for all
-            except BaseException:
-                pg.rollback()
-                raise
+                row = pg.execute(sql.sql, sql.params(params)).fetchone()
+            finally:
+                try:
+                    pg.autocommit = False
+                except psycopg.Error:
+                    raw.invalidate()  # never hand a connection out in autocommit mode
+            return int(row[0])
         except psycopg.Error as exc:
-            sql, params = runner.last if runner is not None else ("BEGIN", {})
-            wrapped = DBAPIError.instance(sql, params, exc, psycopg.Error)
+            if raw.is_valid and pg.closed:
+                raw.invalidate(exc)
+            wrapped = DBAPIError.instance(sql.sql, params, exc, psycopg.Error)
             if isinstance(wrapped, OperationalError):
                 raise storage_error(wrapped) from exc
             raise wrapped from exc
         finally:
-            raw.close()  # back to the pool
+            raw.close()  # back to the pool (or away, when invalidated)
 
     @staticmethod
     def _upsert_approval(run: _Exec, a: Approval) -> None:

@@ -127,6 +127,24 @@ def test_a_worker_that_lost_the_run_writes_nothing(store: SqlStore) -> None:
     assert _everything(store, "run-1") == before
 
 
+def test_a_lost_worker_colliding_with_the_new_owners_step_learns_it_lost_the_run(
+    store: SqlStore,
+) -> None:
+    """The fence decides before anything else: not a key conflict with the new owner's step."""
+    a, b = _taken_over(store)
+    store.commit(
+        "run-1", outcome=StepOutcome(2, StepStatus.COMPLETED, {}), intents=[intent(3)], lease=b
+    )
+    before = _everything(store, "run-1")
+
+    with pytest.raises(LeaseLost):
+        store.commit(
+            "run-1", outcome=StepOutcome(2, StepStatus.FAILED, {}), intents=[intent(3)], lease=a
+        )
+
+    assert _everything(store, "run-1") == before
+
+
 def test_the_new_owner_and_the_analyst_still_write(store: SqlStore) -> None:
     _a, b = _taken_over(store)
     assert store.restart_step("run-1", 1, salvaged=None, lease=b) == 2
