@@ -252,8 +252,7 @@ def _check_server_side(engine: Engine) -> None:
     def _on_checkout(dbapi_conn: Any, record: Any, _proxy: Any) -> None:
         if dbapi_conn.closed or dbapi_conn.broken:
             raise sa.exc.DisconnectionError("the connection was closed")
-        readable, _, _ = select.select([dbapi_conn.fileno()], [], [], 0)
-        if readable:
+        if _readable(dbapi_conn.fileno()):
             raise sa.exc.InvalidatePoolError("the server ended the connection")
         idle = time.monotonic() - record.info.get("idle_since", time.monotonic())
         if idle > PING_AFTER_IDLE_S:
@@ -265,6 +264,20 @@ def _check_server_side(engine: Engine) -> None:
                 alive = False
             if not alive:
                 raise sa.exc.InvalidatePoolError("the server did not answer a ping")
+
+
+def _readable(fd: int) -> bool:
+    """Whether ``fd`` has something to read (or was closed by the other end), at once.
+
+    ``poll`` where there is one: ``select`` refuses descriptors past FD_SETSIZE (1024),
+    which a long-lived app with many files and sockets open can reach.
+    """
+    if hasattr(select, "poll"):
+        poller = select.poll()
+        poller.register(fd, select.POLLIN | select.POLLPRI)
+        return bool(poller.poll(0))
+    readable, _, _ = select.select([fd], [], [], 0)  # Windows: sockets only, no such limit
+    return bool(readable)
 
 
 class Database:
