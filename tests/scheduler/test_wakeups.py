@@ -85,16 +85,16 @@ def test_a_timer_wakes_its_run_on_time_through_a_real_apscheduler_job(
         )
     )
     run = client.start_run("nap 1", model=HAIKU, tools=["wait"])
-    rig = make_rig(model, real_time=True)
+    # The worker polls once an hour: only the scheduler's job can wake the run in time.
+    rig = make_rig(model, real_time=True, poll_s=3600.0)
     wait_until(lambda: rig.status(run.id) == RunStatus.WAITING, 10, "the run to sleep")
     wake_at = client.run(run.id).wake_at
     assert wake_at is not None
     assert f"wake:{run.id}" in rig.service.job_ids()
-    rig.wait_status(run.id, RunStatus.COMPLETED, timeout=10)
+    rig.wait_status(run.id, RunStatus.COMPLETED, timeout=30)
     (sleep,) = [s for s in client.steps(run.id) if s.kind == StepKind.SLEEP]
     assert sleep.finished_at is not None
-    # Woken by its job at its time, not by the worker's 30-second poll.
-    assert wake_at <= sleep.finished_at < wake_at + 1.5
+    assert wake_at <= sleep.finished_at  # not before its time
     assert f"wake:{run.id}" not in rig.service.job_ids()
 
 
