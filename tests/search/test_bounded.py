@@ -48,7 +48,9 @@ def _doc(db: Database, run_id: str, seq: int, at: float, body: str) -> int:
     row = {"run_id": run_id, "seq": seq, "source": "step", "kind": "tool_call"}
     with db.write() as conn:
         done = conn.execute(insert(search_docs).values(**row, tool="read_file", at=at, body=body))
-        doc_id = int(done.inserted_primary_key[0])
+        key = done.inserted_primary_key
+        assert key is not None
+        doc_id = int(key[0])
         r = search_runs.c
         conn.execute(  # as the indexer widens the run's range
             update(search_runs)
@@ -119,8 +121,7 @@ def test_a_document_indexed_again_keeps_being_found_by_its_date(db: Database) ->
         conn.execute(delete(search_docs).where(search_docs.c.id == first))
     again = _doc(db, "r", 1, NOW - 90 * DAY, "osprey nest count again")
     assert again > first
-    window = {"since": NOW - 91 * DAY, "until": NOW - 89 * DAY}
-    assert _found(db, "osprey", **window) == [("r", 1)]
+    assert _found(db, "osprey", since=NOW - 91 * DAY, until=NOW - 89 * DAY) == [("r", 1)]
     with db.read() as conn:
         hour = int((NOW - 90 * DAY) // search.HOUR)
         row = conn.execute(select(search_hours).where(search_hours.c.hour == hour)).one()
