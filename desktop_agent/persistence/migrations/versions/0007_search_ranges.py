@@ -12,7 +12,7 @@ date window and the run filters narrow which ids FTS5 reads
   run, kept by the indexer.
 
 The upgrade fills both from the documents already indexed: a pass over ``search_docs``
-(6 s for a million documents, 2 GB, in ``bench/search_bench.py --scale``). On other
+(under 6 s for a million documents, 2 GB, in ``bench/search_bench.py --scale``). On other
 databases the table exists but stays empty, as the index does.
 
 Revision ID: 0007
