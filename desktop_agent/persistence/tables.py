@@ -345,5 +345,20 @@ search_runs = Table(
     _count("indexed_seq"),
     _amount("seen_updated_at"),
     Column("archived", Boolean(), nullable=False, server_default=false()),
+    Column("first_doc_id", Integer()),
+    Column("last_doc_id", Integer()),
 )
-"""What search filters on, per run (kept after archiving), and how far it is indexed."""
+"""What search filters on, per run (kept after archiving), and how far it is indexed.
+``first_doc_id``/``last_doc_id`` (migration 0007): the lowest and highest ``search_docs.id``
+ever indexed for the run (other runs' documents may lie between)."""
+
+search_hours = Table(
+    "search_hours",
+    metadata,
+    Column("hour", Integer(), primary_key=True, autoincrement=False),
+    Column("first_id", Integer(), nullable=False),
+    Column("last_id", Integer(), nullable=False),
+)
+"""Migration 0007. The lowest and highest ``search_docs.id`` ever indexed per hour of
+``search_docs.at`` (``CAST(at / 3600 AS INTEGER)``), kept by a trigger on SQLite: a date
+window becomes a range of ids the FTS5 index seeks to."""
