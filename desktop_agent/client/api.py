@@ -517,9 +517,11 @@ class Client:
     def search(
         self, query: str, filters: SearchFilters | None = None, limit: int = 50
     ) -> list[SearchHit]:
-        """Steps, goals and approvals matching ``query``, best first (archived runs too).
+        """Steps, goals and approvals matching ``query`` (archived runs too).
 
-        What was recorded since the last search is indexed first (a few thousand steps a
+        Best first among the newest matches that pass the filters (the newest 1,000 at
+        most; a date window reaches older ones): see :func:`search_index.search` for
+        exactly what the order means. What was recorded since the last search is indexed first (a few thousand steps a
         second, in short transactions). See :mod:`desktop_agent.persistence.search` for
         the query syntax.
 
