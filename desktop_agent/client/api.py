@@ -521,9 +521,9 @@ class Client:
 
         Best first among the newest matches that pass the filters (the newest 1,000 at
         most; a date window reaches older ones): see :func:`search_index.search` for
-        exactly what the order means. What was recorded since the last search is indexed first (a few thousand steps a
-        second, in short transactions). See :mod:`desktop_agent.persistence.search` for
-        the query syntax.
+        exactly what the order means. What was recorded since the last search is indexed
+        first (a few thousand steps a second, in short transactions). See
+        :mod:`desktop_agent.persistence.search` for the query syntax.
 
         Raises:
             InvalidInputError: the query cannot be read, or the database cannot search.
