@@ -217,6 +217,9 @@ def _sqlite_engine(settings: DbSettings, *, writer: bool) -> Engine:
     return engine
 
 
+MIGRATION_LOCK = 0x6465736B6167
+"""The PostgreSQL advisory lock a migration holds (any constant the app alone uses)."""
+
 PING_AFTER_IDLE_S = 30.0
 """A pooled server connection idle longer than this is pinged (one round trip) when taken."""
 
@@ -390,6 +393,11 @@ class Database:
             if self.current_revision(conn) == script.get_current_head():
                 return  # up to date: no write lock taken
         with self.writer.connect() as conn:
+            if conn.dialect.name == "postgresql":
+                # Several processes may open a new server database at once (a worker and
+                # the app, two machines): one migrates, the others wait here, then find
+                # the schema up to date. Released when the transaction ends.
+                conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({MIGRATION_LOCK})")
             cfg = self._alembic_config(conn)
             script = ScriptDirectory.from_config(cfg)
             current = self.current_revision(conn)

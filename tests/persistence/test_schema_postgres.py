@@ -10,6 +10,7 @@ PostgreSQL is not there yet.
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -148,3 +149,34 @@ def _alembic_config() -> Config:
     cfg = Config()
     cfg.set_main_option("script_location", str(MIGRATIONS))
     return cfg
+
+
+def test_processes_opening_a_new_database_at_once_all_find_it_migrated(pg_url: str) -> None:
+    """A worker and the app (or two machines) open a new database together.
+
+    One migrates, the others wait for it; none fails on the tables the first one created.
+    """
+    barrier = threading.Barrier(4)
+    errors: list[BaseException] = []
+    revisions: list[str | None] = []
+
+    def open_it() -> None:
+        barrier.wait()
+        try:
+            db = Database(DbSettings(pg_url))
+            try:
+                with db.read() as conn:
+                    revisions.append(db.current_revision(conn))
+            finally:
+                db.dispose()
+        except BaseException as exc:  # reported below, with the others'
+            errors.append(exc)
+
+    threads = [threading.Thread(target=open_it) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert errors == []
+    head = ScriptDirectory.from_config(_alembic_config()).get_current_head()
+    assert revisions == [head] * 4
