@@ -227,6 +227,14 @@ def _client(args: argparse.Namespace) -> Client:
 
 def cmd_run(args: argparse.Namespace, out: Out) -> int:
     """Start a run and follow it."""
+    if args.detach and args.yes:
+        # --yes is carried out by this command while it follows the run: detached, nobody
+        # would approve anything, and the run would wait while the user thinks it goes on.
+        raise InvalidInputError(
+            "--yes approves requests while `run` follows the run, which --detach does not: "
+            "leave out one of them (approve later with `desktop-agent approvals` and "
+            "`desktop-agent approve`)"
+        )
     client = _client(args)
     max_time = parse_duration(args.max_time) if args.max_time else None
     tools = [t.strip() for t in args.tools.split(",") if t.strip()] if args.tools else None

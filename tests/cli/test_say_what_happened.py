@@ -107,3 +107,28 @@ def test_no_runs_at_all_says_how_to_start_one(
 ) -> None:
     assert cli.main(["--db", str(client.db_path), "runs"]) == 0
     assert capsys.readouterr().out.startswith("no runs yet")
+
+
+def test_run_refuses_yes_with_detach_and_starts_nothing(client: Client) -> None:
+    """--yes is carried out by the following command: detached, nobody would approve."""
+    err = io.StringIO()
+    old = sys.stderr
+    sys.stderr = err
+    try:
+        code = cli.main(
+            [
+                "--db",
+                str(client.db_path),
+                "run",
+                "Summarise",
+                "--model",
+                "demo",
+                "--yes",
+                "--detach",
+            ]
+        )
+    finally:
+        sys.stderr = old
+    assert code == 2
+    assert "--yes approves requests while `run` follows the run" in err.getvalue()
+    assert client.runs() == []  # nothing was started, nor a worker for it
