@@ -250,9 +250,7 @@ def cmd_run(args: argparse.Namespace, out: Out) -> int:
         placement=args.placement,
     )
     if args.detach:
-        pid = client.ensure_worker()
-        started = f" (started worker pid {pid})" if pid else ""
-        out.emit(f"{run.id}{started}", {**run_json(run), "worker_started": pid})
+        _queued(out, run.id, run_json(run), worker_for_new_runs(client))
         return EXIT_OK
     if not out.as_json:
         echo(
@@ -289,6 +287,17 @@ def _carry_out(client: Client, run_ids: Sequence[str]) -> _WorkerNote:
     ``run --detach`` does, and the output says so.
     """
     if not client.needs_worker(run_ids):
+        return _WorkerNote()
+    return _start_worker(client)
+
+
+def worker_for_new_runs(client: Client) -> _WorkerNote:
+    """A worker for runs just queued: none to start when one is alive, else one started.
+
+    As for decisions, :data:`AUTOSTART_ENV` set to 0 starts none, and the output says that
+    no worker will carry the runs out until one is started.
+    """
+    if client.worker_status().alive:
         return _WorkerNote()
     return _start_worker(client)
 
@@ -427,9 +436,7 @@ def cmd_rerun(args: argparse.Namespace, out: Out) -> int:
     """Start a run again; prints the new run's id (a worker picks it up)."""
     client = _client(args)
     run = client.run_again(args.run, goal=args.goal, model=args.model, max_cost_usd=args.max_cost)
-    pid = client.ensure_worker()
-    started = f" (started worker pid {pid})" if pid else ""
-    out.emit(f"{run.id}{started}", {**run_json(run), "worker_started": pid})
+    _queued(out, run.id, run_json(run), worker_for_new_runs(client))
     return EXIT_OK
 
 

@@ -52,13 +52,14 @@ def cmd_fork(args: argparse.Namespace, out: Out) -> int:
     client = Client(config.resolve_db_path(getattr(args, "db", None)))
     try:
         run = fork(client, args.run, args.at, note=args.note, edited_arguments=edited)
-        pid = client.ensure_worker()
+        from desktop_agent.cli.commands import worker_for_new_runs  # it imports this module
+
+        note = worker_for_new_runs(client)
     finally:
         client.close()
-    started = f" (started worker pid {pid})" if pid else ""
     out.emit(
-        f"{run.id}: forked from {run.forked_from} at step {run.forked_at_seq}{started}",
-        {**run_json(run), "worker_started": pid},
+        f"{run.id}: forked from {run.forked_from} at step {run.forked_at_seq}{note.suffix()}",
+        {**run_json(run), "worker_started": note.pid, "worker": note.text},
     )
     return EXIT_OK
 

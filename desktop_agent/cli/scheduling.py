@@ -141,8 +141,9 @@ def _scheduling(args: argparse.Namespace) -> Scheduling:
 def _worker_note(sched: Scheduling, args: argparse.Namespace) -> str:
     if args.no_worker:
         return ""
-    pid = sched.client.ensure_worker()
-    return f" (started worker pid {pid})" if pid else ""
+    from desktop_agent.cli.commands import worker_for_new_runs  # it imports this module
+
+    return worker_for_new_runs(sched.client).suffix()
 
 
 def _when(ts: float | None) -> str:

@@ -107,16 +107,30 @@ def test_json_output_of_show_has_the_journal_and_totals(db: Path, sources: Path)
 
 
 def test_detach_then_pause_steer_resume_cancel(db: Path, sources: Path) -> None:
+    # The suite sets DESKTOP_AGENT_AUTOSTART_WORKER=0: --detach starts no worker, says so,
+    # and the commands queue until the worker this test starts carries them out.
     queued = cli(
         db, "run", "Summarise", "--model", "demo", "--workspace", str(sources), "--detach", "--json"
     )
-    run_id = json.loads(queued.stdout)["id"]
-    pid = json.loads(queued.stdout)["worker_started"]
+    started = json.loads(queued.stdout)
+    run_id = started["id"]
+    assert started["worker_started"] is None
+    assert started["worker"].startswith("no worker is running to carry it out")
+    assert cli(db, "steer", run_id, "mention the vendors").returncode == 0
+    assert cli(db, "pause", run_id).returncode == 0
+    cancel = cli(db, "cancel", run_id)
+    assert cancel.returncode == 0 and "cancel requested" in cancel.stdout
+    assert json.loads(cli(db, "show", run_id, "--json").stdout)["status"] == "queued"
+    env = {**os.environ, "DESKTOP_AGENT_DEMO_DELAY": "0", "PYTHONPATH": str(REPO)}
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "desktop_agent", "--db", str(db), "worker"],
+        env=env,
+        cwd=REPO,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
-        assert cli(db, "steer", run_id, "mention the vendors").returncode == 0
-        assert cli(db, "pause", run_id).returncode == 0
-        cancel = cli(db, "cancel", run_id)
-        assert cancel.returncode == 0 and "cancel requested" in cancel.stdout
         wait_until(
             lambda: json.loads(cli(db, "show", run_id, "--json").stdout)["status"] == "cancelled",
             what=f"run {run_id} to be cancelled",
@@ -125,9 +139,12 @@ def test_detach_then_pause_steer_resume_cancel(db: Path, sources: Path) -> None:
         again = cli(db, "cancel", run_id)
         assert again.returncode == 2 and "already cancelled" in again.stderr
     finally:
-        if pid:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, 15)
+        worker.terminate()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            worker.wait(30)
+        if worker.poll() is None:
+            worker.kill()
+            worker.wait()
 
 
 @pytest.mark.parametrize(

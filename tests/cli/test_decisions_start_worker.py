@@ -165,3 +165,21 @@ def test_stop_and_resume_with_no_worker_are_carried_out(
     wait_until(lambda: check.run(run_id).status == RunStatus.COMPLETED, 60, "run completed")
     kinds = [s.kind for s in check.steps(run_id)]
     assert kinds.count(StepKind.REPORT) == 1 and kinds.index(StepKind.REPORT) < len(kinds) - 1
+
+
+def test_run_detach_starts_a_worker_when_none_lives_and_the_run_completes(
+    cli: Cli, check: Client, tmp_path: Path
+) -> None:
+    settings = Settings(default_max_cost_usd=None, default_max_steps=None, ask_overwrite=False)
+    settings.save(cli.db)
+    queued = cli("run", "Summarise", "--model", "demo", "--workspace", str(_sources(tmp_path)),
+                 "--detach", "--json")  # fmt: skip
+    assert queued.returncode == 0, queued.stderr
+    started = json.loads(queued.stdout)
+    assert started["worker_started"] in cli.started
+    assert started["worker"] == f"started a background worker (pid {started['worker_started']})"
+    wait_until(
+        lambda: check.run(started["id"]).status == RunStatus.COMPLETED,
+        timeout=60,
+        what="the detached run to complete",
+    )
