@@ -26,7 +26,12 @@ def test_the_database_in_use_is_named(window: MainWindow, client: Client) -> Non
     if pointer.exists():
         assert shown == f"PostgreSQL: {pointer.read_text().strip()}"
         assert not client.db_path.exists()  # no SQLite file was made beside it
+        # SQLite's durability choice would change nothing on a server: not offered.
+        assert not dialog.durability.isEnabled()
+        assert "server" in dialog.durability.toolTip()
     else:
         assert shown == f"SQLite file: {client.db_path}"
+        assert dialog.durability.isEnabled()
     assert dialog.database.isReadOnly()
+    assert dialog.database.cursorPosition() == 0  # "PostgreSQL:"/"SQLite file:" in view
     dialog.close()

@@ -272,10 +272,19 @@ class SettingsDialog(QDialog):
             f"PostgreSQL: {url}" if url else f"SQLite file: {self.db_path}", page
         )
         self.database.setReadOnly(True)
+        self.database.setCursorPosition(0)  # the kind of database first, not the URL's end
+        self.database.setToolTip(self.database.text())
         self.durability = QComboBox(page)
         for key, label in DURABILITY:
             self.durability.addItem(label, key)
         self.durability.setCurrentIndex(max(0, self.durability.findData(s.durability.upper())))
+        if url:
+            # SQLite's setting: a server commits as its own configuration says.
+            self.durability.setEnabled(False)
+            self.durability.setToolTip(
+                "On PostgreSQL the server decides how commits reach the disk "
+                "(its fsync and synchronous_commit settings), not this choice."
+            )
         self.close_action = QComboBox(page)
         for key, label in CLOSE_ACTIONS:
             self.close_action.addItem(label, key)
@@ -300,7 +309,12 @@ class SettingsDialog(QDialog):
         self.notice_channel = QLabel(page)
         form.addRow("", self.notice_channel)
         form.addRow("Webhook", self.webhook)
-        form.addRow("", QLabel("Durability applies when the app and worker next start.", page))
+        durability_note = (
+            "Durability is the SQLite file's: on PostgreSQL the server's settings decide."
+            if url
+            else "Durability applies when the app and worker next start."
+        )
+        form.addRow("", QLabel(durability_note, page))
         return page
 
     # ------------------------------------------------------------------ key
