@@ -401,19 +401,58 @@ def index_run(conn: Connection, run_id: str, batch_steps: int) -> tuple[int, boo
     conn.execute(
         delete(search_docs).where(of_run, search_docs.c.source == "step", search_docs.c.seq > mark)
     )
-    conn.execute(delete(search_docs).where(of_run, search_docs.c.source.in_(["run", "approval"])))
-    docs = [_goal_doc(run), *(_step_doc(run_id, r) for r in rows)]
+    # The goal and the approvals are indexed again each time: under the ids they had, so
+    # that they do not pass for the newest documents (a search reads newest ids first).
+    again = of_run & search_docs.c.source.in_(["run", "approval"])
+    kept = conn.execute(
+        select(search_docs.c.source, search_docs.c.id).where(again).order_by(search_docs.c.id)
+    ).all()
+    old_ids = {"run": [int(i) for s, i in kept if s == "run"]}
+    old_ids["approval"] = [int(i) for s, i in kept if s == "approval"]
+    conn.execute(delete(search_docs).where(again))
     asked = select(approvals).where(approvals.c.run_id == run_id).order_by(approvals.c.created_at)
-    docs += [_approval_doc(run_id, a) for a in conn.execute(asked).mappings()]
-    conn.execute(insert(search_docs), docs)
-    # Under the write lock, the documents just inserted took the ids after the largest.
-    last = int(conn.execute(select(func.max(search_docs.c.id))).scalar_one())
+    reused, fresh = _with_old_ids(
+        [_goal_doc(run)],
+        [_approval_doc(run_id, a) for a in conn.execute(asked).mappings()],
+        old_ids,
+    )
+    fresh += [_step_doc(run_id, r) for r in rows]
+    if reused:
+        conn.execute(insert(search_docs), reused)
+    if fresh:
+        conn.execute(insert(search_docs), fresh)
+    ids = [int(d["id"]) for d in reused]
+    if fresh:
+        # Under the write lock, the documents just inserted took the ids after the largest.
+        last = int(conn.execute(select(func.max(search_docs.c.id))).scalar_one())
+        ids += [last - len(fresh) + 1, last]
+    first, last = min(ids), max(ids)  # the goal is always there: never empty
     for r in rows:
         if r["status"] == "started":
             break
         mark = int(r["seq"])
-    _save_progress(conn, run, mark, (last - len(docs) + 1, last))
+    _save_progress(conn, run, mark, (first, last))
     return len(rows), len(rows) == batch_steps and mark == int(rows[-1]["seq"])
+
+
+def _with_old_ids(
+    goal: list[dict[str, Any]], asked: list[dict[str, Any]], old_ids: dict[str, list[int]]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The goal and approval documents that take back an id, and those that need a new one.
+
+    The goal takes the run's former goal id; approvals take the former approval ids in the
+    order they were asked (an approval is never removed from a run, so the i-th keeps its id).
+    """
+    reused: list[dict[str, Any]] = []
+    fresh: list[dict[str, Any]] = []
+    for source, docs in (("run", goal), ("approval", asked)):
+        ids = old_ids[source]
+        for i, doc in enumerate(docs):
+            if i < len(ids):
+                reused.append({**doc, "id": ids[i]})
+            else:
+                fresh.append(doc)
+    return reused, fresh
 
 
 def _save_progress(conn: Connection, run: RowMapping, mark: int, doc_ids: tuple[int, int]) -> None:

@@ -259,7 +259,10 @@ def test_the_indexer_keeps_each_runs_document_range(client: Client) -> None:
     second = client.start_run("Tally the godwits", model="demo")
     write_long_run(client, second.id, 30)
     search.catch_up(client._db, batch_steps=7)
-    search.catch_up(client._db, [first.id])  # its goal and approval again, after the second
+    goal_id = (search_docs.c.run_id == first.id) & (search_docs.c.source == "run")
+    with client._db.read() as conn:
+        before = conn.execute(select(search_docs.c.id).where(goal_id)).scalar_one()
+    search.catch_up(client._db, [first.id])  # its goal and open step again, after the second
     with client._db.read() as conn:
         d, r = search_docs.c, search_runs.c
         actual = select(d.run_id, func.min(d.id), func.max(d.id)).group_by(d.run_id)
@@ -267,6 +270,10 @@ def test_the_indexer_keeps_each_runs_document_range(client: Client) -> None:
         spans = {run: (low, high) for run, low, high in conn.execute(held)}
         for run, low, high in conn.execute(actual):
             assert spans[run][0] <= low and spans[run][1] == high
+        # Indexed again, the first run's goal kept its id: it does not pass for a document
+        # newer than the second run's; its open step, indexed anew, did take a new id.
+        assert conn.execute(select(search_docs.c.id).where(goal_id)).scalar_one() == before
+        assert before < spans[second.id][0]
         assert spans[first.id][1] > spans[second.id][1]
     hits = client.search('"part 21"', SearchFilters(models=("demo",)))
     assert {(h.run_id, h.seq) for h in hits} == {(first.id, 21), (second.id, 21)}
