@@ -119,7 +119,10 @@ class TaskRunner(QObject):
 
     def wait(self, msecs: int = -1) -> bool:
         """Block until every task finished (tests and shutdown only); False on timeout."""
-        futures = [f for _, _, f in self._pending.values()]
+        # A task cancelled in the queue (shutdown) never runs: concurrent.futures.wait would
+        # count it as not done until the timeout (it only counts a cancelled future that a
+        # pool thread has seen), which held every close with queued reads for 10 s.
+        futures = [f for _, _, f in self._pending.values() if not f.cancelled()]
         timeout = None if msecs < 0 else msecs / 1000
         _, left = concurrent.futures.wait(futures, timeout)
         return not left

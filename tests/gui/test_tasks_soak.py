@@ -64,3 +64,29 @@ def test_thousands_of_tasks_leave_nothing_behind(qtbot: QtBot) -> None:
 def _fail() -> int:
     # One of ours: not logged (a logged traceback would hold the task's frame, rightly).
     raise DesktopAgentError("a task that fails")
+
+
+def test_tasks_cancelled_in_the_queue_do_not_hold_a_shutdown(qtbot: QtBot) -> None:
+    """Closing with reads still queued: those never run, and waiting for them never ends.
+
+    ``concurrent.futures.wait`` counts a future cancelled in the queue as not done (only one
+    a pool thread has seen counts), so the window's shutdown waited its whole 10 s timeout.
+    """
+    runner = TaskRunner(threads=1)
+    release = threading.Event()
+    ran: list[str] = []
+
+    def blocker() -> None:
+        release.wait(30)
+        ran.append("blocker")
+
+    runner.submit(blocker)
+    for i in range(3):
+        runner.submit(lambda i=i: ran.append(f"queued {i}"))  # type: ignore[misc]
+    runner._pool.shutdown(wait=False, cancel_futures=True)  # as shutdown() does first
+    release.set()
+    blocker = next(f for _, _, f in runner._pending.values() if not f.cancelled())
+    blocker.result(30)
+    assert runner.wait(0)  # nothing left that could still run
+    assert ran == ["blocker"]
+    runner.shutdown()
