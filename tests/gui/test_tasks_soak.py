@@ -85,8 +85,8 @@ def test_tasks_cancelled_in_the_queue_do_not_hold_a_shutdown(qtbot: QtBot) -> No
         runner.submit(lambda i=i: ran.append(f"queued {i}"))  # type: ignore[misc]
     runner._pool.shutdown(wait=False, cancel_futures=True)  # as shutdown() does first
     release.set()
-    blocker = next(f for _, _, f in runner._pending.values() if not f.cancelled())
-    blocker.result(30)
+    running = next(f for _, _, f in runner._pending.values() if not f.cancelled())
+    running.result(30)
     assert runner.wait(0)  # nothing left that could still run
     assert ran == ["blocker"]
     runner.shutdown()
