@@ -202,8 +202,10 @@ def test_retry_failed_items_reruns_only_them(
     assert view.retry_action.text() == "Retry 1 failed item"
 
     broken.clear()
+    said: list[str] = []  # every message: a notice may replace it before a poll sees it
+    window.statusBar().messageChanged.connect(said.append)
     click(view.bar, view.retry_action)
-    qtbot.waitUntil(lambda: window.statusBar().currentMessage() == "Retrying 1 item: 3")
+    qtbot.waitUntil(lambda: "Retrying 1 item: 3" in said)
     qtbot.waitUntil(lambda: progress.data() == "3 / 3", timeout=20_000)
     qtbot.waitUntil(lambda: views.item_model.index(2, ItemColumn.STATUS).data() == "Completed")
     items = sched.batch_items(batch.id)
