@@ -317,7 +317,8 @@ class Database:
             except ModuleNotFoundError as exc:
                 raise StorageError(
                     f"cannot open {self.describe()}: its driver {exc.name} is not installed "
-                    "(pip install 'desktop-agent[postgres]')"
+                    "(pip install 'desktop-agent[postgres]')",
+                    code="driver_missing",
                 ) from None
             _check_server_side(self.writer)
             self.reader = self.writer

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from desktop_agent import config
-from desktop_agent.domain.errors import StorageError
+from desktop_agent.domain.errors import SchemaTooNewError, StorageError
 from desktop_agent.persistence.store import SqlStore
 from desktop_agent.tools.mcp import CATALOGUE_FILE, start_hub
 from desktop_agent.worker.compose import build_executor, open_store, tools_from_env
@@ -52,16 +52,18 @@ def open_store_waiting(
 
     A worker started while its PostgreSQL server restarts (or before the network is up)
     tries again, every 0.5 s at first and at most every 30 s, saying so each time, until
-    the server answers or ``stopping`` is set (then None). A SQLite file that cannot be
-    opened is not a passing state: its error is raised at once.
+    the server answers or ``stopping`` is set (then None). A password fixed in the keyring
+    meanwhile is read at the next try. What waiting cannot change is raised at once: a
+    SQLite file that cannot be opened, a schema newer than this release, a missing driver.
     """
     delay = FIRST_RETRY_S
     while True:
         try:
             return open_store(db_path, settings)
         except StorageError as exc:
-            if config.database_url(db_path) is None:
-                raise
+            lasting = isinstance(exc, SchemaTooNewError) or exc.code == "driver_missing"
+            if lasting or config.database_url(db_path) is None:
+                raise  # waiting would change nothing: this needs the user
             message = f"{exc}; trying again in {delay:g} s"
             if announce is not None:
                 announce(message)

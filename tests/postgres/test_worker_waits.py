@@ -129,3 +129,30 @@ def test_a_sqlite_file_that_cannot_be_opened_is_an_error_at_once(tmp_path: Path)
             proc.wait()
     assert code != 0
     assert "trying again" not in log.read_text()
+
+
+def test_a_schema_newer_than_this_release_is_an_error_at_once(
+    server: postgres.PgServer, tmp_path: Path
+) -> None:
+    import psycopg
+
+    from desktop_agent.persistence.db import Database, DbSettings
+
+    name = server.create_database()
+    Database(DbSettings(server.url(name))).dispose()  # migrated by this release
+    with psycopg.connect(server.dsn(name), autocommit=True) as conn:
+        conn.execute("UPDATE alembic_version SET version_num = '9999'")  # a later release's
+    folder = tmp_path / "data"
+    folder.mkdir()
+    (folder / "database.url").write_text(server.url(name) + "\n")
+    log = tmp_path / "worker.log"
+    proc = _worker(folder / "desktop-agent.db", log)
+    try:
+        code = proc.wait(60)  # no waiting for a release that will not come
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert code != 0
+    assert "written by a newer desktop-agent" in log.read_text()
+    assert "trying again" not in log.read_text()
