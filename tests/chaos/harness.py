@@ -21,7 +21,7 @@ import re
 import signal
 import subprocess
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -181,12 +181,32 @@ def pid_of_peer(peer: tuple[str, int] | None, pids: list[int]) -> int | None:
 
 
 class Workers:
-    """Worker child processes in numbered slots; every one is killed and reaped at the end."""
+    """Worker child processes in numbered slots; every one is killed and reaped at the end.
 
-    def __init__(self, db: Path, logs: Path, env: Mapping[str, str], slots: int = 2) -> None:
+    Args:
+        db: the database every worker serves.
+        logs: folder of the workers' logs.
+        env: the workers' environment.
+        slots: how many workers at most at once.
+        module: the worker program (``python -m MODULE DB``).
+        slot_env: more environment per slot (a host id, say).
+    """
+
+    def __init__(
+        self,
+        db: Path,
+        logs: Path,
+        env: Mapping[str, str],
+        slots: int = 2,
+        *,
+        module: str = "tests.chaos.child_worker",
+        slot_env: Sequence[Mapping[str, str]] = (),
+    ) -> None:
         self.db = db
         self.logs = logs
         self.env = dict(env)
+        self.module = module
+        self.slot_env = [dict(e) for e in slot_env]
         self.procs: list[subprocess.Popen[bytes] | None] = [None] * slots
         self.started = 0
         self.ended: set[int] = set()
@@ -198,11 +218,11 @@ class Workers:
         log = self.logs / f"worker-{self.started}.log"
         with log.open("wb") as out:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "tests.chaos.child_worker", str(self.db)],
+                [sys.executable, "-m", self.module, str(self.db)],
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=out,
-                env=self.env,
+                env={**self.env, **(self.slot_env[slot] if slot < len(self.slot_env) else {})},
                 cwd=REPO,
             )
         self.procs[slot] = proc

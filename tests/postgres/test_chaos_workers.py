@@ -32,13 +32,10 @@ machine's timing: a failure names the seed, what the driver did and the workers'
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import os
 import random
 import signal
-import subprocess
-import sys
 import threading
 import time
 from collections import Counter
@@ -59,6 +56,7 @@ from tests.chaos.harness import (
     TOOLS,
     Action,
     AgentScript,
+    Workers,
     file_content,
     mail,
     marker_of_mail,
@@ -130,73 +128,6 @@ CREATE TRIGGER chaos_firing AFTER UPDATE ON schedules
 # --------------------------------------------------------------------------- processes
 
 
-class Workers:
-    """Worker processes in slots (one host id each); all killed and reaped at the end."""
-
-    def __init__(self, db: Path, logs: Path, env: dict[str, str]) -> None:
-        self.db, self.logs, self.env = db, logs, env
-        self.procs: list[subprocess.Popen[bytes] | None] = [None] * len(HOSTS)
-        self.started = 0
-        self.ended: set[int] = set()
-        """Pids the test killed or stopped on purpose."""
-
-    def start(self, slot: int) -> int:
-        self.started += 1
-        log = self.logs / f"worker-{self.started}-{HOSTS[slot]}.log"
-        with log.open("wb") as out:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "tests.postgres.chaos_worker", str(self.db)],
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=out,
-                env={**self.env, "DESKTOP_AGENT_HOST": HOSTS[slot]},
-                cwd=REPO,
-            )
-        self.procs[slot] = proc
-        return proc.pid
-
-    def alive(self) -> list[tuple[int, int]]:
-        """(slot, pid) of the workers still running."""
-        return [(s, p.pid) for s, p in enumerate(self.procs) if p is not None and p.poll() is None]
-
-    def dead_slots(self) -> list[int]:
-        return [s for s, p in enumerate(self.procs) if p is None or p.poll() is not None]
-
-    def kill(self, slot: int) -> None:
-        proc = self.procs[slot]
-        if proc is not None and proc.poll() is None:
-            self.ended.add(proc.pid)
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(proc.pid, signal.SIGKILL)
-            proc.wait()
-
-    def signal(self, slot: int, sig: signal.Signals) -> None:
-        proc = self.procs[slot]
-        if proc is not None and proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(proc.pid, sig)
-
-    def check(self) -> None:
-        """Fail at once, with the logs, if a worker exited without being told to."""
-        for proc in self.procs:
-            if proc is not None and proc.poll() is not None and proc.pid not in self.ended:
-                raise AssertionError(
-                    f"worker pid {proc.pid} exited by itself (code {proc.returncode}); "
-                    f"seed {SEED}\n{self.log_tails()}"
-                )
-
-    def kill_all(self) -> None:
-        for slot in range(len(self.procs)):
-            self.signal(slot, signal.SIGCONT)
-            self.kill(slot)
-
-    def log_tails(self, chars: int = 2000) -> str:
-        out = []
-        for path in sorted(self.logs.glob("worker-*.log")):
-            out.append(f"--- {path.name}\n{path.read_text(errors='replace')[-chars:]}")
-        return "\n".join(out)
-
-
 class SinkStrikes:
     """SIGKILLs the worker sending an e-mail or a POST at the worst moments, while armed.
 
@@ -218,12 +149,11 @@ class SinkStrikes:
         with self._lock:
             if not self.armed or self.left <= 0 or self.rng.random() > 0.3:
                 return
-            pid = pid_of_peer(peer, [p for _s, p in self.workers.alive()])
-            slot = next((s for s, p in self.workers.alive() if p == pid), None)
-            if slot is None:
+            pid = pid_of_peer(peer, self.workers.alive())
+            slot = self.workers.slot_of(pid) if pid is not None else None
+            if pid is None or slot is None or not self.workers.signal(pid, signal.SIGKILL):
                 return
             self.left -= 1
-            self.workers.kill(slot)
             self.log.append(f"SIGKILL slot {slot} pid {pid} {where}")
 
 
@@ -290,7 +220,14 @@ class Lab:
             PYTHONWARNINGS="ignore::DeprecationWarning",
             CHAOS_LEASE_S=str(LEASE_S),
         )
-        self.workers = Workers(self.db, self.logs, env)
+        self.workers = Workers(
+            self.db,
+            self.logs,
+            env,
+            len(HOSTS),
+            module="tests.postgres.chaos_worker",
+            slot_env=[{"DESKTOP_AGENT_HOST": host} for host in HOSTS],
+        )
         self.strikes = SinkStrikes(self.workers, SEED)
         self.plans: dict[str, list[Action]] = {}
         """The plan of each scripted run, by run id."""
@@ -376,11 +313,11 @@ def _drive(lab: Lab, rng: random.Random, log: list[str]) -> None:
     while time.monotonic() < end:
         lab.workers.check()
         now = time.monotonic()
-        for slot, at in list(thaw.items()):
+        for pid, at in list(thaw.items()):
             if at <= now:
-                lab.workers.signal(slot, signal.SIGCONT)
-                stamp(f"SIGCONT slot {slot}")
-                del thaw[slot]
+                lab.workers.signal(pid, signal.SIGCONT)
+                stamp(f"SIGCONT pid {pid}")
+                del thaw[pid]
         for slot in lab.workers.dead_slots():  # killed by the driver or at a sink
             respawn.setdefault(slot, now + rng.uniform(0.0, 1.5))
         for slot, at in list(respawn.items()):
@@ -395,21 +332,23 @@ def _drive(lab: Lab, rng: random.Random, log: list[str]) -> None:
             lab.server.start()
             stamp("PostgreSQL started again")
             continue
-        candidates = [(s, p) for s, p in lab.workers.alive() if s not in thaw]
+        candidates = [p for p in lab.workers.alive() if p not in thaw]
         if candidates:
-            slot, pid = rng.choice(candidates)
+            pid = rng.choice(candidates)
+            struck = lab.workers.slot_of(pid)
+            assert struck is not None
             if rng.random() < 0.5:
-                lab.workers.kill(slot)
-                respawn[slot] = time.monotonic() + rng.uniform(0.0, 1.5)
-                stamp(f"SIGKILL slot {slot} pid {pid}")
+                lab.workers.signal(pid, signal.SIGKILL)
+                respawn[struck] = time.monotonic() + rng.uniform(0.0, 1.5)
+                stamp(f"SIGKILL slot {struck} pid {pid}")
             else:
-                lab.workers.signal(slot, signal.SIGSTOP)
-                thaw[slot] = time.monotonic() + rng.uniform(0.3, 2 * LEASE_S)
-                stamp(f"SIGSTOP slot {slot} pid {pid}")
+                lab.workers.signal(pid, signal.SIGSTOP)
+                thaw[pid] = time.monotonic() + rng.uniform(0.3, 2 * LEASE_S)
+                stamp(f"SIGSTOP slot {struck} pid {pid}")
         time.sleep(rng.uniform(0.5, 1.8))
     lab.strikes.armed = False
-    for slot in list(thaw):
-        lab.workers.signal(slot, signal.SIGCONT)
+    for pid in list(thaw):
+        lab.workers.signal(pid, signal.SIGCONT)
     for slot in lab.workers.dead_slots():
         stamp(f"start slot {slot} ({HOSTS[slot]}): pid {lab.workers.start(slot)}")
     stamp(f"chaos over; {_progress(lab)}")
@@ -481,7 +420,7 @@ def test_three_workers_on_postgresql_lose_nothing_through_kills_freezes_and_a_re
     )
     for slot in range(len(HOSTS)):
         lab.workers.start(slot)
-    log: list[str] = []
+    log: list[str] = [f"seed {SEED}"]
     analyst = Analyst(lab, SEED)
     try:
         _drive(lab, rng, log)

@@ -48,6 +48,14 @@ def _step(store: SqlStore, seq: int, lease: Lease) -> None:
     )
 
 
+def _running(store: SqlStore) -> Lease:
+    """Run ``run-1``, claimed by ``worker-a``, its first intent written: its lease."""
+    new_run(store)
+    lease = claimed(store, "run-1", "worker-a")
+    store.commit("run-1", intents=[intent(1)], patch=RunPatch(status=RunStatus.RUNNING))
+    return lease
+
+
 @pytest.mark.parametrize("mode", ["fast", "immediate"])
 def test_a_commit_after_a_server_restart_reconnects_and_writes_once(
     server: postgres.PgServer, mode: str
@@ -55,9 +63,7 @@ def test_a_commit_after_a_server_restart_reconnects_and_writes_once(
     db = Database(DbSettings(server.url(server.create_database())))
     try:
         store = SqlStore(db)
-        new_run(store)
-        lease = claimed(store, "run-1", "worker-a")
-        store.commit("run-1", intents=[intent(1)], patch=RunPatch(status=RunStatus.RUNNING))
+        lease = _running(store)
         _step(store, 1, lease)
 
         server.stop(mode)  # "immediate" is a crash: the server recovers from its WAL
@@ -87,9 +93,7 @@ def test_a_connection_idle_for_long_is_pinged_and_replaced_when_dead(
     db = Database(DbSettings(server.url(server.create_database())))
     try:
         store = SqlStore(db)
-        new_run(store)
-        lease = claimed(store, "run-1", "worker-a")
-        store.commit("run-1", intents=[intent(1)], patch=RunPatch(status=RunStatus.RUNNING))
+        lease = _running(store)
         _step(store, 1, lease)  # pinged at every checkout now: still one step each
         server.stop("fast")
         server.start()
