@@ -414,8 +414,13 @@ class SchedulerService:
                 # removed (or paused) meanwhile would be put back after the sync that
                 # dropped it, and no later sync would see a change to drop it again.
                 schedule = self._schedule(schedule_id)
-                self._jobs.pop(f"schedule:{schedule_id}", None)
-                if schedule is not None and not schedule.paused:
+                job_id = f"schedule:{schedule_id}"
+                if schedule is None or schedule.paused:
+                    # APScheduler keeps the job at its next time: remove it there too, or
+                    # it stays registered with nothing tracking it.
+                    self._drop(job_id)
+                else:
+                    self._jobs.pop(job_id, None)
                     self._ensure_schedule(schedule)
 
     def _schedule(self, schedule_id: str) -> Schedule | None:
