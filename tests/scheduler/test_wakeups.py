@@ -90,7 +90,8 @@ def test_a_timer_wakes_its_run_on_time_through_a_real_apscheduler_job(
     wait_until(lambda: rig.status(run.id) == RunStatus.WAITING, 10, "the run to sleep")
     wake_at = client.run(run.id).wake_at
     assert wake_at is not None
-    assert f"wake:{run.id}" in rig.service.job_ids()
+    # The scheduler sets the job once it hears the activation ended, just after the status.
+    wait_until(lambda: f"wake:{run.id}" in rig.service.job_ids(), 10, "the wake-up job")
     rig.wait_status(run.id, RunStatus.COMPLETED, timeout=30)
     (sleep,) = [s for s in client.steps(run.id) if s.kind == StepKind.SLEEP]
     assert sleep.finished_at is not None
