@@ -15,7 +15,6 @@ import logging
 import os
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from desktop_agent import config
@@ -46,6 +45,11 @@ from desktop_agent.cli.output import (
     step_json,
     step_line,
     usd,
+)
+from desktop_agent.cli.workers import (
+    carry_out,
+    queued,
+    worker_for_new_runs,
 )
 from desktop_agent.client.messages import note_delivery, plain_error
 from desktop_agent.client.stepkinds import clip
@@ -250,7 +254,7 @@ def cmd_run(args: argparse.Namespace, out: Out) -> int:
         placement=args.placement,
     )
     if args.detach:
-        _queued(out, run.id, run_json(run), worker_for_new_runs(client))
+        queued(out, run.id, run_json(run), worker_for_new_runs(client))
         return EXIT_OK
     if not out.as_json:
         echo(
@@ -260,65 +264,6 @@ def cmd_run(args: argparse.Namespace, out: Out) -> int:
     client.ensure_worker(until_idle=True)
     final = follow(client, run.id, out, auto_approve=args.yes)
     return exit_code(final)
-
-
-AUTOSTART_ENV = "DESKTOP_AGENT_AUTOSTART_WORKER"
-"""Set to 0 to keep commands from starting a background worker (a script, or a test, that
-runs its own worker)."""
-
-
-@dataclass(frozen=True)
-class _WorkerNote:
-    """Whether a command started a worker to carry it out, and what to say about it."""
-
-    pid: int | None = None
-    text: str = ""
-
-    def suffix(self) -> str:
-        """``; started a background worker (pid 123)``, or nothing."""
-        return f"; {self.text}" if self.text else ""
-
-
-def _carry_out(client: Client, run_ids: Sequence[str]) -> _WorkerNote:
-    """Start a background worker when the runs have work for one and none is alive.
-
-    Commands only write rows: without a worker nothing applies them. A live worker picks
-    them up at its next poll (nothing to say); otherwise one is started detached, as
-    ``run --detach`` does, and the output says so.
-    """
-    if not client.needs_worker(run_ids):
-        return _WorkerNote()
-    return _start_worker(client)
-
-
-def worker_for_new_runs(client: Client) -> _WorkerNote:
-    """A worker for runs just queued: none to start when one is alive, else one started.
-
-    As for decisions, :data:`AUTOSTART_ENV` set to 0 starts none, and the output says that
-    no worker will carry the runs out until one is started.
-    """
-    if client.worker_status().alive:
-        return _WorkerNote()
-    return _start_worker(client)
-
-
-def _start_worker(client: Client) -> _WorkerNote:
-    """Start a detached worker (unless :data:`AUTOSTART_ENV` says not to)."""
-    how = "start one with `desktop-agent worker` or the app"
-    if os.environ.get(AUTOSTART_ENV, "").strip().lower() in ("0", "no", "false", "off"):
-        return _WorkerNote(None, f"no worker is running to carry it out: {how}")
-    try:
-        pid = int(client.spawn_worker())
-    except OSError as exc:
-        return _WorkerNote(
-            None, f"no worker is running and none could be started ({exc.strerror or exc}): {how}"
-        )
-    return _WorkerNote(pid, f"started a background worker (pid {pid})")
-
-
-def _queued(out: Out, human: str, data: dict[str, Any], note: _WorkerNote) -> None:
-    """Say that a command was queued, and how it will be carried out."""
-    out.emit(human + note.suffix(), {**data, "worker_started": note.pid, "worker": note.text})
 
 
 def cmd_worker(args: argparse.Namespace, out: Out) -> int:
@@ -436,7 +381,7 @@ def cmd_rerun(args: argparse.Namespace, out: Out) -> int:
     """Start a run again; prints the new run's id (a worker picks it up)."""
     client = _client(args)
     run = client.run_again(args.run, goal=args.goal, model=args.model, max_cost_usd=args.max_cost)
-    _queued(out, run.id, run_json(run), worker_for_new_runs(client))
+    queued(out, run.id, run_json(run), worker_for_new_runs(client))
     return EXIT_OK
 
 
@@ -478,11 +423,11 @@ def _simple(name: str) -> Callable[[argparse.Namespace, Out], int]:
             "cancel": "",
             "stop": " (a partial report is written; `resume` continues it)",
         }[name]
-        _queued(
+        queued(
             out,
             f"{name} requested for run {run.id}; applied at the next step boundary{tail}",
             {"run": run.id, "command": name, "queued": True},
-            _carry_out(client, [run.id]),
+            carry_out(client, [run.id]),
         )
         return EXIT_OK
 
@@ -496,11 +441,11 @@ def cmd_steer(args: argparse.Namespace, out: Out) -> int:
     when = note_delivery(run)
     if when and run.attention_seq is not None and run.status == RunStatus.NEEDS_ATTENTION:
         when += f" (`desktop-agent resolve {run.id} ACTION`)"
-    _queued(
+    queued(
         out,
         f"note queued for run {run.id}" + (f"; {when}" if when else ""),
         {"run": run.id, "queued": True, "delivery": when or "at the run's next step"},
-        _carry_out(client, [run.id]),
+        carry_out(client, [run.id]),
     )
     return EXIT_OK
 
@@ -509,11 +454,11 @@ def cmd_answer(args: argparse.Namespace, out: Out) -> int:
     """Answer a question."""
     client = _client(args)
     run = client.answer(args.run, args.text)
-    _queued(
+    queued(
         out,
         f"answer queued for run {run.id}",
         {"run": run.id, "queued": True},
-        _carry_out(client, [run.id]),
+        carry_out(client, [run.id]),
     )
     return EXIT_OK
 
@@ -576,10 +521,10 @@ def cmd_approve(args: argparse.Namespace, out: Out) -> int:
         decided = [client.approve(args.ids[0], edited, edit=True)]
     else:
         decided = client.approve_all(args.ids)
-    note = _carry_out(client, [a.run_id for a in decided])
+    note = carry_out(client, [a.run_id for a in decided])
     verb = "edited and approved" if editing else "approved"
     for a in decided:
-        _queued(
+        queued(
             out,
             f"{verb} {a.id} ({a.tool}); the run continues",
             {"approval": a.id, "decision": "edited" if editing else "approved"},
@@ -594,9 +539,9 @@ def cmd_reject(args: argparse.Namespace, out: Out) -> int:
         raise InvalidInputError("give a reason: the agent reads it")
     client = _client(args)
     decided = client.reject_all(args.ids, args.reason)
-    note = _carry_out(client, [a.run_id for a in decided])
+    note = carry_out(client, [a.run_id for a in decided])
     for a in decided:
-        _queued(
+        queued(
             out,
             f"rejected {a.id} ({a.tool}); the agent gets your reason",
             {"approval": a.id, "decision": "rejected"},
@@ -618,11 +563,11 @@ def cmd_budget(args: argparse.Namespace, out: Out) -> int:
         time_s=time_s,
         tokens=args.add_tokens,
     )
-    _queued(
+    queued(
         out,
         f"budget extension queued for run {run.id}",
         {"run": run.id, "queued": True},
-        _carry_out(client, [run.id]),
+        carry_out(client, [run.id]),
     )
     return EXIT_OK
 
@@ -664,11 +609,11 @@ def cmd_resolve(args: argparse.Namespace, out: Out) -> int:
     """Resolve an in-doubt effect."""
     client = _client(args)
     run = client.resolve(args.run, args.action)
-    _queued(
+    queued(
         out,
         f"{args.action} queued for run {run.id}",
         {"run": run.id, "action": args.action},
-        _carry_out(client, [run.id]),
+        carry_out(client, [run.id]),
     )
     return EXIT_OK
 

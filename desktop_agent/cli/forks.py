@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from desktop_agent import config
 from desktop_agent.cli.output import EXIT_OK, run_json
+from desktop_agent.cli.workers import worker_for_new_runs
 from desktop_agent.domain.errors import InvalidInputError
 
 if TYPE_CHECKING:
@@ -52,8 +53,6 @@ def cmd_fork(args: argparse.Namespace, out: Out) -> int:
     client = Client(config.resolve_db_path(getattr(args, "db", None)))
     try:
         run = fork(client, args.run, args.at, note=args.note, edited_arguments=edited)
-        from desktop_agent.cli.commands import worker_for_new_runs  # it imports this module
-
         note = worker_for_new_runs(client)
     finally:
         client.close()

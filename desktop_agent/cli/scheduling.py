@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from desktop_agent import config
 from desktop_agent.cli import backup as cli_backup
 from desktop_agent.cli.output import echo, usd
+from desktop_agent.cli.workers import worker_for_new_runs
 from desktop_agent.domain.scheduling import Batch, BatchItem, FolderWatch, Schedule
 from desktop_agent.domain.units import format_duration, parse_duration
 
@@ -141,8 +142,6 @@ def _scheduling(args: argparse.Namespace) -> Scheduling:
 def _worker_note(sched: Scheduling, args: argparse.Namespace) -> str:
     if args.no_worker:
         return ""
-    from desktop_agent.cli.commands import worker_for_new_runs  # it imports this module
-
     return worker_for_new_runs(sched.client).suffix()
 
 

@@ -10,9 +10,10 @@ import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypedDict, Unpack
+from typing import Any, TypedDict, Unpack
 
 from desktop_agent import config, procs
+from desktop_agent.client.usage import Usage, usage_since
 from desktop_agent.config import Settings
 from desktop_agent.domain import (
     JSON,
@@ -45,9 +46,6 @@ from desktop_agent.secrets import database_password
 from desktop_agent.tools.mcp import CATALOGUE_FILE as MCP_CATALOGUE
 from desktop_agent.tools.mcp import listed_tools
 from desktop_agent.tools.registry import ToolRegistry, default_tools
-
-if TYPE_CHECKING:
-    from desktop_agent.client import usage as usage_totals
 
 DEFAULT_SYSTEM_PROMPT = (
     "You are a careful research agent working for an analyst. Work in small steps with the "
@@ -506,11 +504,9 @@ class Client:
         self._store.add_command(run.id, CommandKind.RESOLVE, {"action": action})
         return run
 
-    def usage(self, since: float) -> usage_totals.Usage:
+    def usage(self, since: float) -> Usage:
         """Spend and tokens of all runs since ``since``, grouped (see ``client/usage.py``)."""
-        from desktop_agent.client.usage import usage_since
-
-        return usage_since(self, since)
+        return usage_since(self._db, since, self.settings.monthly_spend_cap_usd)
 
     # ------------------------------------------------------------------ search
 

@@ -14,8 +14,8 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from desktop_agent.client.api import Client
 from desktop_agent.persistence import usage as usage_rows
+from desktop_agent.persistence.db import Database
 from desktop_agent.persistence.readmodels import RunKeys
 from desktop_agent.persistence.usage import ArchivedSpend, SpendRow, month_start
 
@@ -163,11 +163,13 @@ def totals(
     return usage
 
 
-def usage_since(client: Client, since: float, now: float | None = None) -> Usage:
-    """What every run spent since ``since``, and this month so far against the cap."""
+def usage_since(
+    db: Database, since: float, cap_usd: float | None, now: float | None = None
+) -> Usage:
+    """What every run spent since ``since``, and this month so far against ``cap_usd``."""
     now = time.time() if now is None else now
     first = month_start(now)
-    rows, keys, archived = usage_rows.spend_since(client._db, min(since, first))
+    rows, keys, archived = usage_rows.spend_since(db, min(since, first))
     usage = totals(
         [r for r in rows if r.finished_at >= since],
         keys,
@@ -178,5 +180,5 @@ def usage_since(client: Client, since: float, now: float | None = None) -> Usage
     usage.month = sum(r.cost_usd for r in rows if r.finished_at >= first) + sum(
         a.cost_usd for a in archived if a.created_at >= first
     )
-    usage.cap_usd = client.settings.monthly_spend_cap_usd
+    usage.cap_usd = cap_usd
     return usage

@@ -139,7 +139,8 @@ class MainWindow(QMainWindow):
         self._built = False
         self._build()
         self._connect()
-        self.scheduling = SchedulingViews(self)  # the Schedules, Batches and Watched folders tabs
+        # The Schedules, Batches and Watched folders tabs.
+        self.scheduling = SchedulingViews(self, self)
         self._built = True
         self.tray = TrayController(
             [

@@ -7,7 +7,6 @@ import json
 import pytest
 
 from desktop_agent.client.api import Client
-from desktop_agent.client.usage import usage_since
 from tests.conftest import MakeExecutor, drain
 from tests.helpers.fakes import Reply, ScriptedModel
 from tests.search.test_cli_search import cli
@@ -24,14 +23,14 @@ def test_totals_add_up_per_model_and_day_and_the_cli_prints_them(
         drain(client._store, make_executor(ScriptedModel([Reply("Thinking."), Reply("Done.")])))
         ids.setdefault(model, []).append(run.id)
     runs = {r.id: r for r in client.runs()}
-    usage = usage_since(client, 0.0)
+    usage = client.usage(0.0)
     assert usage.total.cost_usd == pytest.approx(sum(r.cost_usd for r in runs.values()))
     assert usage.total.cost_usd > 0 and len(usage.total.runs) == 3
     sonnet = usage.by_model[SONNET]
     assert sonnet.cost_usd == pytest.approx(sum(runs[i].cost_usd for i in ids[SONNET]))
     assert sonnet.input_tokens == sum(runs[i].usage.input_tokens for i in ids[SONNET])
     assert sum(t.cost_usd for t in usage.by_day.values()) == pytest.approx(usage.total.cost_usd)
-    assert usage_since(client, max(r.updated_at for r in runs.values()) + 1).total.calls == 0
+    assert client.usage(max(r.updated_at for r in runs.values()) + 1).total.calls == 0
 
     shown = cli(client.db_path, "usage", "--since", "today", "--json")
     assert shown.returncode == 0, shown.stderr

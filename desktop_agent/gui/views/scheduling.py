@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from PySide6.QtCore import QEvent, QObject, Qt, QTimer, Signal, Slot
 from PySide6.QtGui import QPalette
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QSizePolicy, QWidget
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QSizePolicy, QStatusBar, QWidget
 
+from desktop_agent.client.api import Client
 from desktop_agent.client.messages import plain_error
 from desktop_agent.client.schedules import Scheduling
 from desktop_agent.client.scheduling_views import (
@@ -26,7 +27,13 @@ from desktop_agent.client.scheduling_views import (
     stuck_badge,
     stuck_by_run,
 )
-from desktop_agent.client.views import ModelChoice, ToolInfo, default_tool_names, model_choices
+from desktop_agent.client.views import (
+    ModelChoice,
+    RunRow,
+    ToolInfo,
+    default_tool_names,
+    model_choices,
+)
 from desktop_agent.config import Settings
 from desktop_agent.domain.scheduling import StuckRun
 from desktop_agent.gui import resources
@@ -48,12 +55,39 @@ from desktop_agent.gui.models.scheduling import (
     ScheduleListModel,
     WatchListModel,
 )
+from desktop_agent.gui.poller import LivePoller
+from desktop_agent.gui.tasks import TaskRunner
 from desktop_agent.gui.views.batches import BatchesView
 from desktop_agent.gui.views.common import StuckBadgeDelegate
 from desktop_agent.gui.views.schedules import SchedulesView, WatchesView
+from desktop_agent.gui.widgets.runlist import RunListPanel
 
-if TYPE_CHECKING:
-    from desktop_agent.gui.mainwindow import MainWindow
+
+class WindowHost(Protocol):
+    """What the scheduling tabs use of the main window (which satisfies this)."""
+
+    client: Client
+    tasks: TaskRunner
+    poller: LivePoller
+    run_list: RunListPanel
+    selected: RunRow | None
+    tools: dict[str, ToolInfo]
+
+    def add_view(self, widget: QWidget, icon: str, title: str) -> int:
+        """Add a tab to the window's views; its index."""
+        ...
+
+    def select_run(self, run_id: str) -> bool:
+        """Show run ``run_id``; False when the run list does not hold it."""
+        ...
+
+    def show_error(self, message: str) -> None:
+        """Tell the analyst what failed."""
+        ...
+
+    def statusBar(self) -> QStatusBar:
+        """The window's status bar."""
+        ...
 
 
 class SchedulingSource(QObject):
@@ -157,10 +191,12 @@ class SchedulingViews(QObject):
 
     Args:
         window: the main window (its client, tasks, poller, run list and status bar).
+        parent: the widget that owns these tabs and their dialogs (the main window itself).
     """
 
-    def __init__(self, window: MainWindow) -> None:
-        super().__init__(window)
+    def __init__(self, window: WindowHost, parent: QWidget) -> None:
+        super().__init__(parent)
+        self.widget = parent
         self.window = window
         self.sched = Scheduling(window.client)
         self.state: SchedulingState | None = None
@@ -182,9 +218,9 @@ class SchedulingViews(QObject):
         window.poller.add_source(self.source)
         self.badges = StuckBadgeDelegate(window.run_list.table)
         window.run_list.table.setItemDelegateForColumn(RunColumn.GOAL, self.badges)
-        self.stuck_note = StatusNote("stuck", window)
+        self.stuck_note = StatusNote("stuck", parent)
         self.stuck_note.link_activated.connect(self._on_stuck_note_link_activated)
-        self.storage_note = StatusNote("status-failed", window)
+        self.storage_note = StatusNote("status-failed", parent)
         bar = window.statusBar()
         bar.insertPermanentWidget(0, self.storage_note)
         bar.insertPermanentWidget(0, self.stuck_note)
@@ -394,7 +430,7 @@ class SchedulingViews(QObject):
         )
 
     def _confirm(self, title: str, text: str, confirm: str, then: Callable[[], None]) -> None:
-        box = MessageDialog(title, text, "remove", confirm=confirm, parent=self.window)
+        box = MessageDialog(title, text, "remove", confirm=confirm, parent=self.widget)
         box.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
         box.confirmed.connect(then)
         box.destroyed.connect(self._on_dialog_destroyed)
@@ -452,7 +488,7 @@ class SchedulingViews(QObject):
     @Slot()
     def open_new_schedule(self) -> ScheduleDialog:
         """Open the new-schedule dialog."""
-        dialog = ScheduleDialog(*self._dialog_args(), parent=self.window)
+        dialog = ScheduleDialog(*self._dialog_args(), parent=self.widget)
         self._open(dialog, self._on_schedule_submitted)
         return dialog
 
@@ -463,7 +499,7 @@ class SchedulingViews(QObject):
             *self._dialog_args(),
             run_task=self.window.tasks.submit,
             count=count_items,
-            parent=self.window,
+            parent=self.widget,
         )
         self._open(dialog, self._on_batch_submitted)
         return dialog
@@ -471,7 +507,7 @@ class SchedulingViews(QObject):
     @Slot()
     def open_add_watch(self) -> WatchDialog:
         """Open the watch-a-folder dialog."""
-        dialog = WatchDialog(*self._dialog_args(), parent=self.window)
+        dialog = WatchDialog(*self._dialog_args(), parent=self.widget)
         self._open(dialog, self._on_watch_submitted)
         return dialog
 
