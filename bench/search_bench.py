@@ -4,6 +4,7 @@ Usage::
 
     .venv/bin/python bench/search_bench.py [--steps 2000] [--repeat 3] [--dir bench/out]
     .venv/bin/python bench/search_bench.py --scale [--runs 5000] [--steps-per-run 200]
+                                           [--postgresql]
 
 Two journals written in lockstep at FULL through the real ``SqlStore.commit`` (the steps of
 ``journal_bench.py``): one as shipped, one with triggers on ``steps`` that index each
@@ -22,6 +23,10 @@ in big transactions (not through the engine), then ``search.catch_up`` indexes t
 (timed), then ~200 phrase queries with filters (statuses, a date range, a cost bound), as
 the analyst's search does them: p50, p95 and max in ms, and the index's size against the
 text it indexes.
+
+``--scale --postgresql``: the same on a throwaway PostgreSQL server of the bench's own
+(Debian's ``postgresql``, as in the tests): rows written, the same ``catch_up``, the same
+queries through the same ``search.search``, and the GIN index's size against the text.
 """
 
 from __future__ import annotations
@@ -144,9 +149,12 @@ def build(db: Database, n_runs: int, per_run: int, seed: int) -> tuple[float, fl
     t0 = time.perf_counter()
     run_cols = [c.name for c in runs.columns]
     step_cols = [c.name for c in steps.columns]
-    run_sql = f"INSERT INTO runs ({', '.join(run_cols)}) VALUES ({', '.join('?' * len(run_cols))})"
+    mark = "?" if db.is_sqlite else "%s"
+    run_sql = (
+        f"INSERT INTO runs ({', '.join(run_cols)}) VALUES ({', '.join([mark] * len(run_cols))})"
+    )
     step_sql = (
-        f"INSERT INTO steps ({', '.join(step_cols)}) VALUES ({', '.join('?' * len(step_cols))})"
+        f"INSERT INTO steps ({', '.join(step_cols)}) VALUES ({', '.join([mark] * len(step_cols))})"
     )
     samples: list[str] = []
     per_tx = max(1, 50_000 // per_run)
@@ -220,8 +228,9 @@ def build(db: Database, n_runs: int, per_run: int, seed: int) -> tuple[float, fl
         with db.write() as conn:
             raw = conn.connection.driver_connection
             assert raw is not None
-            raw.executemany(run_sql, run_rows)
-            raw.executemany(step_sql, step_rows)
+            cursor = raw.cursor()
+            cursor.executemany(run_sql, run_rows)
+            cursor.executemany(step_sql, step_rows)
     return time.perf_counter() - t0, now, samples
 
 
@@ -280,7 +289,18 @@ def run_queries(db: Database, mix: list[tuple[str, SearchFilters]], label: str) 
 
 
 def fts_bytes(db: Database) -> tuple[int, int, int]:
-    """(bytes of the FTS5 index's shadow tables, of the text indexed, of the database file)."""
+    """(bytes of the FTS5 index's shadow tables, of the text indexed, of the database file).
+
+    On PostgreSQL: of the GIN index, of the text, of the whole database.
+    """
+    if not db.is_sqlite:
+        with db.read() as conn:
+            row = conn.exec_driver_sql(
+                "SELECT pg_relation_size('ix_search_docs_body_tsv'), "
+                "(SELECT coalesce(sum(octet_length(body)), 0) FROM search_docs), "
+                "pg_database_size(current_database())"
+            ).one()
+        return int(row[0]), int(row[1]), int(row[2])
     with db.read() as conn:
         index = conn.exec_driver_sql(
             "SELECT (SELECT coalesce(sum(length(block)), 0) FROM search_fts_data)"
@@ -294,14 +314,16 @@ def fts_bytes(db: Database) -> tuple[int, int, int]:
     return int(index), int(text), path.stat().st_size
 
 
-def at_scale(folder: Path, n_runs: int, per_run: int, n_queries: int, reuse: bool) -> None:
-    """Build, index and query the big database; print the figures."""
+def at_scale(
+    folder: Path, n_runs: int, per_run: int, n_queries: int, reuse: bool, url: str | None = None
+) -> None:
+    """Build, index and query the big database (SQLite, or ``url``'s); print the figures."""
     path = folder / "search-scale.db"
-    if not (reuse and path.exists()):
+    if url is None and not (reuse and path.exists()):
         for p in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
             p.unlink(missing_ok=True)
-    db = Database(DbSettings.for_path(path, "NORMAL"))
-    if reuse and path.stat().st_size > 1_000_000:
+    db = Database(DbSettings(url) if url else DbSettings.for_path(path, "NORMAL"))
+    if url is None and reuse and path.stat().st_size > 1_000_000:
         with db.read() as conn:
             samples = [str(b) for (b,) in conn.exec_driver_sql(
                 "SELECT body FROM search_docs WHERE id % 499 = 0 LIMIT 2000"
@@ -333,6 +355,27 @@ def at_scale(folder: Path, n_runs: int, per_run: int, n_queries: int, reuse: boo
     db.dispose()
 
 
+def at_scale_postgresql(args: argparse.Namespace) -> int:
+    """:func:`at_scale` on a server of the bench's own, removed afterwards."""
+    repo = Path(__file__).resolve().parents[1]
+    if str(repo) not in sys.path:
+        sys.path.insert(0, str(repo))
+    from tests.helpers import postgres
+
+    reason = postgres.unavailable()
+    if reason is not None:
+        print(f"no PostgreSQL server can run here: {reason}")
+        return 1
+    server = postgres.start_server()
+    try:
+        name = server.create_database()
+        print("PostgreSQL: a throwaway server (fsync off, as in the tests)")
+        at_scale(args.dir, args.runs, args.steps_per_run, args.queries, False, server.url(name))
+    finally:
+        server.close()
+    return 0
+
+
 def main() -> int:
     """Measure and print."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -344,8 +387,11 @@ def main() -> int:
     parser.add_argument("--steps-per-run", type=int, default=200)
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--reuse", action="store_true", help="query the last --scale database")
+    parser.add_argument("--postgresql", action="store_true", help="--scale on a PostgreSQL server")
     args = parser.parse_args()
     args.dir.mkdir(parents=True, exist_ok=True)
+    if args.scale and args.postgresql:
+        return at_scale_postgresql(args)
     if args.scale:
         at_scale(args.dir, args.runs, args.steps_per_run, args.queries, args.reuse)
         return 0

@@ -1,4 +1,6 @@
-"""Full-text search over everything runs recorded, archived runs included (SQLite FTS5).
+"""Full-text search over everything runs recorded, archived runs included.
+
+SQLite's FTS5 on SQLite; on PostgreSQL, the server's full-text search (see the end).
 
 What is indexed: per step, its kind and tool, the model's text and thinking, the tool's
 arguments and result, notes (steer steps) and errors, as readable text (the strings of the
@@ -41,9 +43,18 @@ in the whole index (0.5 s for two very common words in a million documents). Mea
 (``bench/search_bench.py --scale``, 1,000,000 steps): 200 phrase queries with filters,
 p95 604 ms before, about 60 ms after.
 
-The query syntax (:func:`fts_query`) is the analyst's, never FTS5's: plain words (all must
+The query syntax (:func:`terms`) is the analyst's, never FTS5's: plain words (all must
 match), "quoted phrases" and ``word*`` prefixes; anything else is quoted, so a query can
 only fail with a message saying what is wrong with it.
+
+On PostgreSQL the same tables hold the same documents, indexed by the server: a GIN index
+on ``to_tsvector('simple', ...)`` of the text with ASCII punctuation read as spaces
+(migration 0008; see :data:`PG_SEPARATORS`), kept in step by PostgreSQL itself. The same
+terms become a ``tsquery`` (:func:`_pg_query`); the candidates are again the newest
+:data:`CANDIDATES` matches that pass the filters, ranked by ``ts_rank_cd``, with snippets
+cut as FTS5's are. Indexers take an advisory lock per run (SQLite's write lock does that
+there). The difference left: ``simple`` does not fold accents.
+Not measured at scale: a common phrase makes the server recheck every match.
 """
 
 from __future__ import annotations
@@ -72,6 +83,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.engine import Connection, RowMapping
 from sqlalchemy.exc import OperationalError
+from sqlalchemy.sql import Select
 from sqlalchemy.sql.elements import BindParameter, ColumnClause, ColumnElement
 
 from desktop_agent.domain.errors import InvalidInputError
@@ -183,11 +195,19 @@ class SearchHit:
 # --------------------------------------------------------------------------- query syntax
 
 
-def fts_query(text: str) -> str:
-    """The analyst's query as an FTS5 expression: every term must match.
+@dataclass(frozen=True)
+class Term:
+    """One term of the analyst's query: a word or a phrase, matched as a prefix or whole."""
 
-    Words and "quoted phrases" are quoted for FTS5 (so ``AND``, ``-``, ``:`` or ``(`` in
-    them are plain text); a word ending in ``*`` matches as a prefix.
+    text: str
+    prefix: bool = False
+
+
+def terms(text: str) -> list[Term]:
+    """The analyst's query as its terms, every one of which must match.
+
+    Words and "quoted phrases"; a word ending in ``*`` matches as a prefix. Anything else
+    (``AND``, ``-``, ``:`` or ``(``) is plain text.
 
     Raises:
         InvalidInputError: the query is empty, has an unmatched double quote, or a ``*``
@@ -195,23 +215,30 @@ def fts_query(text: str) -> str:
     """
     if text.count('"') % 2:
         raise InvalidInputError('the search has an unmatched double quote (")')
-    terms: list[str] = []
+    found: list[Term] = []
     for match in _TERM.finditer(text):
         phrase, word = match.group(1), match.group(2)
         if phrase is not None:
             if phrase.strip():
-                terms.append(_quoted(phrase))
+                found.append(Term(phrase))
             continue
-        prefix = word.endswith("*")
         core = word.rstrip("*")
         if not core:
             raise InvalidInputError("a * in the search must end a word, as in report*")
         if "*" in core:
             raise InvalidInputError(f"{word!r}: a * may only end a word, as in report*")
-        terms.append(_quoted(core) + (" *" if prefix else ""))
-    if not terms:
+        found.append(Term(core, prefix=word.endswith("*")))
+    if not found:
         raise InvalidInputError("the search is empty: give a word or a quoted phrase")
-    return " AND ".join(terms)
+    return found
+
+
+def fts_query(text: str) -> str:
+    """The analyst's query (see :func:`terms`) as an FTS5 expression: every term must match.
+
+    Every term is quoted for FTS5, so FTS5's own syntax in it is plain text.
+    """
+    return " AND ".join(_quoted(t.text) + (" *" if t.prefix else "") for t in terms(text))
 
 
 def _quoted(text: str) -> str:
@@ -307,8 +334,8 @@ def _model_of(spec: str) -> str:
 
 
 def available(db: Database) -> bool:
-    """Whether this database has the full-text index (SQLite only, for now)."""
-    return db.is_sqlite
+    """Whether this database has a full-text index: SQLite's FTS5 or PostgreSQL's GIN."""
+    return db.writer.dialect.name in ("sqlite", "postgresql")
 
 
 _STALE = (
@@ -380,6 +407,11 @@ def index_run(conn: Connection, run_id: str, batch_steps: int) -> tuple[int, boo
     Returns:
         (steps indexed, whether a full batch was indexed and more may follow).
     """
+    on_sqlite = conn.dialect.name == "sqlite"
+    if not on_sqlite:
+        # SQLite's write lock serialises indexers; on PostgreSQL two catching up at once
+        # would both read the same watermark and index the same steps twice.
+        conn.execute(select(func.pg_advisory_xact_lock(_PG_INDEX_LOCK, func.hashtext(run_id))))
     run = conn.execute(select(runs).where(runs.c.id == run_id)).mappings().first()
     if run is None:
         return 0, False
@@ -419,13 +451,16 @@ def index_run(conn: Connection, run_id: str, batch_steps: int) -> tuple[int, boo
     fresh += [_step_doc(run_id, r) for r in rows]
     if reused:
         conn.execute(insert(search_docs), reused)
-    if fresh:
-        conn.execute(insert(search_docs), fresh)
     ids = [int(d["id"]) for d in reused]
-    if fresh:
+    if fresh and on_sqlite:
+        conn.execute(insert(search_docs), fresh)
         # Under the write lock, the documents just inserted took the ids after the largest.
         last = int(conn.execute(select(func.max(search_docs.c.id))).scalar_one())
         ids += [last - len(fresh) + 1, last]
+    elif fresh:
+        # Other writers take ids from the same sequence meanwhile: ask which ours are.
+        taken = conn.execute(insert(search_docs).returning(search_docs.c.id), fresh).scalars()
+        ids += [int(i) for i in taken]
     first, last = min(ids), max(ids)  # the goal is always there: never empty
     for r in rows:
         if r["status"] == "started":
@@ -474,9 +509,11 @@ def _save_progress(conn: Connection, run: RowMapping, mark: int, doc_ids: tuple[
     }
     first, last = doc_ids
     r = search_runs.c
+    sqlite = conn.dialect.name == "sqlite"
+    lesser, greater = (func.min, func.max) if sqlite else (func.least, func.greatest)
     widened = {
-        "first_doc_id": func.min(func.coalesce(r.first_doc_id, first), first),
-        "last_doc_id": func.max(func.coalesce(r.last_doc_id, last), last),
+        "first_doc_id": lesser(func.coalesce(r.first_doc_id, first), first),
+        "last_doc_id": greater(func.coalesce(r.last_doc_id, last), last),
     }
     found = update(search_runs).where(r.run_id == run["id"]).values(**values, **widened)
     if conn.execute(found).rowcount == 0:
@@ -707,7 +744,9 @@ def search(db: Database, query: str, filters: SearchFilters, limit: int) -> list
             database has no index.
     """
     if not available(db):
-        raise InvalidInputError("search works on SQLite databases for now")
+        raise InvalidInputError("search works on SQLite and PostgreSQL databases only")
+    if not db.is_sqlite:
+        return _pg_search(db, terms(query), filters, limit)
     expression = fts_query(query)
     try:
         with db.read() as conn:
@@ -775,7 +814,11 @@ def _hit(row: RowMapping, marked: str, rank: float) -> SearchHit:
 
 
 def _marked(text: str) -> tuple[str, tuple[tuple[int, int], ...]]:
-    """``text`` without the match marks, and where the marked parts are in it."""
+    """``text`` without the match marks, and where the marked parts are in it.
+
+    Marked parts with only spaces between them are one part: FTS5 marks a matched phrase
+    as a whole, PostgreSQL's ``ts_headline`` word by word.
+    """
     out: list[str] = []
     spans: list[tuple[int, int]] = []
     length, start = 0, -1
@@ -784,12 +827,160 @@ def _marked(text: str) -> tuple[str, tuple[tuple[int, int], ...]]:
             start = length
         elif ch == MARK_END:
             if start >= 0:
-                spans.append((start, length))
+                if spans and not "".join(out[spans[-1][1] : start]).strip():
+                    spans[-1] = (spans[-1][0], length)
+                else:
+                    spans.append((start, length))
             start = -1
         else:
             out.append(ch)
             length += 1
     return "".join(out), tuple(spans)
+
+
+# --------------------------------------------------------------------------- PostgreSQL
+
+_PG_CONFIG: ColumnClause[Any] = literal_column("'simple'::regconfig")
+"""The text search configuration: lower-cased words, no stemming, no stop words (as the
+SQLite index's ``unicode61`` tokenizer, which also folds diacritics, as this does not)."""
+
+PG_SEPARATORS = "!\"#$&'()*+,-./:;<=>?@[\\]^_`{|}~"
+"""ASCII punctuation, read as spaces before PostgreSQL's parser sees the text (``%`` aside:
+the parser already splits there, and the driver would read it as a placeholder). The
+parser would otherwise keep ``tangerine-outage.md``, ``a@b.org`` or ``v1.2`` as one word,
+where FTS5 sees words ("tangerine outage" finds the first on SQLite: so it must here)."""
+
+_PG_SEPARATORS_SQL = "'" + PG_SEPARATORS.replace("'", "''") + "'"
+_PG_SPACES = str.maketrans(PG_SEPARATORS, " " * len(PG_SEPARATORS))
+
+_PG_VECTOR = func.to_tsvector(
+    _PG_CONFIG,
+    func.translate(
+        search_docs.c.body,
+        literal_column(_PG_SEPARATORS_SQL),
+        literal_column(f"'{' ' * len(PG_SEPARATORS)}'"),
+    ),
+)
+"""The expression migration 0008's GIN index is built on: a query must name it exactly so
+(constants written out, not bound, for the planner to match them)."""
+
+PG_INDEX = "ix_search_docs_body_tsv"
+"""Migration 0008's index (outside the tables' declaration, as SQLite's FTS5 table is)."""
+
+_PG_INDEX_LOCK = 0x5EA2C4
+"""First key of the advisory lock an indexer takes per run (the second: the run id's hash)."""
+
+
+def _pg_query(found: list[Term]) -> ColumnElement[Any]:
+    """The terms as one ``tsquery``: every term, with punctuation read as spaces.
+
+    A word or phrase is ``phraseto_tsquery`` of it (bound text, never read as tsquery
+    syntax); a prefix is ``to_tsquery`` of its words quoted, the last with ``:*`` (the
+    words hold no quote or backslash: those are separators).
+    """
+    parts: list[ColumnElement[Any]] = []
+    for term in found:
+        words = term.text.translate(_PG_SPACES).split()
+        if not words:
+            continue  # only punctuation: FTS5 finds no token in it either
+        if term.prefix:
+            quoted = " <-> ".join(f"'{w}'" for w in words) + ":*"
+            parts.append(func.to_tsquery(_PG_CONFIG, quoted))
+        else:
+            parts.append(func.phraseto_tsquery(_PG_CONFIG, " ".join(words)))
+    if not parts:
+        raise InvalidInputError("the search has no word in it: give a word or a phrase")
+    query = parts[0]
+    for part in parts[1:]:
+        query = query.op("&&")(part)
+    return query
+
+
+def pg_candidates(found: list[Term], f: SearchFilters, bound: int) -> Select[tuple[int]]:
+    """The ids of the newest ``bound`` matches that pass the filters, on PostgreSQL.
+
+    From the GIN index: a bitmap of every match, of which the newest are kept (``id + 0``
+    keeps the planner from walking the primary key newest first instead, testing every
+    document on the way until ``bound`` match).
+    """
+    d = search_docs.c
+    return (
+        select(d.id)
+        .select_from(search_docs)
+        .join(search_runs, search_runs.c.run_id == d.run_id)
+        .where(_PG_VECTOR.op("@@")(_pg_query(found)), *_run_conditions(f), *_doc_conditions(f))
+        .order_by((d.id + 0).desc())
+        .limit(bound)
+    )
+
+
+def _pg_search(db: Database, found: list[Term], f: SearchFilters, limit: int) -> list[SearchHit]:
+    """:func:`search` on PostgreSQL: the same candidates, ranked by ``ts_rank_cd``.
+
+    The best ``limit`` of the candidates (:func:`pg_candidates`) by ``ts_rank_cd``, then
+    newest first, with snippets cut as FTS5 cuts them (:func:`_snippet`).
+    """
+    query = _pg_query(found)
+    d = search_docs.c
+    candidates = pg_candidates(found, f, max(CANDIDATES, limit)).subquery()
+    rank = func.ts_rank_cd(_PG_VECTOR, query)
+    ranked = (
+        select(d.id, rank)
+        .where(d.id.in_(select(candidates.c.id)))
+        .order_by(rank.desc(), d.at.desc(), d.id.desc())
+        .limit(limit)
+    )
+    with db.read() as conn:
+        best = {int(i): -float(r) for i, r in conn.execute(ranked)}  # lower is better, as bm25
+        if not best:
+            return []
+        bodies = conn.execute(select(d.id, d.body).where(d.id.in_(list(best))))
+        snippets = {int(i): _snippet(str(body or ""), found) for i, body in bodies}
+        shown = {int(r["id"]): r for r in conn.execute(_SHOWN, {"ids": list(best)}).mappings()}
+    return [_hit(shown[i], snippets.get(i, ""), rank) for i, rank in best.items()]
+
+
+_WORD = re.compile(r"[^\W_]+")
+"""A word as FTS5's ``unicode61`` sees one: letters and digits."""
+
+
+def _term_pattern(term: Term) -> str:
+    """A regular expression for where ``term`` matches in a document's text."""
+    words = _WORD.findall(term.text)
+    if not words:
+        return ""
+    joined = r"[\W_]+".join(re.escape(w) for w in words)
+    return r"(?<![^\W_])" + joined + (r"[^\W_]*" if term.prefix else r"(?![^\W_])")
+
+
+def _snippet(body: str, found: list[Term]) -> str:
+    """About :data:`SNIPPET_TOKENS` words of ``body`` around its first match, marked.
+
+    As FTS5's ``snippet`` shows them (PostgreSQL's ``ts_headline`` reads words its own
+    way, and would mark none of ``tangerine-outage.md`` for "tangerine outage"): the
+    matches between :data:`MARK_START` and :data:`MARK_END`, ``…`` where text was cut.
+    """
+    text = " ".join(body.split())
+    tokens = list(_WORD.finditer(text))
+    if not tokens:
+        return text[:200]
+    patterns = [f"(?:{p})" for p in map(_term_pattern, found) if p]
+    matches = list(re.finditer("|".join(patterns), text, re.IGNORECASE)) if patterns else []
+    first = matches[0].start() if matches else 0
+    at = next((i for i, t in enumerate(tokens) if t.end() > first), 0)
+    low = max(0, min(at - SNIPPET_TOKENS // 4, len(tokens) - SNIPPET_TOKENS))
+    high = min(len(tokens), low + SNIPPET_TOKENS)
+    start = 0 if low == 0 else tokens[low].start()
+    end = len(text) if high == len(tokens) else tokens[high - 1].end()
+    out = ["…" if start > 0 else ""]
+    pos = start
+    for m in matches:
+        a, b = max(m.start(), pos), min(m.end(), end)
+        if a < b:
+            out += [text[pos:a], MARK_START, text[a:b], MARK_END]
+            pos = b
+    out += [text[pos:end], "…" if end < len(text) else ""]
+    return "".join(out)
 
 
 def mark_unarchived(conn: Connection, run_ids: Sequence[str]) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from desktop_agent.client.api import Client
 from desktop_agent.domain import ApprovalState, Run, RunStatus
 from desktop_agent.domain.scheduling import RunTemplate
 from tests.conftest import MakeExecutor, drain
+from tests.helpers import postgres
 from tests.helpers.fakes import Reply, ScriptedModel
 
 HAIKU = "claude-haiku-4-5"
@@ -46,6 +48,20 @@ def finish(client: Client, make_executor: MakeExecutor, replies: list[Reply]) ->
 def start(client: Client, goal: str, workspace: Path, model: str = HAIKU, **more: Any) -> Run:
     """A queued run in ``workspace``."""
     return client.start_run(goal, model=model, workspace=workspace, **more)
+
+
+@pytest.fixture
+def backend() -> str:
+    """The database of the test: SQLite, unless its module runs on both (``BACKENDS``)."""
+    return "sqlite"
+
+
+@pytest.fixture
+def db_path(tmp_path: Path, backend: str) -> Iterator[Path]:
+    """The client's database: a SQLite file, or a fresh database on the test server."""
+    path = tmp_path / "data" / "desktop-agent.db"
+    with postgres.database_for(path.parent, backend):
+        yield path
 
 
 @pytest.fixture

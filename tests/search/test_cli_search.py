@@ -8,8 +8,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from desktop_agent.client.api import Client
+from tests.helpers import postgres
 from tests.search.conftest import Corpus
+
+pytestmark = pytest.mark.parametrize("backend", postgres.BACKENDS)
 
 REPO = Path(__file__).resolve().parents[2]
 

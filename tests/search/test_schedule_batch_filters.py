@@ -5,12 +5,17 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pytest
+
 from desktop_agent.client.api import Client
 from desktop_agent.client.schedules import RunOptions, Scheduling
 from desktop_agent.client.search import SearchFilters
 from tests.conftest import MakeExecutor
+from tests.helpers import postgres
 from tests.helpers.fakes import Reply
 from tests.search.conftest import HAIKU, finish, make_run_in
+
+pytestmark = pytest.mark.parametrize("backend", postgres.BACKENDS)
 
 
 def test_schedule_and_batch_filters_keep_only_their_runs(

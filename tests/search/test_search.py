@@ -10,7 +10,10 @@ from desktop_agent.client.api import Client
 from desktop_agent.client.schedules import Scheduling
 from desktop_agent.client.search import SearchFilters
 from desktop_agent.domain.errors import InvalidInputError
+from tests.helpers import postgres
 from tests.search.conftest import HAIKU, SECRET, SONNET, Corpus
+
+pytestmark = pytest.mark.parametrize("backend", postgres.BACKENDS)
 
 
 def _where(client: Client, query: str, **filters: object) -> set[tuple[str, int, str]]:
@@ -100,6 +103,8 @@ def test_a_malformed_query_is_one_clear_line(
 
 
 def test_fts_syntax_in_a_query_is_plain_text(client: Client, corpus: Corpus) -> None:
-    for query in ("NEAR(quokka", "quokka OR", "body:quokka", "-quokka", "quokka)", "^quokka"):
-        client.search(query)  # no FTS5 syntax error reaches the analyst
+    fts5 = ("NEAR(quokka", "quokka OR", "body:quokka", "-quokka", "quokka)", "^quokka")
+    tsquery = ("quokka & !island", "quokka <-> doubled", "quokka:*", "'quokka'", "quo\\kka*")
+    for query in (*fts5, *tsquery):
+        client.search(query)  # no FTS5 or tsquery syntax error reaches the analyst
     assert _where(client, "(quokka)") == _where(client, "quokka")
