@@ -59,8 +59,8 @@ def _defaults_differ(
 
 
 def _declared(name: str | None, type_: str, _parents: Any) -> bool:
-    """Everything but the search index, which no declaration holds (it is an expression)."""
-    return not (type_ == "index" and name == search.PG_INDEX)
+    """Everything but the search's words and their index (PostgreSQL's alone: see 0008)."""
+    return (type_, name) not in {("index", search.PG_INDEX), ("column", "body_tsv")}
 
 
 def _differences(db: Database) -> list[Any]:
