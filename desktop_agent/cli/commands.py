@@ -32,7 +32,6 @@ from desktop_agent.cli.output import (
     EXIT_USAGE,
     Out,
     echo,
-    event_json,
     event_line,
     exit_code,
     follow,
@@ -40,9 +39,7 @@ from desktop_agent.cli.output import (
     json_line,
     model_label,
     next_step_hint,
-    run_json,
     status_label,
-    step_json,
     step_line,
     usd,
 )
@@ -52,6 +49,7 @@ from desktop_agent.cli.workers import (
     worker_for_new_runs,
 )
 from desktop_agent.client.messages import note_delivery, plain_error
+from desktop_agent.client.shapes import event_json, run_json, step_json
 from desktop_agent.client.stepkinds import clip
 from desktop_agent.domain import (
     ApprovalState,

@@ -13,8 +13,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from desktop_agent import config
-from desktop_agent.cli.output import EXIT_OK, run_json
+from desktop_agent.cli.output import EXIT_OK
 from desktop_agent.cli.workers import worker_for_new_runs
+from desktop_agent.client.shapes import run_json
 from desktop_agent.domain.errors import InvalidInputError
 
 if TYPE_CHECKING:

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
 from desktop_agent.client import stepkinds
+from desktop_agent.client.shapes import run_json, step_json
 from desktop_agent.domain import (
     Run,
     RunEvent,
@@ -96,32 +97,6 @@ class Out:
             echo(human, file=self.stream)
 
 
-def run_json(run: Run) -> dict[str, Any]:
-    """A run as plain data."""
-    return {
-        "id": run.id,
-        "goal": run.goal,
-        "status": str(run.status),
-        "wait_reason": str(run.wait_reason) if run.wait_reason else None,
-        "wake_at": run.wake_at,
-        "message": run.status_message,
-        "model": run.model,
-        "demo": run.is_demo,
-        "workspace": run.workspace,
-        "cost_usd": round(run.cost_usd, 6),
-        "usage": run.usage.to_json(),
-        "steps": run.last_seq,
-        "budget": run.budget.to_json(),
-        "created_at": run.created_at,
-        "finished_at": run.finished_at,
-        "attention_seq": run.attention_seq,
-        "definition_hash": run.definition_hash,
-        "placement": run.placement,
-        "forked_from": run.forked_from,
-        "forked_at_seq": run.forked_at_seq,
-    }
-
-
 def fork_lines(run: Run, forks: Sequence[Run]) -> list[str]:
     """``show``'s lines on where a run comes from and the runs made from it."""
     lines = []
@@ -133,40 +108,6 @@ def fork_lines(run: Run, forks: Sequence[Run]) -> list[str]:
         how = f"fork at step {f.forked_at_seq}" if f.forked_at_seq else "run again"
         lines.append(f"  {'forks:' if f is forks[0] else '':<10} {f.id}  {how} · {f.status}")
     return lines
-
-
-def step_json(step: Step) -> dict[str, Any]:
-    """A step as plain data."""
-    return {
-        "seq": step.seq,
-        "kind": str(step.kind),
-        "name": step.name,
-        "status": str(step.status),
-        "attempt": step.attempt,
-        "effect": str(step.effect) if step.effect else None,
-        "idempotency_key": step.idempotency_key,
-        "input": step.input,
-        "output": step.output,
-        "error": step.error,
-        "partial_text": step.partial_text,
-        "salvaged": list(step.salvaged),
-        "usage": step.usage.to_json(),
-        "cost_usd": step.cost_usd,
-        "started_at": step.started_at,
-        "finished_at": step.finished_at,
-    }
-
-
-def event_json(event: RunEvent) -> dict[str, Any]:
-    """A run event as plain data."""
-    return {
-        "id": event.id,
-        "kind": str(event.kind),
-        "seq": event.seq,
-        "message": event.message,
-        "created_at": event.created_at,
-        "data": event.data,
-    }
 
 
 def event_line(event: RunEvent) -> str:

@@ -28,8 +28,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from desktop_agent.cli.output import run_json, step_json
 from desktop_agent.client.api import Client
+from desktop_agent.client.shapes import run_json, step_json
 from desktop_agent.domain import Approval, RunStatus
 from desktop_agent.domain.errors import (
     DesktopAgentError,

@@ -21,6 +21,7 @@ from desktop_agent.persistence import search as search_index
 from desktop_agent.persistence.db import Database, DbSettings
 from tests.helpers import postgres
 from tests.helpers.journal import write_long_run
+from tests.helpers.polling import wait_until
 
 pytestmark = pytest.mark.skipif(
     postgres.unavailable() is not None, reason=str(postgres.unavailable())
@@ -126,3 +127,28 @@ def test_accents_are_kept_there_and_punctuation_splits_words_as_on_sqlite(client
     (hit,) = client.search('"tangerine outage"')
     assert [hit.snippet[a:b] for a, b in hit.spans] == ["tangerine-outage"]
     assert [h.run_id for h in client.search("outage.md")] == [run.id]
+
+
+def _analyzed(db: Database) -> bool:
+    with db.read() as conn:
+        at = conn.execute(
+            text("SELECT last_analyze FROM pg_stat_user_tables WHERE relname = 'search_docs'")
+        ).scalar()
+    return at is not None
+
+
+def test_a_big_catch_up_refreshes_the_statistics_the_planner_chooses_by(
+    client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run = client.start_run("Chart the heron sightings", model="demo")
+    write_long_run(client, run.id, 60)
+    monkeypatch.setattr(search_index, "ANALYZE_AFTER", 1000)
+    assert search_index.catch_up(client._db) < 1000
+    assert not _analyzed(client._db)  # a small catch-up leaves it to autovacuum
+
+    other = client.start_run("Chart the otter sightings", model="demo")
+    write_long_run(client, other.id, 60)
+    monkeypatch.setattr(search_index, "ANALYZE_AFTER", 50)
+    assert search_index.catch_up(client._db) >= 50
+    # ANALYZE reports to the server's statistics itself; polled, in case that lags.
+    wait_until(lambda: _analyzed(client._db), what="search_docs analyzed")

@@ -12,6 +12,7 @@ from PySide6.QtCore import Slot
 from PySide6.QtGui import QFontDatabase, QPalette
 from PySide6.QtWidgets import QPlainTextEdit, QTabWidget, QTextBrowser, QWidget
 
+from desktop_agent.client.shapes import step_json
 from desktop_agent.client.stepkinds import Section, Shape, describe, facts_of, sections
 from desktop_agent.client.views import StepEntry
 from desktop_agent.domain import JSON, Step, StepKind
@@ -57,27 +58,9 @@ def _args(value: JSON) -> str:
     return table + "".join(blocks)
 
 
-def step_json(step: Step) -> dict[str, Any]:
-    """The step as plain data (what the Raw JSON tab shows)."""
-    return {
-        "run_id": step.run_id,
-        "seq": step.seq,
-        "kind": step.kind.value,
-        "name": step.name,
-        "status": step.status.value,
-        "attempt": step.attempt,
-        "effect": step.effect.value if step.effect else None,
-        "idempotency_key": step.idempotency_key,
-        "started_at": step.started_at,
-        "finished_at": step.finished_at,
-        "usage": step.usage.to_json(),
-        "cost_usd": step.cost_usd,
-        "error": step.error,
-        "partial_text": step.partial_text,
-        "salvaged": list(step.salvaged),
-        "input": step.input,
-        "output": step.output,
-    }
+def raw_json(step: Step) -> dict[str, Any]:
+    """The step as plain data (what the Raw JSON tab shows): ``--json``'s, with its run."""
+    return {"run_id": step.run_id, **step_json(step)}
 
 
 def _facts(step: Step, palette: QPalette) -> str:
@@ -198,4 +181,4 @@ class StepInspector(QTabWidget):
         if not self._raw_stale:
             return
         self._raw_stale = False
-        self.raw.setPlainText(_json(step_json(self._step)) if self._step else "")
+        self.raw.setPlainText(_json(raw_json(self._step)) if self._step else "")

@@ -1,0 +1,71 @@
+"""Runs, steps and events as plain JSON data: what ``--json`` prints and the HTTP API serves.
+
+One shape for both (the API's OpenAPI description and the CLI's tests hold it); the app's
+Raw JSON tab shows a step the same way.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from desktop_agent.domain import Run, RunEvent, Step
+
+
+def run_json(run: Run) -> dict[str, Any]:
+    """A run as plain data."""
+    return {
+        "id": run.id,
+        "goal": run.goal,
+        "status": str(run.status),
+        "wait_reason": str(run.wait_reason) if run.wait_reason else None,
+        "wake_at": run.wake_at,
+        "message": run.status_message,
+        "model": run.model,
+        "demo": run.is_demo,
+        "workspace": run.workspace,
+        "cost_usd": round(run.cost_usd, 6),
+        "usage": run.usage.to_json(),
+        "steps": run.last_seq,
+        "budget": run.budget.to_json(),
+        "created_at": run.created_at,
+        "finished_at": run.finished_at,
+        "attention_seq": run.attention_seq,
+        "definition_hash": run.definition_hash,
+        "placement": run.placement,
+        "forked_from": run.forked_from,
+        "forked_at_seq": run.forked_at_seq,
+    }
+
+
+def step_json(step: Step) -> dict[str, Any]:
+    """A step as plain data."""
+    return {
+        "seq": step.seq,
+        "kind": str(step.kind),
+        "name": step.name,
+        "status": str(step.status),
+        "attempt": step.attempt,
+        "effect": str(step.effect) if step.effect else None,
+        "idempotency_key": step.idempotency_key,
+        "input": step.input,
+        "output": step.output,
+        "error": step.error,
+        "partial_text": step.partial_text,
+        "salvaged": list(step.salvaged),
+        "usage": step.usage.to_json(),
+        "cost_usd": step.cost_usd,
+        "started_at": step.started_at,
+        "finished_at": step.finished_at,
+    }
+
+
+def event_json(event: RunEvent) -> dict[str, Any]:
+    """A run event as plain data."""
+    return {
+        "id": event.id,
+        "kind": str(event.kind),
+        "seq": event.seq,
+        "message": event.message,
+        "created_at": event.created_at,
+        "data": event.data,
+    }
