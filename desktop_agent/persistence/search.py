@@ -55,9 +55,9 @@ on it, and the ``search_hours`` trigger. The same terms become a ``tsquery``
 pass the filters, a date window again a range of ids, ranked by ``ts_rank_cd``, with
 snippets cut as FTS5's are. Indexing transactions hold one advisory lock (as SQLite's
 write lock serialises them). The difference left: ``simple`` does not fold accents.
-Measured at 1,000,000 documents (``bench/README.md``): phrases of content words p95 19 ms,
-phrases of very common words p95 0.5 s (the planner walks the newest documents, reading
-each one's words).
+Measured at 1,000,000 documents (``bench/README.md``): phrases of content words p95 20 ms,
+phrases of very common words p95 0.5 s, at worst 0.9 s (the planner walks the newest
+documents, reading each one's words).
 """
 
 from __future__ import annotations
