@@ -8,16 +8,19 @@ show the unmarked text and fail.
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Callable
 
 import pytest
 from PySide6.QtCore import QRect, Qt
 from PySide6.QtGui import QColor, QFont, QImage, QPainter, QPalette
 from PySide6.QtWidgets import QStyle, QStyleOptionViewItem
+from pytestqt.qtbot import QtBot
 
 from desktop_agent.cli import output as cli_output
 from desktop_agent.client import stepkinds
 from desktop_agent.client.api import Client
+from desktop_agent.client.shapes import step_json
 from desktop_agent.client.stepkinds import (
     ColorPair,
     Context,
@@ -32,7 +35,7 @@ from desktop_agent.domain import JSON, StepKind, StepStatus
 from desktop_agent.engine.ports import StepIntent
 from desktop_agent.gui import theme
 from desktop_agent.gui.models.steps import StepRole, StepTimelineModel
-from desktop_agent.gui.widgets.inspector import step_html
+from desktop_agent.gui.widgets.inspector import StepInspector, step_html
 from desktop_agent.gui.widgets.timeline import StepDelegate
 from desktop_agent.persistence.store import SqlStore
 
@@ -147,6 +150,22 @@ def test_the_inspector_renders_each_kinds_sections_escaped(
         assert "&quot;k&quot;: &quot;&lt;json&gt;&quot;" in shown
         for raw in ("<b>", "<script>", "<key>", "<value>", "<l>", "<json>"):
             assert raw not in shown
+
+
+def test_the_raw_json_tab_shows_the_step_as_json_output_does_with_its_run(
+    client: Client, store: SqlStore, qtbot: QtBot
+) -> None:
+    run_id = _every_kind(client, store)
+    steps = {s.seq: s for s in client.steps(run_id)}
+    inspector = StepInspector()
+    qtbot.addWidget(inspector)
+    for entry in timeline_entries(client, run_id):
+        inspector.setCurrentWidget(inspector.details)
+        inspector.show_entry(entry)
+        inspector.setCurrentWidget(inspector.raw)  # filled when shown
+        shown = json.loads(inspector.raw.toPlainText())
+        as_cli = json.loads(json.dumps(step_json(steps[entry.seq]), default=str))
+        assert shown == {"run_id": run_id, **as_cli}, entry.kind
 
 
 def _paint(entry: StepEntry, palette: QPalette) -> QImage:
