@@ -51,7 +51,7 @@ On PostgreSQL the same tables hold the same documents, indexed by the server (mi
 0008): each document's words in a stored generated column (``to_tsvector('simple', ...)``
 of the text with ASCII punctuation read as spaces, see :data:`PG_SEPARATORS`), a GIN index
 on it, and the ``search_hours`` trigger. The same terms become a ``tsquery``
-(:func:`_pg_query`); the candidates are again the newest :data:`CANDIDATES` matches that
+(:func:`pg_query`); the candidates are again the newest :data:`CANDIDATES` matches that
 pass the filters, a date window again a range of ids, ranked by ``ts_rank_cd``, with
 snippets cut as FTS5's are. Indexing transactions hold one advisory lock (as SQLite's
 write lock serialises them). The difference left: ``simple`` does not fold accents.
@@ -880,7 +880,7 @@ _PG_INDEX_LOCK = 0x5EA2C4_0008
 """The advisory lock an indexing transaction holds on PostgreSQL (see :func:`index_run`)."""
 
 
-def _pg_query(found: list[Term]) -> ColumnElement[Any]:
+def pg_query(found: list[Term]) -> ColumnElement[Any]:
     """The terms as one ``tsquery``: every term, with punctuation read as spaces.
 
     A word or phrase is ``phraseto_tsquery`` of it (bound text, never read as tsquery
@@ -906,9 +906,11 @@ def _pg_query(found: list[Term]) -> ColumnElement[Any]:
 
 
 def pg_candidates(
-    conn: Connection, found: list[Term], f: SearchFilters, bound: int
+    conn: Connection, query: ColumnElement[Any], f: SearchFilters, bound: int
 ) -> Select[tuple[int]] | None:
-    """The newest ``bound`` matches that pass the filters, on PostgreSQL (a statement).
+    """The newest ``bound`` matches of ``query`` (:func:`pg_query`) that pass the filters.
+
+    On PostgreSQL; a statement.
 
     The planner chooses, from the statistics of the words (ANALYZE of the GIN index): for
     rare words, the index's bitmap of every match; for common ones, the primary key newest
@@ -920,7 +922,7 @@ def pg_candidates(
         select(d.id)
         .select_from(search_docs)
         .join(search_runs, search_runs.c.run_id == d.run_id)
-        .where(_PG_VECTOR.op("@@")(_pg_query(found)), *_run_conditions(f), *_doc_conditions(f))
+        .where(_PG_VECTOR.op("@@")(query), *_run_conditions(f), *_doc_conditions(f))
         .order_by(d.id.desc())
         .limit(bound)
     )
@@ -938,11 +940,11 @@ def _pg_search(db: Database, found: list[Term], f: SearchFilters, limit: int) ->
     The best ``limit`` of the candidates (:func:`pg_candidates`) by ``ts_rank_cd``, then
     newest first, with snippets cut as FTS5 cuts them (:func:`_snippet`).
     """
-    query = _pg_query(found)
+    query = pg_query(found)
     d = search_docs.c
     rank = func.ts_rank_cd(_PG_VECTOR, query)
     with db.read() as conn:
-        newest = pg_candidates(conn, found, f, max(CANDIDATES, limit))
+        newest = pg_candidates(conn, query, f, max(CANDIDATES, limit))
         if newest is None:
             return []
         candidates = newest.subquery()

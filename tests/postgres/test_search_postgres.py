@@ -60,9 +60,9 @@ def test_the_search_reads_the_gin_index_of_migration_0008(client: Client) -> Non
     assert definition.endswith("USING gin (body_tsv)")
     assert generated.startswith("to_tsvector('simple'::regconfig, translate(body, ")
 
-    found = search_index.terms('heron "part 12" otter*')
+    query = search_index.pg_query(search_index.terms('heron "part 12" otter*'))
     with client._db.read() as conn:
-        stmt = search_index.pg_candidates(conn, found, search_index.SearchFilters(), 1000)
+        stmt = search_index.pg_candidates(conn, query, search_index.SearchFilters(), 1000)
         dialect = conn.dialect  # the driver's own, as the search compiles for
     assert stmt is not None
     sql = str(stmt.compile(dialect=dialect, compile_kwargs={"literal_binds": True}))
