@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, TypedDict, Unpack
 
 from desktop_agent import config, procs
+from desktop_agent.client.models import ModelList, check_model, list_models
 from desktop_agent.client.usage import Usage, usage_since
 from desktop_agent.config import Settings
 from desktop_agent.domain import (
@@ -42,7 +43,7 @@ from desktop_agent.persistence.db import Database, DbSettings
 from desktop_agent.persistence.decisions import Decision, DecisionQueries
 from desktop_agent.persistence.search import SearchFilters, SearchHit, fts_query
 from desktop_agent.persistence.store import SqlStore
-from desktop_agent.secrets import database_password
+from desktop_agent.secrets import KeyStore, database_password
 from desktop_agent.tools.mcp import CATALOGUE_FILE as MCP_CATALOGUE
 from desktop_agent.tools.mcp import listed_tools
 from desktop_agent.tools.registry import ToolRegistry, default_tools
@@ -100,7 +101,10 @@ class RunSpecOptions(TypedDict, total=False):
         system_prompt: the agent's instructions (default: the built-in research prompt).
         approval_overrides: per-tool approval policy (``always``, ``ask`` or ``never``).
         max_tokens: most tokens per model answer (default 4096).
-        thinking_budget: extended-thinking tokens per call (default 0: off).
+        thinking_budget: thinking on (above 0, a budget in tokens on models that take one)
+            or off (default 0: off, which on models that always think means the least).
+        effort: ``low``, ``medium``, ``high``, ``xhigh`` or ``max`` (default "": the
+            model's documented default).
         use_defaults: fill budgets left out from the settings (default True).
         count_waiting_time: time waiting on the analyst counts towards the time budget
             (default False).
@@ -116,6 +120,7 @@ class RunSpecOptions(TypedDict, total=False):
     approval_overrides: dict[str, str] | None
     max_tokens: int
     thinking_budget: int
+    effort: str | None
     use_defaults: bool
     count_waiting_time: bool
 
@@ -156,6 +161,8 @@ class Client:
         self._decisions = DecisionQueries(self._db)
         self._tools = ToolRegistry()
         self._mcp_names: set[str] = set()
+        self.last_model_notice = ""
+        """What the last run prepared was told of its model ("" when nothing: see models)."""
         self.reload_mcp_tools()
 
     def reload_mcp_tools(self) -> None:
@@ -197,6 +204,7 @@ class Client:
             system_prompt=old.spec.system_prompt,
             max_tokens=old.spec.max_tokens,
             thinking_budget=old.spec.thinking_budget,
+            effort=old.spec.effort,
             max_cost_usd=max_cost_usd if max_cost_usd is not None else b.max_cost_usd,
             max_steps=b.max_steps,
             max_time_s=b.max_time_s,
@@ -204,6 +212,22 @@ class Client:
             count_waiting_time=b.count_waiting_time,
             use_defaults=False,
         )
+
+    def models(self, *, refresh: bool = False, include_retired: bool = False) -> ModelList:
+        """The models runs can use, current ones first (see :mod:`desktop_agent.client.models`).
+
+        Args:
+            refresh: read the catalogue from the API with the analyst's key first (and
+                store it for the app and the workers).
+            include_retired: list retired models too.
+
+        Raises:
+            InvalidInputError: a refresh could not be made (no key, refused, offline).
+        """
+        key = None
+        if refresh:
+            key = KeyStore().get() or ""
+        return list_models(self._db, refresh_key=key, include_retired=include_retired)
 
     def forks_of(self, run_id: str) -> list[Run]:
         """The runs made from ``run_id``: forks, and runs again (``forked_at_seq`` 0)."""
@@ -282,6 +306,8 @@ class Client:
         max_time_s = options.get("max_time_s")
         use_defaults = options.get("use_defaults", True)
         validate_model(model)
+        effort = (options.get("effort") or "").strip().lower()
+        self.last_model_notice = check_model(self._db, model, effort)
         names = (
             list(tools)
             if tools is not None
@@ -326,6 +352,7 @@ class Client:
             max_tokens=options.get("max_tokens", 4096),
             thinking_budget=options.get("thinking_budget", 0),
             approval_overrides=tuple(sorted((approval_overrides or {}).items())),
+            effort=effort,
         )
         return spec, budget
 

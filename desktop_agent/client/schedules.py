@@ -197,6 +197,7 @@ class Scheduling:
             approval_overrides=dict(spec.approval_overrides),
             max_tokens=spec.max_tokens,
             thinking_budget=spec.thinking_budget,
+            effort=spec.effort,
             max_cost_usd=budget.max_cost_usd,
             max_steps=budget.max_steps,
             max_time_s=budget.max_time_s,

@@ -148,8 +148,12 @@ class AgentSpec:
         system_prompt: the system prompt.
         tools: names of the enabled tools, with their versions.
         max_tokens: output tokens per model call.
-        thinking_budget: extended-thinking token budget, or 0 for none.
+        thinking_budget: thinking on (above 0) or off (0). On models that take a budget
+            (``thinking: enabled``) it is the budget in tokens; on the 2026 models, which
+            choose their depth themselves, only on/off counts (see ``llm/claude.py``).
         approval_overrides: per-tool approval policy chosen for this run.
+        effort: ``output_config.effort`` (``low`` … ``max``), or "" for the model's
+            documented default (nothing sent).
     """
 
     model: str
@@ -158,10 +162,15 @@ class AgentSpec:
     max_tokens: int = 4096
     thinking_budget: int = 0
     approval_overrides: tuple[tuple[str, str], ...] = ()
+    effort: str = ""
 
     def to_json(self) -> dict[str, JSON]:
-        """Plain dict for storage."""
-        return {
+        """Plain dict for storage.
+
+        ``effort`` is written only when set, so the definition hash of every run made
+        before it existed (and of every run left at the model's default) stays the same.
+        """
+        out: dict[str, JSON] = {
             "model": self.model,
             "system_prompt": self.system_prompt,
             "tools": [list(t) for t in self.tools],
@@ -169,6 +178,9 @@ class AgentSpec:
             "thinking_budget": self.thinking_budget,
             "approval_overrides": [list(t) for t in self.approval_overrides],
         }
+        if self.effort:
+            out["effort"] = self.effort
+        return out
 
     @classmethod
     def from_json(cls, data: JSON) -> AgentSpec:
@@ -182,6 +194,7 @@ class AgentSpec:
             approval_overrides=tuple(
                 (str(n), str(p)) for n, p in data.get("approval_overrides", [])
             ),
+            effort=str(data.get("effort", "") or ""),
         )
 
     @property

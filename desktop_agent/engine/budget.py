@@ -12,6 +12,8 @@ and resumes the run, or stops it.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from desktop_agent.domain import JSON, RunStatus, Step, StepKind, WaitReason
 from desktop_agent.domain.units import format_duration, format_usd
 from desktop_agent.engine import fencing
@@ -176,12 +178,41 @@ def open_budget_wait(rs: RunState, limit: str, worst_case_usd: float) -> None:
     resume_budget_wait(rs, step)
 
 
+NEAR = 0.8
+"""A worst case this close to what is left of a limit is recomputed from an exact count."""
+
+
 def _worst_case(rs: RunState) -> float:
+    """The next call's worst-case price, from an exact prompt count when it decides.
+
+    The estimate is generous (three characters a token); when it comes within a fifth
+    of what the budget or the monthly cap has left, the prompt is counted exactly
+    (``count_tokens``) so that a run is not stopped on an overestimate, nor let through
+    on one that was short.
+    """
     port = rs.cfg.spend_cap
-    if rs.run.budget.max_cost_usd is None and (port is None or port.cap_usd() is None):
+    cap = port.cap_usd() if port is not None else None
+    if rs.run.budget.max_cost_usd is None and cap is None:
         return 0.0
     model = rs.model_for(rs.run.spec.model)
-    return model.worst_case_cost(build_request(rs))
+    request = build_request(rs)
+    worst = model.worst_case_cost(request)
+    left = _left_usd(rs, cap)
+    if left is not None and worst >= NEAR * left:
+        exact = model.count_tokens(request)
+        if exact is not None:
+            worst = model.worst_case_cost(replace(request, prompt_tokens=exact))
+    return worst
+
+
+def _left_usd(rs: RunState, cap: float | None) -> float | None:
+    """Dollars left before the tighter of the run's cost budget and the monthly cap."""
+    lefts: list[float] = []
+    if rs.run.budget.max_cost_usd is not None:
+        lefts.append(rs.run.budget.max_cost_usd - spent(rs)[1])
+    if cap is not None and rs.cfg.spend_cap is not None:
+        lefts.append(cap - rs.cfg.spend_cap.month_spent_usd(rs.clock.now()))
+    return min(lefts) if lefts else None
 
 
 def check_before_model_call(rs: RunState) -> None:

@@ -105,12 +105,14 @@ def model_call(rs: RunState, open_seq: int | None, attempt: int) -> None:
             rs, StepIntent(seq=seq, kind=StepKind.MODEL_CALL, name=request.model, input=input_)
         )
     response = stream_model(rs, seq, StepKind.MODEL_CALL, input_, request, model)
-    output = {
+    output: dict[str, JSON] = {
         "content": response.content,
         "stop_reason": response.stop_reason,
         "model": response.model,
         "thinking": response.thinking,
     }
+    if response.details:
+        output["api"] = dict(response.details)
     finish_step(
         rs,
         seq,

@@ -98,7 +98,27 @@ class CancelToken:
 
 @dataclass(frozen=True, slots=True)
 class ModelRequest:
-    """One call to the model: the whole prompt."""
+    """One call to the model: the whole prompt, and how the run wants it answered.
+
+    Attributes:
+        model: the run's model id.
+        system: the system prompt (fixed for the run: it is part of every later turn's prefix).
+        messages: the conversation, oldest first; never rewritten once sent (append-only).
+        tools: tool definitions (fixed for the run, like ``system``).
+        max_tokens: most output tokens.
+        thinking_budget: thinking on (above 0) or off.
+        effort: ``output_config.effort``, or "" for the model's default.
+        cache_ttl: ``5m`` or ``1h``: how long the cache keeps what this call writes (the
+            hour when the run may hibernate before its next call).
+        compaction: a request to summarize ``messages`` on the server (the port answers
+            with a ``compaction`` block, see :meth:`ModelPort.compacts_on_server`).
+        previous_message_id: the id of the run's previous answer, for the API's cache
+            diagnostics (None on the first call).
+        task_budget: (total, remaining) tokens the model is told it has for the whole
+            run, so it winds down before the run's token budget stops it; None for none.
+        prompt_tokens: the prompt's exact size when it was counted (``count_tokens``), for
+            a worst case that decides something; None to let the port estimate.
+    """
 
     model: str
     system: str
@@ -106,6 +126,12 @@ class ModelRequest:
     tools: Sequence[Mapping[str, JSON]]
     max_tokens: int
     thinking_budget: int = 0
+    effort: str = ""
+    cache_ttl: str = "5m"
+    compaction: bool = False
+    previous_message_id: str | None = None
+    task_budget: tuple[int, int] | None = None
+    prompt_tokens: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +144,9 @@ class ModelResponse:
     cost_usd: float
     model: str
     thinking: str = ""
+    details: Mapping[str, JSON] = field(default_factory=dict)
+    """What the API said about the call beyond its answer: the message id, cache writes by
+    TTL, why the cache missed, blocks it dropped (kept with the step)."""
 
 
 class ModelPort(Protocol):
@@ -154,6 +183,18 @@ class ModelPort(Protocol):
 
     def context_window(self, model: str) -> int:
         """Tokens the model accepts in one request."""
+        ...
+
+    def compacts_on_server(self, model: str) -> bool:
+        """Whether the API writes this model's summaries (a request with ``compaction``).
+
+        When it does, the answer's content is one ``compaction`` block that takes the place
+        of the messages summarized; otherwise the engine asks for a summary as text.
+        """
+        ...
+
+    def count_tokens(self, request: ModelRequest) -> int | None:
+        """Exact input tokens of ``request`` (None when they cannot be counted now)."""
         ...
 
 

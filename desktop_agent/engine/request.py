@@ -7,10 +7,13 @@ helper that sends one (model calls, compaction, the budget's worst case).
 
 from __future__ import annotations
 
-from desktop_agent.domain import JSON
+from desktop_agent.domain import JSON, ApprovalPolicy, EffectClass
 from desktop_agent.engine.builtin_tools import CONTROL_TOOLS, SERVER_TOOLS
 from desktop_agent.engine.ports import ModelRequest
 from desktop_agent.engine.run_state import RunState
+
+WAITING_TOOLS = frozenset({"wait", "ask_user"})
+"""Control tools whose use hibernates the run (a timer, a question to the analyst)."""
 
 # --------------------------------------------------------------------------- schemas
 
@@ -67,4 +70,41 @@ def build_request(rs: RunState) -> ModelRequest:
         tools=tool_schemas(rs),
         max_tokens=spec.max_tokens,
         thinking_budget=spec.thinking_budget,
+        effort=spec.effort,
+        cache_ttl=cache_ttl(rs),
+        previous_message_id=rs.state.scalars.last_message_id or None,
+        task_budget=task_budget(rs),
     )
+
+
+def cache_ttl(rs: RunState) -> str:
+    """``1h`` when the run can hibernate between two calls, else ``5m``.
+
+    A run hibernates when its model asks for a timer or a question, or for a call the
+    analyst must approve; the wait is usually longer than five minutes, and a prefix
+    written for an hour is read at a tenth of the price when the run wakes instead of
+    being written again. An hour's write costs 2x input instead of 1.25x, so runs that
+    cannot wait keep the five minutes (figures: bench/README.md, cache share).
+    """
+    spec = rs.run.spec
+    overrides = dict(spec.approval_overrides)
+    for name in spec.tool_names:
+        if name in WAITING_TOOLS:
+            return "1h"
+        tool = rs.tools.get(name)
+        if tool is None:
+            continue
+        policy = ApprovalPolicy(overrides[name]) if name in overrides else tool.approval
+        if policy == ApprovalPolicy.ASK or (
+            policy != ApprovalPolicy.NEVER and tool.effect == EffectClass.UNSAFE
+        ):
+            return "1h"
+    return "5m"
+
+
+def task_budget(rs: RunState) -> tuple[int, int] | None:
+    """(total, remaining) tokens of the run's token budget, told to the model; None if none."""
+    limit = rs.run.budget.max_tokens
+    if limit is None:
+        return None
+    return limit, max(0, limit - rs.state.scalars.usage.total)

@@ -44,6 +44,7 @@ class Scalars:
     last_prompt_tokens: int = 0
     consecutive_failures: int = 0
     cost_by_model: dict[str, float] = field(default_factory=dict)
+    last_message_id: str = ""
 
     def to_json(self) -> dict[str, JSON]:
         """Plain dict for a snapshot."""
@@ -60,6 +61,7 @@ class Scalars:
             "last_prompt_tokens": self.last_prompt_tokens,
             "consecutive_failures": self.consecutive_failures,
             "cost_by_model": self.cost_by_model,
+            "last_message_id": self.last_message_id,
         }
 
     @classmethod
@@ -78,6 +80,7 @@ class Scalars:
             last_prompt_tokens=int(data.get("last_prompt_tokens", 0)),
             consecutive_failures=int(data.get("consecutive_failures", 0)),
             cost_by_model=dict(data.get("cost_by_model", {})),
+            last_message_id=str(data.get("last_message_id", "") or ""),
         )
 
 
@@ -184,7 +187,7 @@ def _project_model_call(conv: Conversation, step: Step) -> None:
         conv.message_seqs.append(step.seq)
         conv.outbox = []
     content = list(out.get("content", []))
-    conv.messages.append({"role": "assistant", "content": content})
+    conv.messages.append(_assistant(content, out.get("model")))
     conv.message_seqs.append(step.seq)
     conv.pending = [b for b in content if b.get("type") == "tool_use"]
     if conv.pending:
@@ -202,6 +205,18 @@ def _project_model_call(conv: Conversation, step: Step) -> None:
         conv.final_text = "\n".join(
             str(b.get("text", "")) for b in content if b.get("type") == "text"
         ).strip()
+
+
+def _assistant(content: list[dict[str, Any]], model: Any) -> dict[str, Any]:
+    """An assistant turn, labelled with the model that wrote it.
+
+    The label is not sent (the model port removes it): it tells the port whose thinking
+    blocks the turn holds, since a model is bound to its own blocks.
+    """
+    message: dict[str, Any] = {"role": "assistant", "content": content}
+    if isinstance(model, str) and model:
+        message["model"] = model
+    return message
 
 
 def _project_tool_result(conv: Conversation, step: Step) -> None:
@@ -246,7 +261,12 @@ def _project_compaction(conv: Conversation, step: Step) -> None:
     if step.status != StepStatus.COMPLETED:
         return
     out = step.output or {}
-    _compact(conv, str(out.get("summary", "")), int(out.get("keep_messages", 0)))
+    block = out.get("compaction_block")
+    keep = int(out.get("keep_messages", 0))
+    if isinstance(block, dict):
+        _swap_in(conv, block, keep, str(out.get("plan_note", "")))
+    elif out.get("mode") != "none":
+        _compact(conv, str(out.get("summary", "")), keep)
 
 
 PROJECTIONS: dict[StepKind, Callable[[Conversation, Step], None]] = {
@@ -262,12 +282,40 @@ PROJECTIONS: dict[StepKind, Callable[[Conversation, Step], None]] = {
 
 
 def _compact(conv: Conversation, summary: str, keep_messages: int) -> None:
-    """Replace all but the newest ``keep_messages`` messages with a summary."""
+    """Replace all but the newest ``keep_messages`` messages with a summary of our own.
+
+    The kept turns lose their thinking blocks: each was bound to the messages before it,
+    which the summary replaced, so the API would refuse them (preserved thinking's prefix
+    check). Their text, tool uses and results stay as they were.
+    """
     cut = len(conv.messages) - keep_messages if keep_messages else len(conv.messages)
     fresh = Conversation(goal=conv.goal, summary=summary)
     conv.summary = summary
-    conv.messages = fresh.messages + conv.messages[cut:]
+    conv.messages = fresh.messages + [_without_thinking(m) for m in conv.messages[cut:]]
     conv.message_seqs = fresh.message_seqs + conv.message_seqs[cut:]
+
+
+def _without_thinking(message: dict[str, Any]) -> dict[str, Any]:
+    content = message.get("content")
+    if message.get("role") != "assistant" or not isinstance(content, list):
+        return message
+    kept = [b for b in content if b.get("type") not in ("thinking", "redacted_thinking")]
+    return message if len(kept) == len(content) else {**message, "content": kept}
+
+
+def _swap_in(conv: Conversation, block: dict[str, Any], keep_messages: int, note: str) -> None:
+    """The API's signed summary takes the place of the messages it summarized.
+
+    The kept turns stay exactly as they were, thinking included: the API reads the block
+    as the prefix it stands for. What must outlive the summary (the plan) goes into the
+    next message, never into the turns already sent.
+    """
+    cut = len(conv.messages) - keep_messages if keep_messages else len(conv.messages)
+    conv.summary = str(block.get("content") or "")
+    conv.messages = [{"role": "assistant", "content": [block]}, *conv.messages[cut:]]
+    conv.message_seqs = [0, *conv.message_seqs[cut:]]
+    if note:
+        conv.outbox.append({"type": "text", "text": note})
 
 
 def check_open_step(conv: Conversation, step: Step) -> None:
@@ -331,6 +379,10 @@ def apply_scalars(sc: Scalars, step: Step) -> None:
         data = out.get("data")
         if step.name == "update_plan" and isinstance(data, dict):
             sc.plan = list(data.get("plan", []))
+    if step.kind == StepKind.MODEL_CALL and step.status == StepStatus.COMPLETED:
+        api = out.get("api")
+        if isinstance(api, dict) and api.get("message_id"):
+            sc.last_message_id = str(api["message_id"])
     if step.kind == StepKind.COMPACTION and step.status == StepStatus.COMPLETED:
         sc.window_start_seq = int(out.get("window_start_seq", sc.window_start_seq))
         sc.summary = str(out.get("summary", ""))

@@ -25,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import re
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -33,9 +34,9 @@ from typing import Any, Protocol
 
 import anthropic
 import httpx2
-from anthropic.types import Message
 
 from desktop_agent.domain import JSON, Usage
+from desktop_agent.domain.catalogue import BETWEEN_TOOLS_EFFORTS, ModelEntry
 from desktop_agent.domain.errors import (
     ApiConnectionError,
     AuthenticationError,
@@ -47,6 +48,7 @@ from desktop_agent.domain.errors import (
     plain_error,
 )
 from desktop_agent.engine.ports import CancelToken, ModelRequest, ModelResponse
+from desktop_agent.llm.catalogue import COMPACTION_BETA, SHARED, Catalogue
 from desktop_agent.llm.pacing import (
     MAX_REFILL_S,
     PREFIX,
@@ -61,6 +63,10 @@ log = logging.getLogger(__name__)
 
 NO_KEY_MESSAGE = "no API key: set one with `desktop-agent key set` or ANTHROPIC_API_KEY"
 EPHEMERAL: dict[str, str] = {"type": "ephemeral"}
+TASK_BUDGET_BETA = "task-budgets-2026-03-13"
+"""Beta header of ``output_config.task_budget``."""
+MIN_TASK_BUDGET = 20_000
+"""Smallest task budget worth telling the model (below it the run's own budget stops it)."""
 MAX_BREAKPOINTS = 4
 """The API accepts at most four ``cache_control`` breakpoints per request."""
 MIN_THINKING_BUDGET = 1024
@@ -107,12 +113,18 @@ class _AttemptFailedError(Exception):
     """A failed attempt: the error for the engine plus what the retry logic needs."""
 
     def __init__(
-        self, error: DesktopAgentError, headers: Mapping[str, str], *, overloaded: bool = False
+        self,
+        error: DesktopAgentError,
+        headers: Mapping[str, str],
+        *,
+        overloaded: bool = False,
+        unknown_model: bool = False,
     ) -> None:
         super().__init__(str(error))
         self.error = error
         self.headers = headers
         self.overloaded = overloaded
+        self.unknown_model = unknown_model
 
 
 class ClaudeModel:
@@ -128,6 +140,9 @@ class ClaudeModel:
         pacer: rate-limit memory shared by the runs of this process.
         clock: epoch seconds, for pacing and ``retry-after`` dates.
         timeout: seconds to wait for the API to answer or to send the next event.
+        catalogue: what each model accepts (default: the process's shared catalogue).
+        on_unknown_model: called with the model id when the API answers 404 naming a
+            model (the worker reads the catalogue again).
     """
 
     def __init__(
@@ -140,6 +155,8 @@ class ClaudeModel:
         pacer: RateLimitPacer | None = None,
         clock: Callable[[], float] = time.time,
         timeout: float = 600.0,
+        catalogue: Catalogue | None = None,
+        on_unknown_model: Callable[[str], None] | None = None,
     ) -> None:
         self.key_source = key_source
         self.settings = settings
@@ -148,6 +165,8 @@ class ClaudeModel:
         self.pacer = pacer or SHARED_PACER
         self.clock = clock
         self.timeout = timeout
+        self.catalogue = catalogue or SHARED
+        self.on_unknown_model = on_unknown_model
         self._lock = threading.Lock()
         self._sdk: anthropic.Anthropic | None = None
         self._sdk_key_id = ""
@@ -156,19 +175,55 @@ class ClaudeModel:
     # ------------------------------------------------------------------ port
 
     def context_window(self, model: str) -> int:
-        """Tokens the model accepts in one request (from the price table)."""
+        """Tokens the model accepts in one request (the catalogue's, else the table's)."""
+        entry = self.catalogue.entry(model)
+        if entry is not None and entry.max_input_tokens:
+            return entry.max_input_tokens
         return model_info(model).context_window
 
+    def compacts_on_server(self, model: str) -> bool:
+        """Whether the catalogue lists on-demand compaction for ``model``."""
+        entry = self.catalogue.entry(model)
+        return entry is not None and entry.server_compaction
+
+    def count_tokens(self, request: ModelRequest) -> int | None:
+        """The prompt's exact size from ``messages.count_tokens`` (None if it cannot be had).
+
+        Never raises: a count is an improvement on the estimate, not a requirement.
+        """
+        try:
+            client = self._client(self._key())
+            params = build_params(request, request.model, self.catalogue)
+            betas = params.pop("betas", None)
+            for unused in ("max_tokens", "diagnostics", "compaction"):
+                params.pop(unused, None)
+            if betas:
+                return int(client.beta.messages.count_tokens(**params, betas=betas).input_tokens)
+            return int(client.messages.count_tokens(**params).input_tokens)
+        except (DesktopAgentError, anthropic.AnthropicError, httpx2.HTTPError) as exc:
+            log.info("could not count the prompt's tokens: %s", exc)
+            return None
+
     def worst_case_cost(self, request: ModelRequest) -> float:
-        """Upper bound of the call's price: the whole prompt written to the cache, full output."""
-        prompt = estimate_tokens(request)
+        """Upper bound of the call's price: the whole prompt written to the cache, full output.
+
+        The prompt is the counted size when the request carries one, else a generous
+        estimate; output is the most the call may write, thinking included (a higher
+        effort thinks longer, up to the same ``max_tokens``).
+        """
+        prompt = request.prompt_tokens or estimate_tokens(request)
         models = {request.model, self._fallback() or request.model}
         searches = sum(
             int(t.get("max_uses", 0) or 0) for t in request.tools if t.get("name") == "web_search"
         )
+        one_hour = prompt if request.cache_ttl == "1h" else 0
         return searches * WEB_SEARCH_USD + max(
             model_info(m).cost(
-                Usage(cache_write_tokens=prompt, output_tokens=_limits(request, model_info(m))[0])
+                Usage(
+                    cache_write_tokens=prompt,
+                    output_tokens=_limits(request, model_info(m), self.catalogue.entry(m))[0],
+                ),
+                cache_write_1h_tokens=one_hour,
             )
             for m in models
         )
@@ -207,7 +262,7 @@ class ClaudeModel:
             # Reported as the API counts it, so an interrupted call is still paid for.
             if on_usage is not None and usage is not None:
                 counted = _usage(usage)
-                on_usage(counted, model_info(model).cost(counted))
+                on_usage(counted, model_info(model).cost(counted, cache_write_1h_tokens=_1h(usage)))
 
         attempt = 0
         while True:
@@ -223,7 +278,12 @@ class ClaudeModel:
                     if cancel.wait(ticket.delay):
                         raise RunCancelled("cancelled while waiting for the rate limit")
                 message, headers = self._stream_once(
-                    client, build_params(request, model), emit, cancel, key, spent
+                    client,
+                    build_params(request, model, self.catalogue),
+                    emit,
+                    cancel,
+                    key,
+                    spent,
                 )
             except _AttemptFailedError as failure:
                 self.pacer.release(ticket, failure.headers)
@@ -237,7 +297,7 @@ class ClaudeModel:
             self.pacer.release(ticket, headers)
             with self._lock:
                 self._overloads.pop(model, None)
-            return _response(message, model)
+            return _response(message, model, self.catalogue)
 
     # ------------------------------------------------------------------ failures
 
@@ -255,6 +315,11 @@ class ClaudeModel:
         """Decide between another attempt (returns its model and number) and giving up."""
         err = failure.error
         log.warning("model call %s on %s failed: %s", idempotency_key, model, err)
+        if failure.unknown_model and self.on_unknown_model is not None:
+            try:
+                self.on_unknown_model(model)
+            except Exception:  # a failed refresh must not hide the API's answer
+                log.exception("reading the model catalogue again failed")
         if isinstance(err, TransientError) and err.retry_after:
             # Every run of this process calling this model waits too, not only this one.
             self.pacer.block(bucket, err.retry_after)
@@ -336,11 +401,18 @@ class ClaudeModel:
         cancel: CancelToken,
         key: str,
         spent: Callable[[Any], None] = lambda _usage: None,
-    ) -> tuple[Message, dict[str, str]]:
+    ) -> tuple[Any, dict[str, str]]:
         """One streamed request; API and network failures raise ``_AttemptFailedError``."""
         headers: dict[str, str] = {}
+        params = dict(params)
+        betas = params.pop("betas", None)
+        opened = (
+            client.beta.messages.stream(**params, betas=betas)
+            if betas
+            else client.messages.stream(**params)
+        )
         try:
-            with client.messages.stream(**params) as stream:
+            with opened as stream:
                 headers = _lower(stream.response.headers)
                 for event in stream:
                     if cancel.cancelled:
@@ -348,20 +420,15 @@ class ClaudeModel:
                         raise RunCancelled("cancelled during the model's answer")
                     if event.type in ("message_start", "message_delta"):
                         spent(stream.current_message_snapshot.usage)
-                    if event.type == "text":
-                        emit(event.text)
-                    elif event.type == "input_json":
-                        emit(event.partial_json)
-                    elif event.type == "content_block_start" and event.content_block.type in (
-                        "tool_use",
-                        "server_tool_use",
-                    ):
-                        emit(f"\n[{event.content_block.name}] ")
+                    _show(event, emit)
                 message = stream.get_final_message()
         except anthropic.APIStatusError as exc:
-            error, overloaded = status_error(exc, key, self.clock())
+            error, overloaded = status_error(exc, key, self.clock(), self.catalogue)
             raise _AttemptFailedError(
-                error, headers or _lower(exc.response.headers), overloaded=overloaded
+                error,
+                headers or _lower(exc.response.headers),
+                overloaded=overloaded,
+                unknown_model=exc.status_code == 404,
             ) from None
         except anthropic.APITimeoutError:
             raise _AttemptFailedError(
@@ -388,54 +455,207 @@ class ClaudeModel:
         return message, headers
 
 
+def _show(event: Any, emit: Callable[[str], None]) -> None:
+    """What the timeline shows live of one stream event: text, thinking, tool arguments.
+
+    Thinking is shown too (marked as such): on the 2026 models the words written between
+    tool calls arrive as thinking, and a run must never look silent while it works.
+    """
+    kind = event.type
+    if kind == "text":
+        emit(event.text)
+    elif kind == "thinking":
+        emit(event.thinking)
+    elif kind == "input_json":
+        emit(event.partial_json)
+    elif kind == "content_block_start":
+        block = event.content_block
+        if block.type in ("tool_use", "server_tool_use"):
+            emit(f"\n[{block.name}] ")
+        elif block.type == "thinking":
+            emit("\n(thinking) ")
+        elif block.type == "compaction":
+            emit("\n(summarizing the conversation) ")
+
+
 # --------------------------------------------------------------------------- requests
 
 
-def build_params(request: ModelRequest, model: str) -> dict[str, Any]:
-    """Keyword arguments of ``messages.stream`` for ``request`` sent to ``model``."""
+def build_params(
+    request: ModelRequest, model: str, catalogue: Catalogue | None = None
+) -> dict[str, Any]:
+    """Keyword arguments of ``messages.stream`` for ``request`` sent to ``model``.
+
+    Everything the model may refuse is chosen from its catalogue entry (see
+    :func:`thinking_param`); what the conversation holds is sent as the engine recorded it,
+    so every turn's prefix stays byte-identical to what earlier turns sent (cache markers
+    aside), as preserved thinking requires. Two exceptions, both the same on every request
+    to one model: thinking blocks another model wrote are left out (a model is bound to its
+    own blocks), and the messages' ``model`` labels are removed. A ``betas`` key lists the
+    beta headers the request needs (the caller sends them through ``client.beta``).
+    """
+    entry = (catalogue or SHARED).entry(model)
     info = model_info(model)
-    max_tokens, thinking_budget = _limits(request, info)
+    max_tokens, thinking_budget = _limits(request, info, entry)
     params: dict[str, Any] = {"model": model, "max_tokens": max_tokens}
+    cache = {**EPHEMERAL, "ttl": "1h"} if request.cache_ttl == "1h" else dict(EPHEMERAL)
     breakpoints = 0
     if request.tools:
         tools = [dict(t) for t in request.tools]
-        tools[-1]["cache_control"] = dict(EPHEMERAL)
+        tools[-1]["cache_control"] = dict(cache)
         params["tools"] = tools
         breakpoints += 1
     if request.system.strip():
-        params["system"] = [
-            {"type": "text", "text": request.system, "cache_control": dict(EPHEMERAL)}
-        ]
+        params["system"] = [{"type": "text", "text": request.system, "cache_control": dict(cache)}]
         breakpoints += 1
-    params["messages"] = with_breakpoints(request.messages, MAX_BREAKPOINTS - breakpoints)
-    if info.thinking_mode == "always" or (
-        info.thinking_mode == "adaptive" and request.thinking_budget > 0
-    ):
-        # Adaptive thinking: the model decides how much to think. "summarized" asks for
-        # readable thinking text (newer models omit it by default), shown as the thought.
-        params["thinking"] = {"type": "adaptive", "display": "summarized"}
-    elif info.thinking_mode == "adaptive":
-        params["thinking"] = {"type": "disabled"}
-    elif thinking_budget:
-        params["thinking"] = {"type": "enabled", "budget_tokens": thinking_budget}
+    messages = own_thinking_only(request.messages, entry.id if entry else model, catalogue)
+    params["messages"] = with_breakpoints(messages, MAX_BREAKPOINTS - breakpoints, cache)
+    effort = request.effort if entry is not None and entry.accepts_effort(request.effort) else ""
+    thinking = thinking_param(entry, request.thinking_budget > 0, effort or info.default_effort)
+    if thinking is not None:
+        if thinking.get("type") == "enabled":
+            thinking["budget_tokens"] = thinking_budget
+        params["thinking"] = thinking
+    output_config, betas = _output_config(request, info, effort)
+    if output_config:
+        params["output_config"] = output_config
+    if request.compaction:
+        params["compaction"] = {"type": "summarize", "instructions": COMPACTION_INSTRUCTIONS}
+    if request.compaction or _holds_compaction(params["messages"]):
+        # The signed summary block needs the header on every request that carries it.
+        betas.append(COMPACTION_BETA)
+    if not request.compaction:
+        params["diagnostics"] = {"previous_message_id": request.previous_message_id}
+    if betas:
+        params["betas"] = betas
     return params
 
 
-def _limits(request: ModelRequest, info: ModelInfo) -> tuple[int, int]:
-    """``max_tokens`` and thinking budget (0: off) that the API accepts for ``info``."""
-    max_tokens = max(1, min(request.max_tokens, info.max_output))
-    if request.thinking_budget <= 0 or not info.thinking:
+def _output_config(
+    request: ModelRequest, info: ModelInfo, effort: str
+) -> tuple[dict[str, Any], list[str]]:
+    """``output_config`` (effort, task budget) and the beta headers it needs."""
+    output_config: dict[str, Any] = {}
+    betas: list[str] = []
+    if effort:
+        output_config["effort"] = effort
+    if request.task_budget is not None and info.task_budget and not request.compaction:
+        total, remaining = request.task_budget
+        if total >= MIN_TASK_BUDGET:
+            output_config["task_budget"] = {
+                "type": "tokens",
+                "total": total,
+                "remaining": max(0, min(total, remaining)),
+            }
+            betas.append(TASK_BUDGET_BETA)
+    return output_config, betas
+
+
+COMPACTION_INSTRUCTIONS = (
+    "Summarize the work so far for the agent's own later use: what was found, with its "
+    "sources and file names; what was decided; what is still to do. Be complete but concise."
+)
+
+
+def thinking_param(entry: ModelEntry | None, on: bool, effort: str) -> dict[str, Any] | None:
+    """The ``thinking`` field the model accepts for "thinking on" or "off" (None: omit it).
+
+    * On: adaptive thinking with readable (``summarized``) text where the model takes it
+      (the 2026 models omit the text by default), else a budget (``enabled``) on models
+      that only know that.
+    * Off: ``between_tools`` where the model takes it at this effort (only low, medium,
+      high), else ``disabled`` where the model takes that (also only up to high), else
+      adaptive as for "on": a model that always thinks is never sent a setting it refuses.
+      Models without adaptive thinking run without thinking when the field is left out.
+    * A model the catalogue does not know gets no field: the API's default.
+    """
+    if entry is None:
+        return None
+    adaptive = {"type": "adaptive", "display": "summarized"}
+    if on:
+        if entry.accepts_thinking("adaptive"):
+            return adaptive
+        return {"type": "enabled"} if entry.accepts_thinking("enabled") else None
+    low_enough = not effort or effort in BETWEEN_TOOLS_EFFORTS
+    if entry.accepts_thinking("between_tools") and low_enough:
+        return {"type": "between_tools"}
+    if not entry.accepts_thinking("adaptive"):
+        return None
+    if entry.accepts_thinking("disabled") and low_enough:
+        return {"type": "disabled"}
+    return adaptive
+
+
+def own_thinking_only(
+    messages: Sequence[Mapping[str, JSON]], model: str, catalogue: Catalogue | None = None
+) -> list[dict[str, JSON]]:
+    """Copies of ``messages`` for ``model``: no ``model`` labels, no other model's thinking.
+
+    The engine labels each assistant turn with the model that wrote it. Thinking blocks
+    are bound to that model: sent to another (a fallback switch) they are unreadable, so
+    they are left out, the same way on every request to that model, which keeps its own
+    later blocks' prefix unchanged.
+    """
+    out: list[dict[str, JSON]] = []
+    for message in messages:
+        copy = {k: v for k, v in message.items() if k != "model"}
+        writer = message.get("model")
+        if isinstance(writer, str) and writer and not _same_model(writer, model, catalogue):
+            content = copy.get("content")
+            if isinstance(content, list):
+                copy["content"] = [
+                    b
+                    for b in content
+                    if not (isinstance(b, Mapping) and b.get("type") in _UNCACHEABLE)
+                ]
+        out.append(copy)
+    return out
+
+
+def _same_model(a: str, b: str, catalogue: Catalogue | None = None) -> bool:
+    """Whether two ids name the same model (a dated id and its alias do)."""
+    if a == b:
+        return True
+    known = catalogue or SHARED
+    first, second = known.entry(a), known.entry(b)
+    return first is not None and second is not None and first.id == second.id
+
+
+def _holds_compaction(messages: Sequence[Mapping[str, JSON]]) -> bool:
+    for message in messages[:1]:
+        content = message.get("content")
+        if isinstance(content, list) and any(
+            isinstance(b, Mapping) and b.get("type") == "compaction" for b in content
+        ):
+            return True
+    return False
+
+
+def _limits(
+    request: ModelRequest, info: ModelInfo, entry: ModelEntry | None = None
+) -> tuple[int, int]:
+    """``max_tokens`` and thinking budget (0: none) that the API accepts for the model."""
+    ceiling = (entry.max_tokens if entry is not None else None) or info.max_output
+    max_tokens = max(1, min(request.max_tokens, ceiling))
+    takes_budget = (
+        entry.accepts_thinking("enabled") and not entry.accepts_thinking("adaptive")
+        if entry is not None
+        else info.thinking and info.thinking_mode == "budget"
+    )
+    if request.thinking_budget <= 0 or not takes_budget:
         return max_tokens, 0
     budget = max(MIN_THINKING_BUDGET, request.thinking_budget)
     if max_tokens <= budget:
         # The budget is part of max_tokens: leave the answer its own share.
-        max_tokens = min(info.max_output, budget + request.max_tokens)
+        max_tokens = min(ceiling, budget + request.max_tokens)
     if max_tokens <= budget:
         budget = max_tokens - 1
     return max_tokens, budget if budget >= MIN_THINKING_BUDGET else 0
 
 
-def with_breakpoints(messages: Sequence[Mapping[str, JSON]], budget: int) -> list[dict[str, JSON]]:
+def with_breakpoints(
+    messages: Sequence[Mapping[str, JSON]], budget: int, cache: Mapping[str, str] = EPHEMERAL
+) -> list[dict[str, JSON]]:
     """Copies of ``messages`` with cache breakpoints, the caller's left unchanged.
 
     The breakpoints go on the newest message and, budget permitting, on the user message
@@ -457,7 +677,7 @@ def with_breakpoints(messages: Sequence[Mapping[str, JSON]], budget: int) -> lis
                 continue
             if block.get("type") == "text" and not str(block.get("text", "")).strip():
                 continue
-            blocks[j] = {**block, "cache_control": dict(EPHEMERAL)}
+            blocks[j] = {**block, "cache_control": dict(cache)}
             out[index]["content"] = blocks
             break
     return out
@@ -506,20 +726,50 @@ def _searches(u: Any) -> int:
     return int(getattr(server, "web_search_requests", 0) or 0) if server is not None else 0
 
 
-def _response(message: Message, requested: str) -> ModelResponse:
-    used = message.model if message.model and is_known(message.model) else requested
+def _1h(u: Any) -> int:
+    """Cache writes with the 1-hour TTL in the API's usage (0 when it does not split them)."""
+    split = getattr(u, "cache_creation", None)
+    return int(getattr(split, "ephemeral_1h_input_tokens", 0) or 0) if split is not None else 0
+
+
+def _details(message: Any) -> dict[str, JSON]:
+    """What the step keeps of the API's answer beyond its content and usage."""
+    out: dict[str, JSON] = {"message_id": str(getattr(message, "id", "") or "")}
+    usage = getattr(message, "usage", None)
+    split = getattr(usage, "cache_creation", None)
+    if split is not None:
+        out["cache_write_5m"] = int(getattr(split, "ephemeral_5m_input_tokens", 0) or 0)
+        out["cache_write_1h"] = int(getattr(split, "ephemeral_1h_input_tokens", 0) or 0)
+    diagnostics = getattr(message, "diagnostics", None)
+    reason = getattr(diagnostics, "cache_miss_reason", None)
+    if reason is not None:
+        out["cache_miss"] = reason.model_dump(mode="json", exclude_none=True)
+    dropped = getattr(message, "input_transformations", None)
+    if dropped:
+        out["input_transformations"] = [
+            d.model_dump(mode="json", exclude_none=True) if hasattr(d, "model_dump") else d
+            for d in dropped
+        ]
+    return out
+
+
+def _response(message: Any, requested: str, catalogue: Catalogue | None = None) -> ModelResponse:
+    known = (catalogue or SHARED).entry(message.model) if message.model else None
+    used = message.model if message.model and (known or is_known(message.model)) else requested
     usage = _usage(message.usage)
     content = [_block(b) for b in message.content]
     thinking = "\n\n".join(
         str(b.get("thinking", "")) for b in content if b.get("type") == "thinking"
     ).strip()
+    cost = model_info(used).cost(usage, cache_write_1h_tokens=_1h(message.usage))
     return ModelResponse(
         content=content,
         stop_reason=str(message.stop_reason),
         usage=usage,
-        cost_usd=model_info(used).cost(usage) + _searches(message.usage) * WEB_SEARCH_USD,
+        cost_usd=cost + _searches(message.usage) * WEB_SEARCH_USD,
         model=message.model or requested,
         thinking=thinking,
+        details=_details(message),
     )
 
 
@@ -548,9 +798,12 @@ def _block(block: Any) -> dict[str, JSON]:
 
 
 def status_error(
-    exc: anthropic.APIStatusError, key: str, now: float
+    exc: anthropic.APIStatusError, key: str, now: float, catalogue: Catalogue | None = None
 ) -> tuple[DesktopAgentError, bool]:
     """Our error for an HTTP error status or a mid-stream ``error`` event (status 200).
+
+    Refusals (400, 401, 403, 404, 413) say in plain words what the API refused and what to
+    change, with the API's own message kept after it; they are never retried.
 
     Returns:
         The error, and whether it means the model is overloaded.
@@ -565,7 +818,7 @@ def status_error(
     text = f"{where}: {detail}"
     overloaded = kind == "overloaded_error" or status == 529
     if kind in _AUTH_TYPES or status in (401, 403):
-        return AuthenticationError(text), False
+        return AuthenticationError(advice(status, kind, detail, catalogue) + f" ({text})"), False
     if overloaded:
         return RateLimitedError(f"the model is overloaded ({text})", retry_after=retry_after), True
     if kind == "rate_limit_error" or status == 429:
@@ -573,8 +826,88 @@ def status_error(
             retry_after = _exhausted_wait(headers, now)
         return RateLimitedError(text, retry_after=retry_after), False
     if kind in _REQUEST_TYPES or status in (400, 402, 404, 413, 422):
-        return BadRequestError(text), False
+        return BadRequestError(advice(status, kind, detail, catalogue) + f" ({text})"), False
     return ApiConnectionError(text, retry_after=retry_after), False
+
+
+_BLOCK_PATH = re.compile(r"messages\.(\d+)\.content\.(\d+)")
+_MODEL_404 = re.compile(r"model:?\s*'?([\w.\-]+)")
+
+
+def advice(status: int, kind: str, detail: str, catalogue: Catalogue | None = None) -> str:
+    """What the analyst reads first about a refused request: what was refused, what to do."""
+    low = detail.lower()
+    if kind == "authentication_error" or status == 401:
+        return (
+            "The API refused the API key: set a valid one in Settings > API key, with "
+            "`desktop-agent key set`, or in ANTHROPIC_API_KEY"
+        )
+    if kind == "permission_error" or status == 403:
+        return (
+            "The API key is not allowed to do this (for example, to use this model): use "
+            "another model or a key of a workspace that has access"
+        )
+    if kind == "not_found_error" or status == 404:
+        found = _MODEL_404.search(detail)
+        model = found.group(1) if found else ""
+        instead = model_info(model).replacement if model else ""
+        entry = (catalogue or SHARED).entry(model) if model else None
+        if entry is not None and entry.retired:
+            what = f"The model {model} is retired"
+        else:
+            what = f"The API does not know the model {model}" if model else "Not found"
+        then = (
+            f": start the run again on {instead} (`desktop-agent rerun RUN --model {instead}`)"
+            if instead
+            else ": choose a current model (`desktop-agent models`)"
+        )
+        return what + then
+    if kind == "request_too_large" or status == 413:
+        return (
+            "The request is larger than the API accepts: a file or a tool result is too big; "
+            "fork the run before that step and read less at once"
+        )
+    if kind == "billing_error" or status == 402:
+        return "The API refused to bill this call: check the account's billing and limits"
+    where = _BLOCK_PATH.search(detail)
+    if where and "signature" in low:
+        return (
+            f"The API refused a thinking block sent back at message {where.group(1)} (block "
+            f"{where.group(2)}): something before it changed since the model wrote it. "
+            "Fork the run from the last step before the change, or report it as a bug"
+        )
+    for words, what in _PARAMETER_ADVICE:
+        if all(w in low for w in words):
+            return what
+    return "The API refused the request as it is; retrying it unchanged cannot help"
+
+
+_PARAMETER_ADVICE: tuple[tuple[tuple[str, ...], str], ...] = (
+    (("effort",), "The model refused the run's effort level: choose another effort for the run"),
+    (
+        ("thinking",),
+        "The model refused the run's thinking setting: turn thinking on or off for the run, "
+        "or choose another model",
+    ),
+    (
+        ("max_tokens",),
+        "The model refused the run's output limit (max tokens): lower it to the model's maximum",
+    ),
+    (
+        ("cache_control",),
+        "The API refused the request's cache markers: report this as a bug; the run can be "
+        "forked with another model meanwhile",
+    ),
+    (
+        ("prompt is too long",),
+        "The conversation no longer fits the model's context window: fork the run from an "
+        "earlier step, or choose a model with a larger window",
+    ),
+    (
+        ("credit balance",),
+        "The account has no credit left: add credit in the Console, then resume the run",
+    ),
+)
 
 
 def _exhausted_wait(headers: Mapping[str, str], now: float) -> float | None:

@@ -9,6 +9,7 @@ sets its time per call in seconds.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -105,6 +106,14 @@ class DemoModel:
     def context_window(self, model: str) -> int:
         """Tokens the model accepts in one request."""
         return model_info(DEMO_MODEL).context_window
+
+    def compacts_on_server(self, model: str) -> bool:
+        """The demo writes its summaries as text, as a model without server compaction."""
+        return False
+
+    def count_tokens(self, request: ModelRequest) -> int | None:
+        """The demo's own estimate is its exact count."""
+        return len(json.dumps(list(request.messages), default=str)) // 4 + len(request.system) // 4
 
     def worst_case_cost(self, request: ModelRequest) -> float:
         """Upper bound of the call's simulated price."""

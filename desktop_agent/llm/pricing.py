@@ -5,6 +5,7 @@ One table for the whole program; cache writes and reads are priced separately (D
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from desktop_agent.domain import Usage
@@ -12,7 +13,11 @@ from desktop_agent.domain import Usage
 
 @dataclass(frozen=True)
 class ModelInfo:
-    """What we know of a model.
+    """What we know of a model that the API's catalogue does not say: prices and defaults.
+
+    What a model accepts (thinking types, effort levels, its window and largest output) is
+    the catalogue's (``llm/catalogue.py``); this table keeps what only the documentation
+    gives.
 
     Attributes:
         id: model id as the API takes it.
@@ -21,15 +26,22 @@ class ModelInfo:
         output: $ per million output tokens.
         cache_write: $ per million tokens written to the prompt cache (5-minute TTL).
         cache_read: $ per million tokens read from the prompt cache.
-        context_window: tokens per request.
-        max_output: output tokens per call.
+        context_window: tokens per request (used when the catalogue has no entry).
+        max_output: output tokens per call (likewise).
         thinking: whether the model can think before answering.
-        thinking_mode: ``budget`` (thinking enabled with a token budget), ``adaptive``
-            (the model decides; optional) or ``always`` (adaptive and cannot be disabled).
+        thinking_mode: ``budget``, ``adaptive`` or ``always`` (kept for the demo and for
+            models the catalogue does not know).
         long_prompt_tokens: prompts above this many tokens are billed at
             ``long_prompt_factor`` times every rate (0: no such tier).
         long_prompt_factor: see ``long_prompt_tokens``.
         legacy: superseded by a newer model (still offered, listed last).
+        cache_write_1h: $ per million tokens written with the 1-hour TTL (2x input).
+        default_effort: the effort the model runs at when a request sets none (its page).
+        replacement: the model its page recommends instead ("" for none).
+        priced: False when no published price is known: shown as "price unknown", and
+            budgets count it at the highest rates.
+        task_budget: the model takes ``output_config.task_budget`` (beta).
+        since: the day these prices took effect (ISO date; "" for always).
     """
 
     id: str
@@ -45,13 +57,26 @@ class ModelInfo:
     long_prompt_tokens: int = 0
     long_prompt_factor: float = 1.0
     legacy: bool = False
+    cache_write_1h: float = -1.0
+    default_effort: str = ""
+    replacement: str = ""
+    priced: bool = True
+    task_budget: bool = False
+    since: str = ""
 
-    def cost(self, usage: Usage) -> float:
-        """Dollars for ``usage``."""
+    @property
+    def write_1h(self) -> float:
+        """$ per million tokens written to the cache for an hour."""
+        return self.cache_write_1h if self.cache_write_1h >= 0 else self.input * 2
+
+    def cost(self, usage: Usage, *, cache_write_1h_tokens: int = 0) -> float:
+        """Dollars for ``usage``, ``cache_write_1h_tokens`` of its cache writes for an hour."""
+        write_1h = min(max(0, cache_write_1h_tokens), usage.cache_write_tokens)
         base = (
             usage.input_tokens * self.input
             + usage.output_tokens * self.output
-            + usage.cache_write_tokens * self.cache_write
+            + (usage.cache_write_tokens - write_1h) * self.cache_write
+            + write_1h * self.write_1h
             + usage.cache_read_tokens * self.cache_read
         ) / 1_000_000
         prompt = usage.input_tokens + usage.cache_write_tokens + usage.cache_read_tokens
@@ -67,11 +92,17 @@ def _m(
     out: float,
     *,
     read: float | None = None,
+    write_1h: float | None = None,
     window: int = 200_000,
     max_out: int = 64_000,
     thinking_mode: str = "budget",
     legacy: bool = False,
     long_prompt: tuple[int, float] = (0, 1.0),
+    effort: str = "",
+    replacement: str = "",
+    priced: bool = True,
+    task_budget: bool = False,
+    since: str = "",
 ) -> ModelInfo:
     return ModelInfo(
         id_,
@@ -87,6 +118,12 @@ def _m(
         long_prompt[0],
         long_prompt[1],
         legacy,
+        inp * 2 if write_1h is None else write_1h,
+        effort,
+        replacement,
+        priced,
+        task_budget,
+        since,
     )
 
 
@@ -96,16 +133,20 @@ _128K = 128_000
 MODELS: dict[str, ModelInfo] = {
     m.id: m
     for m in (
-        # Current models (published prices, November 2026).
+        # Current models. Sources (26 Nov 2026): each model's page and the pricing page;
+        # where they disagree, the newer page wins and PRICE_HISTORY keeps the older rate.
         _m(
             "claude-sonnet-5-5",
             "Claude Sonnet 5.5",
             2.0,
             10.0,
-            read=0.20,
+            read=0.10,  # the migration guide: $0.10 from 7 Oct 2026 (the model page: $0.20)
+            thinking_mode="adaptive",
+            effort="high",
+            since="2026-10-07",
             window=_1M,
             max_out=_128K,
-            thinking_mode="adaptive",
+            task_budget=True,
         ),
         _m(
             "claude-opus-5-5",
@@ -113,9 +154,11 @@ MODELS: dict[str, ModelInfo] = {
             4.0,
             20.0,
             read=0.20,
+            thinking_mode="always",
+            effort="medium",
             window=_1M,
             max_out=_128K,
-            thinking_mode="always",
+            task_budget=True,
         ),
         _m(
             "claude-haiku-5-5",
@@ -123,10 +166,23 @@ MODELS: dict[str, ModelInfo] = {
             0.10,
             0.50,
             read=0.01,
+            thinking_mode="always",
+            long_prompt=(100_000, 5.0),
+            effort="medium",
             window=_1M,
             max_out=_128K,
-            thinking_mode="adaptive",
-            long_prompt=(100_000, 5.0),
+            task_budget=True,
+        ),
+        _m(
+            "claude-fable-5-2",
+            "Claude Fable 5.2",
+            8.0,
+            40.0,
+            read=0.20,  # cache rates not published: read as Fable 5.1's share of input
+            thinking_mode="always",
+            effort="high",
+            window=_1M,
+            max_out=_128K,
         ),
         _m(
             "claude-fable-5-1",
@@ -134,9 +190,35 @@ MODELS: dict[str, ModelInfo] = {
             10.0,
             50.0,
             read=0.25,
+            thinking_mode="always",
+            effort="high",
             window=_1M,
             max_out=_128K,
+            task_budget=True,
+        ),
+        _m(
+            "claude-mythos-5-2",
+            "Claude Mythos 5.2 (limited availability)",
+            10.0,
+            50.0,
+            read=1.0,
             thinking_mode="always",
+            effort="high",
+            priced=False,  # no published price: budgets count it at the highest rates
+            window=_1M,
+            max_out=_128K,
+        ),
+        _m(
+            "claude-mythos-5-1",
+            "Claude Mythos 5.1 (limited availability)",
+            10.0,
+            50.0,
+            read=0.25,
+            thinking_mode="always",
+            effort="high",
+            window=_1M,
+            max_out=_128K,
+            task_budget=True,
         ),
         # Earlier models, still served.
         _m(
@@ -148,17 +230,22 @@ MODELS: dict[str, ModelInfo] = {
             window=_1M,
             max_out=_128K,
             thinking_mode="adaptive",
+            effort="high",
             legacy=True,
+            replacement="claude-sonnet-5-5",
         ),
         _m(
             "claude-opus-5",
             "Claude Opus 5",
             5.0,
             25.0,
+            thinking_mode="adaptive",
+            effort="high",
+            legacy=True,
+            replacement="claude-opus-5-5",
             window=_1M,
             max_out=_128K,
-            thinking_mode="adaptive",
-            legacy=True,
+            task_budget=True,
         ),
         _m(
             "claude-fable-5",
@@ -166,30 +253,53 @@ MODELS: dict[str, ModelInfo] = {
             10.0,
             50.0,
             read=1.0,
+            thinking_mode="always",
+            effort="high",
+            legacy=True,
+            replacement="claude-fable-5-1",
             window=_1M,
             max_out=_128K,
+            task_budget=True,
+        ),
+        _m(
+            "claude-mythos-5",
+            "Claude Mythos 5",
+            10.0,
+            50.0,
+            read=1.0,
             thinking_mode="always",
+            effort="high",
             legacy=True,
+            replacement="claude-mythos-5-1",
+            window=_1M,
+            max_out=_128K,
+            task_budget=True,
         ),
         _m(
             "claude-opus-4-8",
             "Claude Opus 4.8",
             5.0,
             25.0,
+            thinking_mode="always",
+            effort="high",
+            legacy=True,
+            replacement="claude-opus-5-5",
             window=_1M,
             max_out=_128K,
-            thinking_mode="always",
-            legacy=True,
+            task_budget=True,
         ),
         _m(
             "claude-opus-4-7",
             "Claude Opus 4.7",
             5.0,
             25.0,
+            thinking_mode="always",
+            effort="high",
+            legacy=True,
+            replacement="claude-opus-5-5",
             window=_1M,
             max_out=_128K,
-            thinking_mode="always",
-            legacy=True,
+            task_budget=True,
         ),
         _m(
             "claude-opus-4-6",
@@ -199,7 +309,9 @@ MODELS: dict[str, ModelInfo] = {
             window=_1M,
             max_out=_128K,
             thinking_mode="adaptive",
+            effort="high",
             legacy=True,
+            replacement="claude-opus-5-5",
         ),
         _m(
             "claude-sonnet-4-6",
@@ -207,13 +319,51 @@ MODELS: dict[str, ModelInfo] = {
             3.0,
             15.0,
             thinking_mode="adaptive",
+            effort="high",
             legacy=True,
+            replacement="claude-sonnet-5-5",
         ),
-        _m("claude-opus-4-5", "Claude Opus 4.5", 5.0, 25.0, legacy=True),
-        _m("claude-sonnet-4-5", "Claude Sonnet 4.5 (retires 30 Nov 2026)", 3.0, 15.0, legacy=True),
-        _m("claude-haiku-4-5", "Claude Haiku 4.5", 1.0, 5.0, legacy=True),
-        _m("claude-opus-4-1", "Claude Opus 4.1", 15.0, 75.0, max_out=32_000, legacy=True),
-        _m("claude-sonnet-4-0", "Claude Sonnet 4 (retired)", 3.0, 15.0, legacy=True),
+        _m(
+            "claude-opus-4-5",
+            "Claude Opus 4.5",
+            5.0,
+            25.0,
+            legacy=True,
+            replacement="claude-opus-5-5",
+        ),
+        _m(
+            "claude-sonnet-4-5",
+            "Claude Sonnet 4.5 (retires 30 Nov 2026)",
+            3.0,
+            15.0,
+            legacy=True,
+            replacement="claude-sonnet-5-5",
+        ),
+        _m(
+            "claude-haiku-4-5",
+            "Claude Haiku 4.5",
+            1.0,
+            5.0,
+            legacy=True,
+            replacement="claude-haiku-5-5",
+        ),
+        _m(
+            "claude-opus-4-1",
+            "Claude Opus 4.1 (retired)",
+            15.0,
+            75.0,
+            max_out=32_000,
+            legacy=True,
+            replacement="claude-opus-5-5",
+        ),
+        _m(
+            "claude-sonnet-4-0",
+            "Claude Sonnet 4 (retired)",
+            3.0,
+            15.0,
+            legacy=True,
+            replacement="claude-sonnet-5-5",
+        ),
         ModelInfo(
             "demo",
             "Demo model (offline, simulated cost)",
@@ -228,6 +378,29 @@ MODELS: dict[str, ModelInfo] = {
     )
 }
 
+PRICE_HISTORY: dict[str, tuple[ModelInfo, ...]] = {
+    # Before 7 Oct 2026 Sonnet 5.5's cache reads cost $0.20 per million tokens.
+    "claude-sonnet-5-5": (
+        _m(
+            "claude-sonnet-5-5",
+            "Claude Sonnet 5.5",
+            2.0,
+            10.0,
+            read=0.20,
+            thinking_mode="adaptive",
+            effort="high",
+            window=_1M,
+            max_out=_128K,
+            task_budget=True,
+        ),
+    ),
+}
+"""Earlier prices of a model, oldest first, each in force until the next one's ``since``.
+
+Spend is recorded per call at the price of its day; this table lets a figure recomputed
+for a past day (an estimate, a report) use that day's rate too.
+"""
+
 DEFAULT_MODEL = "claude-sonnet-5-5"
 
 _FALLBACK = _m(
@@ -238,25 +411,49 @@ _FALLBACK = _m(
 )
 
 
-def model_info(model: str) -> ModelInfo:
+def model_info(model: str, on: str | None = None) -> ModelInfo:
     """Info for ``model``; dated ids (``claude-sonnet-4-5-20250929``) map to their family.
 
-    Unknown models are priced at the most expensive tier so that budgets stay safe.
+    Args:
+        model: the model id.
+        on: the day (ISO date) whose prices to use; None for today's.
+
+    Unknown models are priced at the most expensive tier so that budgets stay safe, and
+    are marked ``priced=False``.
     """
+    info = _current(model)
+    if on is None or not info.since or on >= info.since:
+        return info
+    for earlier in reversed(PRICE_HISTORY.get(info.id, ())):
+        if not earlier.since or on >= earlier.since:
+            return earlier
+    return info
+
+
+def _current(model: str) -> ModelInfo:
     if model in MODELS:
         return MODELS[model]
-    for known in sorted(MODELS, key=len, reverse=True):
-        if model.startswith(known + "-"):
-            return MODELS[known]
+    dated = re.fullmatch(r"(.+)-\d{8}", model)
+    if dated and dated.group(1) in MODELS:
+        return MODELS[dated.group(1)]
     return ModelInfo(
         model,
         model,
         *(_FALLBACK.input, _FALLBACK.output),
         _FALLBACK.cache_write,
         _FALLBACK.cache_read,
+        priced=False,
     )
 
 
 def is_known(model: str) -> bool:
-    """Whether ``model`` has a price in the table."""
+    """Whether ``model`` is in the table."""
     return model_info(model).label != model
+
+
+def price_label(model: str) -> str:
+    """A model's prices in a line (input / output per million tokens), or "price unknown"."""
+    info = model_info(model)
+    if not info.priced:
+        return "price unknown"
+    return f"${info.input:g} / ${info.output:g} per million tokens"

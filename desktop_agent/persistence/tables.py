@@ -362,3 +362,16 @@ search_hours = Table(
 """Migration 0007. The lowest and highest ``search_docs.id`` ever indexed per hour of
 ``search_docs.at`` (``CAST(at / 3600 AS INTEGER)``), kept by a trigger on SQLite: a date
 window becomes a range of ids the FTS5 index seeks to."""
+
+# --------------------------------------------------------------------------- models
+# Migration 0009.
+
+model_catalogue = Table(
+    "model_catalogue",
+    metadata,
+    Column("id", String(128), primary_key=True),
+    _count("position"),
+    Column("data", Text(), nullable=False),
+    _time("read_at"),
+)
+"""The API's catalogue of models (``GET /v1/models``) as a worker last read it."""

@@ -33,10 +33,19 @@ The crash tests use it to give a worker child process an unsafe tool; never set 
 
 
 class ModelFactory:
-    """Gives the model port for a model id, creating clients lazily and once."""
+    """Gives the model port for a model id, creating clients lazily and once.
 
-    def __init__(self, settings: Settings) -> None:
+    Args:
+        settings: the user's settings.
+        on_unknown_model: told when the API answers 404 naming a model (the worker's
+            catalogue keeper reads the catalogue again).
+    """
+
+    def __init__(
+        self, settings: Settings, on_unknown_model: Callable[[str], None] | None = None
+    ) -> None:
         self.settings = settings
+        self.on_unknown_model = on_unknown_model
         self._cache: dict[str, ModelPort] = {}
 
     def __call__(self, model: str) -> ModelPort:
@@ -53,7 +62,11 @@ class ModelFactory:
             from desktop_agent.secrets import KeyStore
         except ImportError as exc:  # pragma: no cover - the adapter ships with the package
             raise KnownError(f"the Claude adapter is unavailable: {exc}") from None
-        port: ModelPort = ClaudeModel(key_source=KeyStore().get, settings=self.settings)
+        port: ModelPort = ClaudeModel(
+            key_source=KeyStore().get,
+            settings=self.settings,
+            on_unknown_model=self.on_unknown_model,
+        )
         return port
 
 

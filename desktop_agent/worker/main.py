@@ -20,8 +20,10 @@ from typing import Any
 from desktop_agent import config
 from desktop_agent.domain.errors import SchemaTooNewError, StorageError
 from desktop_agent.persistence.store import SqlStore
+from desktop_agent.secrets import KeyStore
 from desktop_agent.tools.mcp import CATALOGUE_FILE, start_hub
-from desktop_agent.worker.compose import build_executor, open_store, tools_from_env
+from desktop_agent.worker.catalogue import CatalogueKeeper
+from desktop_agent.worker.compose import ModelFactory, build_executor, open_store, tools_from_env
 from desktop_agent.worker.notify import build_notifier
 from desktop_agent.worker.scheduling import attach_scheduler, clock_from_env
 from desktop_agent.worker.tracing import start_tracing
@@ -118,9 +120,17 @@ def serve(
     hub = start_hub(settings.mcp_servers, db_path.parent / CATALOGUE_FILE)
     for tool in hub.tools() if hub is not None else []:
         tools.add(tool)
+    keeper = CatalogueKeeper(store.db, KeyStore().get)
+    keeper.load_stored()
     worker = Worker(
         store,
-        build_executor(store, settings, clock=clock, tools=tools),
+        build_executor(
+            store,
+            settings,
+            clock=clock,
+            tools=tools,
+            model_for=ModelFactory(settings, on_unknown_model=keeper.unknown_model),
+        ),
         WorkerConfig(
             max_runs=max_runs or settings.workers,
             until_idle=until_idle,
@@ -133,6 +143,7 @@ def serve(
             stall_minutes=settings.notify_stall_minutes,
             clock=clock,
         ),
+        housekeeping=keeper.tick,
     )
     if stopping.is_set():
         worker.stop()
@@ -149,4 +160,5 @@ def serve(
             hub.close()  # stdio servers end with their sessions
         if tracer is not None:
             tracer.close()  # what is left is sent
+        keeper.join()
     return worker.activations

@@ -82,6 +82,8 @@ class Worker:
         clock: time source for leases and wake-ups.
         on_activation_end: called with a run id after each activation (tests, logs).
         notifier: told of each activation's end and of every poll (notifications).
+        housekeeping: called with the time at every poll (e.g. the model catalogue's
+            reading when due); it must return at once, starting a thread for long work.
     """
 
     def __init__(
@@ -92,8 +94,10 @@ class Worker:
         clock: Clock | None = None,
         on_activation_end: Callable[[str], None] | None = None,
         notifier: Notifier | None = None,
+        housekeeping: Callable[[float], None] | None = None,
     ) -> None:
         self.store = store
+        self.housekeeping = housekeeping
         self.executor = executor
         self.config = config or WorkerConfig()
         self.clock = clock or SystemClock()
@@ -202,6 +206,8 @@ class Worker:
         self._watch_commands()
         self._retry_storage_pauses(now)
         self._backup_if_due(now)
+        if self.housekeeping is not None:
+            self.housekeeping(now)
         free = self.config.max_runs - len(self._in_flight)
         if free <= 0:
             return True

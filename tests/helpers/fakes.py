@@ -76,6 +76,12 @@ class ScriptedModel:
     def context_window(self, model: str) -> int:
         return self.window
 
+    def compacts_on_server(self, model: str) -> bool:
+        return False
+
+    def count_tokens(self, request: ModelRequest) -> int | None:
+        return None
+
     def worst_case_cost(self, request: ModelRequest) -> float:
         return 0.01
 

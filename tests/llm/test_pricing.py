@@ -1,4 +1,4 @@
-"""The price table and how thinking is requested per model family."""
+"""The price table, and requests built from each model's catalogue entry."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from desktop_agent.llm.claude import build_params
 from desktop_agent.llm.pricing import DEFAULT_MODEL, MODELS, model_info
 
 
-def _request(model: str, thinking: int) -> ModelRequest:
+def _request(model: str, thinking: int, effort: str = "") -> ModelRequest:
     return ModelRequest(
         model=model,
         system="s",
@@ -18,18 +18,39 @@ def _request(model: str, thinking: int) -> ModelRequest:
         tools=[],
         max_tokens=4096,
         thinking_budget=thinking,
+        effort=effort,
     )
 
 
-def test_cache_reads_and_writes_are_priced_separately() -> None:
-    sonnet = model_info("claude-sonnet-5-5")
-    usage = Usage(
-        input_tokens=1_000_000,
-        output_tokens=1_000_000,
-        cache_write_tokens=1_000_000,
-        cache_read_tokens=1_000_000,
-    )
-    assert sonnet.cost(usage) == pytest.approx(2.0 + 10.0 + 2.5 + 0.2)
+MILLION = Usage(
+    input_tokens=1_000_000,
+    output_tokens=1_000_000,
+    cache_write_tokens=1_000_000,
+    cache_read_tokens=1_000_000,
+)
+
+
+def test_cache_reads_and_writes_are_priced_separately_and_dated() -> None:
+    # Sonnet 5.5's cache reads cost $0.10 from 7 Oct 2026 (the migration guide), $0.20 before.
+    assert model_info("claude-sonnet-5-5").cost(MILLION) == pytest.approx(2.0 + 10.0 + 2.5 + 0.1)
+    before = model_info("claude-sonnet-5-5", on="2026-10-06")
+    assert before.cost(MILLION) == pytest.approx(2.0 + 10.0 + 2.5 + 0.2)
+    assert model_info("claude-sonnet-5-5", on="2026-10-07").cache_read == 0.10
+
+
+def test_one_hour_cache_writes_cost_twice_the_input_price() -> None:
+    opus = model_info("claude-opus-5-5")
+    usage = Usage(cache_write_tokens=1_000_000)
+    assert opus.cost(usage) == pytest.approx(5.0)  # 5 minutes: 1.25 x $4
+    assert opus.cost(usage, cache_write_1h_tokens=400_000) == pytest.approx(0.6 * 5.0 + 0.4 * 8.0)
+
+
+def test_a_model_without_a_published_price_says_so() -> None:
+    from desktop_agent.llm.pricing import price_label
+
+    assert price_label("claude-mythos-5-2") == "price unknown"
+    assert price_label("claude-future-9") == "price unknown"
+    assert price_label("claude-opus-5-5") == "$4 / $20 per million tokens"
 
 
 def test_long_prompts_on_haiku_5_5_cost_five_times_more() -> None:
@@ -47,21 +68,54 @@ def test_dated_and_unknown_ids() -> None:
     assert DEFAULT_MODEL in MODELS and not MODELS[DEFAULT_MODEL].legacy
 
 
+ADAPTIVE = {"type": "adaptive", "display": "summarized"}
+
+
 @pytest.mark.parametrize(
-    ("model", "budget", "expected"),
+    ("model", "budget", "effort", "expected"),
     [
-        ("claude-opus-5-5", 0, {"type": "adaptive", "display": "summarized"}),
-        ("claude-sonnet-5-5", 0, {"type": "disabled"}),
-        ("claude-sonnet-5-5", 8000, {"type": "adaptive", "display": "summarized"}),
-        ("claude-haiku-4-5", 8000, {"type": "enabled", "budget_tokens": 8000}),
-        ("claude-haiku-4-5", 0, None),
+        # Thinking "off": between_tools where the model takes it (only up to high) ...
+        ("claude-sonnet-5-5", 0, "", {"type": "between_tools"}),
+        ("claude-sonnet-5-5", 0, "high", {"type": "between_tools"}),
+        ("claude-sonnet-5-5", 0, "xhigh", ADAPTIVE),
+        ("claude-sonnet-5-5", 0, "max", ADAPTIVE),
+        # ... disabled where it takes that (Opus 5: only up to high), else adaptive.
+        ("claude-opus-5", 0, "medium", {"type": "disabled"}),
+        ("claude-opus-5", 0, "max", ADAPTIVE),
+        ("claude-opus-5-5", 0, "", ADAPTIVE),
+        ("claude-haiku-5-5", 0, "", ADAPTIVE),
+        ("claude-fable-5-2", 0, "low", ADAPTIVE),
+        # Thinking "on": adaptive with readable text, or a budget where only that exists.
+        ("claude-sonnet-5-5", 8000, "", ADAPTIVE),
+        ("claude-mythos-5-1", 8000, "max", ADAPTIVE),
+        ("claude-haiku-4-5", 8000, "", {"type": "enabled", "budget_tokens": 8000}),
+        ("claude-haiku-4-5", 0, "", None),
+        ("claude-future-9", 0, "", None),  # unknown to the catalogue: the API's default
     ],
 )
 def test_thinking_is_requested_the_way_each_model_accepts(
-    model: str, budget: int, expected: dict[str, object] | None
+    model: str, budget: int, effort: str, expected: dict[str, object] | None
 ) -> None:
-    params = build_params(_request(model, budget), model)
+    params = build_params(_request(model, budget, effort), model)
     assert params.get("thinking") == expected
+
+
+def test_effort_is_sent_only_where_the_model_takes_it() -> None:
+    assert build_params(_request("claude-opus-5-5", 0, "xhigh"), "claude-opus-5-5")[
+        "output_config"
+    ] == {"effort": "xhigh"}
+    # Haiku 4.5 has no effort setting: nothing is sent rather than a refused field.
+    assert "output_config" not in build_params(
+        _request("claude-haiku-4-5", 0, "high"), "claude-haiku-4-5"
+    )
+    assert "output_config" not in build_params(
+        _request("claude-sonnet-5-5", 0), "claude-sonnet-5-5"
+    )
+
+
+def test_max_tokens_never_exceeds_the_models_maximum() -> None:
+    request = ModelRequest("claude-opus-4-1", "s", [{"role": "user", "content": "x"}], [], 100_000)
+    assert build_params(request, "claude-opus-4-1")["max_tokens"] == 32_000
 
 
 def test_server_side_web_searches_are_billed_per_search() -> None:

@@ -41,6 +41,12 @@ class SlowDemo:
     def context_window(self, model: str) -> int:
         return self.base.context_window(model)
 
+    def compacts_on_server(self, model: str) -> bool:
+        return self.base.compacts_on_server(model)
+
+    def count_tokens(self, request: ModelRequest) -> int | None:
+        return self.base.count_tokens(request)
+
     def worst_case_cost(self, request: ModelRequest) -> float:
         return self.base.worst_case_cost(request)
 

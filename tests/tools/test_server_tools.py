@@ -43,6 +43,12 @@ class ServerToolModel:
     def context_window(self, model: str) -> int:
         return 200_000
 
+    def compacts_on_server(self, model: str) -> bool:
+        return False
+
+    def count_tokens(self, request: ModelRequest) -> int | None:
+        return None
+
     def worst_case_cost(self, request: ModelRequest) -> float:
         return 0.01
 
