@@ -23,6 +23,7 @@ from desktop_agent.cli import desktop_entry
 from desktop_agent.cli import export as cli_export
 from desktop_agent.cli import forks as cli_forks
 from desktop_agent.cli import mcp as cli_mcp
+from desktop_agent.cli import models as cli_models
 from desktop_agent.cli import scheduling as cli_scheduling
 from desktop_agent.cli import search as cli_search
 from desktop_agent.cli import serve as cli_serve
@@ -51,12 +52,14 @@ from desktop_agent.cli.workers import (
 from desktop_agent.client.messages import note_delivery, plain_error
 from desktop_agent.client.shapes import event_json, run_json, step_json
 from desktop_agent.client.stepkinds import clip
+from desktop_agent.client.views import cache_share, run_settings_words
 from desktop_agent.domain import (
     ApprovalState,
     Run,
     RunStatus,
     StepKind,
     StepStatus,
+    Usage,
 )
 from desktop_agent.domain.errors import DesktopAgentError, InvalidInputError, NotFoundError
 from desktop_agent.domain.placement import describe, parse_placement
@@ -127,6 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-time", metavar="DURATION", help="e.g. 30m, 2h, 1d")
     p.add_argument("--tools", help="comma-separated tool names (default: the built-ins)")
     p.add_argument("--ask", action="append", default=[], metavar="TOOL", help="always ask for TOOL")
+    cli_models.add_run_options(p)
     p.add_argument(
         "--placement",
         metavar="WHERE",
@@ -141,6 +145,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--goal", help="another goal")
     p.add_argument("--model", help="another model")
     p.add_argument("--max-cost", type=usd, metavar="USD", help="another cost limit")
+    cli_models.add_run_options(p)
 
     p = add("worker", "execute runs (leases, recovery, wake-ups)")
     p.add_argument("--until-idle", action="store_true", help="exit when no run is runnable")
@@ -209,6 +214,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_search.add_parsers(add)
     cli_compare.add_parsers(add)
     cli_mcp.add_parsers(add)
+    cli_models.add_parsers(add)
     cli_usage.add_parsers(add)
     cli_export.add_parsers(add)
     cli_forks.add_parsers(add)
@@ -250,13 +256,18 @@ def cmd_run(args: argparse.Namespace, out: Out) -> int:
         tools=tools,
         approval_overrides={t: "ask" for t in args.ask},
         placement=args.placement,
+        **cli_models.run_options(args),
     )
+    cli_models.say_notice(client)
     if args.detach:
         queued(out, run.id, run_json(run), worker_for_new_runs(client))
         return EXIT_OK
     if not out.as_json:
+        settings = run_settings_words(run)
         echo(
-            f"Run {run.id} · {model_label(run.model)} · workspace {run.workspace}",
+            f"Run {run.id} · {model_label(run.model)}"
+            + (f" · {settings}" if settings else "")
+            + f" · workspace {run.workspace}",
             file=sys.stderr,
         )
     client.ensure_worker(until_idle=True)
@@ -343,7 +354,8 @@ def cmd_show(args: argparse.Namespace, out: Out) -> int:
     b = run.budget
     echo(f"Run {run.id}  {status_label(run)}")
     echo(f"  goal:      {run.goal}")
-    echo(f"  model:     {model_label(run.model)}")
+    settings = run_settings_words(run)
+    echo(f"  model:     {model_label(run.model)}" + (f" · {settings}" if settings else ""))
     echo(f"  workspace: {run.workspace}")
     if run.placement != "any":
         echo(f"  placement: {run.placement} (only {describe(run.placement)} run it)")
@@ -355,6 +367,7 @@ def cmd_show(args: argparse.Namespace, out: Out) -> int:
         + f"  · tokens in {u.input_tokens}, out {u.output_tokens}, "
         f"cache write {u.cache_write_tokens}, "
         f"cache read {u.cache_read_tokens}"
+        + (f" ({_cache_share_words(u)})" if cache_share(u) is not None else "")
     )
     echo(
         f"  worked:    {format_duration(run.active_seconds)}"
@@ -375,12 +388,59 @@ def cmd_show(args: argparse.Namespace, out: Out) -> int:
     return EXIT_OK
 
 
+def _cache_share_words(usage: Usage) -> str:
+    """``87% of the prompt read from the cache``."""
+    share = cache_share(usage)
+    return "" if share is None else f"{share:.0%} of the prompt read from the cache"
+
+
 def cmd_rerun(args: argparse.Namespace, out: Out) -> int:
     """Start a run again; prints the new run's id (a worker picks it up)."""
     client = _client(args)
-    run = client.run_again(args.run, goal=args.goal, model=args.model, max_cost_usd=args.max_cost)
+    changed = cli_models.run_options(args)
+    if changed:
+        run = _run_again_with(client, args, changed)
+    else:
+        run = client.run_again(
+            args.run, goal=args.goal, model=args.model, max_cost_usd=args.max_cost
+        )
+    cli_models.say_notice(client)
     queued(out, run.id, run_json(run), worker_for_new_runs(client))
     return EXIT_OK
+
+
+def _run_again_with(client: Client, args: argparse.Namespace, changed: dict[str, Any]) -> Run:
+    """``Client.run_again`` with the effort or thinking changed too.
+
+    ``run_again`` takes a goal, a model and a cost limit; this starts the run the same way
+    (the same tools, approvals, budgets, workspace and placement, recorded as a run again of
+    the original) with ``changed`` (``effort``, ``thinking_budget``) over the original's.
+    """
+    old = client.run(args.run)
+    b = old.budget
+    options: dict[str, Any] = {
+        "model": args.model or old.model,
+        "tools": [name for name, _version in old.spec.tools],
+        "approval_overrides": dict(old.spec.approval_overrides),
+        "system_prompt": old.spec.system_prompt,
+        "max_tokens": old.spec.max_tokens,
+        "thinking_budget": old.spec.thinking_budget,
+        "effort": old.spec.effort,
+        "max_cost_usd": args.max_cost if args.max_cost is not None else b.max_cost_usd,
+        "max_steps": b.max_steps,
+        "max_time_s": b.max_time_s,
+        "max_tokens_budget": b.max_tokens,
+        "count_waiting_time": b.count_waiting_time,
+        "use_defaults": False,
+        **changed,
+    }
+    return client.start_run(
+        args.goal if args.goal is not None else old.goal,
+        forked_from=old.id,
+        workspace=old.workspace,
+        placement=old.placement,
+        **options,
+    )
 
 
 def _show_archived(client: Client, run_id: str, out: Out) -> int:
@@ -709,6 +769,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, Out], int]] = {
     **cli_search.COMMANDS,
     **cli_compare.COMMANDS,
     **cli_mcp.COMMANDS,
+    **cli_models.COMMANDS,
     **cli_usage.COMMANDS,
     **cli_export.COMMANDS,
     **cli_forks.COMMANDS,

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from desktop_agent import config
 from desktop_agent.cli import backup as cli_backup
+from desktop_agent.cli.models import add_run_options, effort_of, say_notice, thinking_of
 from desktop_agent.cli.output import echo, usd
 from desktop_agent.cli.workers import worker_for_new_runs
 from desktop_agent.domain.scheduling import Batch, BatchItem, FolderWatch, Schedule
@@ -114,6 +115,7 @@ def _run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-time", metavar="DURATION")
     p.add_argument("--tools", help="comma-separated tool names")
     p.add_argument("--ask", action="append", default=[], metavar="TOOL")
+    add_run_options(p)
     p.add_argument("--no-worker", action="store_true", help="do not start a worker")
 
 
@@ -122,6 +124,8 @@ def _options(args: argparse.Namespace) -> RunOptions:
 
     tools = [t.strip() for t in args.tools.split(",") if t.strip()] if args.tools else None
     return RunOptions(
+        effort=effort_of(args) or "",
+        thinking_budget=thinking_of(args) or 0,
         model=args.model,
         workspace=args.workspace,
         max_cost_usd=args.max_cost,
@@ -140,6 +144,7 @@ def _scheduling(args: argparse.Namespace) -> Scheduling:
 
 
 def _worker_note(sched: Scheduling, args: argparse.Namespace) -> str:
+    say_notice(sched.client)  # the template's model is deprecated: said once, when made
     if args.no_worker:
         return ""
     return worker_for_new_runs(sched.client).suffix()
@@ -161,6 +166,8 @@ def schedule_json(s: Schedule) -> dict[str, Any]:
         "paused": s.paused,
         "goal": s.template.goal,
         "model": s.template.spec.model,
+        "effort": s.template.spec.effort or None,
+        "thinking": s.template.spec.thinking_budget > 0,
         "workspace": s.template.workspace,
         "last_fire_at": s.last_fire_at,
         "fires": s.fire_count,
@@ -181,6 +188,8 @@ def watch_json(w: FolderWatch) -> dict[str, Any]:
         "paused": w.paused,
         "goal": w.template.goal,
         "model": w.template.spec.model,
+        "effort": w.template.spec.effort or None,
+        "thinking": w.template.spec.thinking_budget > 0,
     }
 
 

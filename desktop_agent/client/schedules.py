@@ -56,6 +56,8 @@ class RunOptions:
         max_time_s: time budget of each run.
         tools: enabled tools (None: the defaults).
         approval_overrides: per-tool approval policy.
+        effort: ``low`` … ``max``, or "" for the model's documented default.
+        thinking_budget: thinking on (above 0) or off (0).
     """
 
     model: str | None = None
@@ -65,6 +67,8 @@ class RunOptions:
     max_time_s: float | None = None
     tools: Sequence[str] | None = None
     approval_overrides: dict[str, str] = field(default_factory=dict)
+    effort: str = ""
+    thinking_budget: int = 0
 
 
 def _new_id(prefix: str) -> str:
@@ -106,6 +110,8 @@ class Scheduling:
             max_time_s=opts.max_time_s,
             tools=opts.tools,
             approval_overrides=opts.approval_overrides,
+            effort=opts.effort,
+            thinking_budget=opts.thinking_budget,
         )
         workspace = None
         if opts.workspace is not None:

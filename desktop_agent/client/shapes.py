@@ -8,11 +8,19 @@ from __future__ import annotations
 
 from typing import Any
 
+from desktop_agent.client.views import cache_share, default_effort
 from desktop_agent.domain import Run, RunEvent, Step
 
 
 def run_json(run: Run) -> dict[str, Any]:
-    """A run as plain data."""
+    """A run as plain data.
+
+    ``effort`` is what the run asked for (None: the model's default, which
+    ``model_default_effort`` names when known); ``thinking`` is on (True) or off;
+    ``cache_share`` is the share of its prompt tokens read from the prompt cache (None
+    before any prompt).
+    """
+    share = cache_share(run.usage)
     return {
         "id": run.id,
         "goal": run.goal,
@@ -21,10 +29,15 @@ def run_json(run: Run) -> dict[str, Any]:
         "wake_at": run.wake_at,
         "message": run.status_message,
         "model": run.model,
+        "effort": run.spec.effort or None,
+        "model_default_effort": default_effort(run.model) or None,
+        "thinking": run.spec.thinking_budget > 0,
+        "thinking_budget": run.spec.thinking_budget,
         "demo": run.is_demo,
         "workspace": run.workspace,
         "cost_usd": round(run.cost_usd, 6),
         "usage": run.usage.to_json(),
+        "cache_share": None if share is None else round(share, 4),
         "steps": run.last_seq,
         "budget": run.budget.to_json(),
         "created_at": run.created_at,

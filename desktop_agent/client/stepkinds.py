@@ -316,12 +316,101 @@ def _plain_line(f: StepFacts, c: Context) -> str:
 # --------------------------------------------------------------------------- sections
 
 
+_MISSED = {
+    "messages_changed": "the messages changed before the newest turn",
+    "model_changed": "the model (or its speed) differs from the previous call's",
+    "system_changed": "the system prompt differs from the previous call's",
+    "tools_changed": "the tools differ from the previous call's (added, removed or reordered)",
+    "previous_message_not_found": (
+        "the API kept no record of the previous call to compare with "
+        "(this call itself did not change)"
+    ),
+    "unavailable": (
+        "the API could not say why (a setting such as thinking or tool choice may differ "
+        "from the previous call's)"
+    ),
+}
+"""Why the prompt cache was missed, in plain words, by the API's ``cache_miss_reason.type``."""
+
+
+def cache_miss_words(miss: JSON) -> str:
+    """One plain sentence for a model call's ``cache_miss`` ("" when there is none)."""
+    if not isinstance(miss, dict) or not miss.get("type"):
+        return ""
+    kind = str(miss["type"])
+    why = _MISSED.get(kind, kind.replace("_", " "))
+    tokens = miss.get("cache_missed_input_tokens")
+    lost = (
+        f" (~{tokens:,} tokens not read from the cache)"
+        if isinstance(tokens, int) and not isinstance(tokens, bool) and tokens > 0
+        else ""
+    )
+    return f"cache missed: {why}{lost}"
+
+
+def _count(value: JSON) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _transformation_words(items: JSON) -> list[str]:
+    """What the API changed in the prompt before the model read it, one line per kind."""
+    if not isinstance(items, list):
+        return []
+    kinds: dict[str, int] = {}
+    for item in items:
+        if isinstance(item, dict):
+            kind = str(item.get("type") or "change")
+            kinds[kind] = kinds.get(kind, 0) + 1
+    words = {
+        "thinking_dropped": "thinking block(s) of earlier turns dropped by the API "
+        "(they failed its check)",
+        "thinking_mismatch_allowed": "thinking block(s) of earlier turns shown to the model "
+        "although they failed the API's check",
+    }
+    return [f"{n} {words.get(kind, kind.replace('_', ' '))}" for kind, n in kinds.items()]
+
+
+def cache_lines(output: JSON) -> list[str]:
+    """What a model call's output says of the prompt cache, as plain lines (may be empty).
+
+    Cache writes by lifetime (5 minutes, 1 hour), the reason the cache was missed, and what
+    the API changed in the prompt, from the ``api`` details the adapter records.
+    """
+    api = output.get("api") if isinstance(output, dict) else None
+    if not isinstance(api, dict):
+        return []
+    lines = []
+    w5, w1 = _count(api.get("cache_write_5m")), _count(api.get("cache_write_1h"))
+    if w5 or w1:
+        parts = [f"{w5:,} tokens for 5 minutes"] if w5 else []
+        parts += [f"{w1:,} tokens for 1 hour"] if w1 else []
+        lines.append("written to the cache: " + ", ".join(parts))
+    missed = cache_miss_words(api.get("cache_miss"))
+    if missed:
+        lines.append(missed)
+    lines.extend(_transformation_words(api.get("input_transformations")))
+    return [line[:1].upper() + line[1:] for line in lines]
+
+
+def _thinking(out: dict[str, Any]) -> str:
+    """The thinking (and, on the 2026 models, the words between tool calls) of a call."""
+    text = str(out.get("thinking") or "").strip()
+    if text:
+        return text
+    blocks = out.get("content") or []
+    return "\n\n".join(
+        str(b.get("thinking", "")).strip()
+        for b in blocks
+        if isinstance(b, dict) and b.get("type") == "thinking" and b.get("thinking")
+    ).strip()
+
+
 def _model_sections(f: StepFacts, c: Context) -> list[Section]:
     out = f.output
     found = []
-    thinking = str(out.get("thinking") or "")
+    thinking = _thinking(out)
     if thinking:
-        found.append(Section("Thinking", Shape.TEXT, thinking))
+        found.append(Section("Thinking and progress notes", Shape.TEXT, thinking))
     text = model_text(out) or str(out.get("summary") or "")
     if f.partial_text and not text:
         found.append(Section("Output so far (streaming)", Shape.TEXT, f.partial_text))
@@ -331,6 +420,41 @@ def _model_sections(f: StepFacts, c: Context) -> list[Section]:
         found.append(Section(f"Asks to call {use.get('name')}", Shape.ARGUMENTS, use.get("input")))
     if out.get("partial"):
         found.append(Section("Partial output before the failure", Shape.TEXT, str(out["partial"])))
+    cache = cache_lines(out)
+    if cache:
+        found.append(Section("Prompt cache", Shape.TEXT, "\n".join(cache)))
+    return found
+
+
+_SUMMARY_TITLES = {
+    "server": "Summary (written by the API; it replaces the older turns)",
+    "client": "Summary (written by the model; it replaces the older turns)",
+}
+
+
+def _compaction_sections(f: StepFacts, c: Context) -> list[Section]:
+    out = f.output
+    mode = str(out.get("mode") or "")
+    if f.is_open or mode not in ("server", "client", "none"):
+        return _model_sections(f, c)  # streaming, or recorded before compaction had modes
+    found = []
+    thinking = _thinking(out)
+    if thinking:
+        found.append(Section("Thinking and progress notes", Shape.TEXT, thinking))
+    summary = str(out.get("summary") or "").strip()
+    if mode == "none" or not summary:
+        found.append(
+            Section(
+                "No summary",
+                Shape.TEXT,
+                "The API wrote no summary: the conversation was left as it was.",
+            )
+        )
+    else:
+        found.append(Section(_SUMMARY_TITLES[mode], Shape.TEXT, summary))
+    cache = cache_lines(out)
+    if cache:
+        found.append(Section("Prompt cache", Shape.TEXT, "\n".join(cache)))
     return found
 
 
@@ -445,7 +569,7 @@ _ALL = (
         ("#3949ab", "#8c9eff"),
         None,
         _compaction_summary,
-        details=_model_sections,
+        details=_compaction_sections,
     ),
     _describe(
         StepKind.BUDGET,

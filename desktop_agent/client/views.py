@@ -6,6 +6,7 @@ from a worker thread, never from the GUI thread. Objects handed out are frozen d
 
 from __future__ import annotations
 
+import functools
 import json
 import threading
 from collections.abc import Iterable, Mapping, Sequence
@@ -13,6 +14,7 @@ from dataclasses import dataclass
 
 from desktop_agent.client import stepkinds
 from desktop_agent.client.api import Client
+from desktop_agent.client.models import DEMO, ModelList, ModelRow, row_of, snapshot_models
 from desktop_agent.domain import (
     JSON,
     Approval,
@@ -25,8 +27,9 @@ from desktop_agent.domain import (
     StepStatus,
     Usage,
 )
+from desktop_agent.domain.catalogue import BETWEEN_TOOLS_EFFORTS, EFFORT_LEVELS, ModelEntry
 from desktop_agent.engine.builtin_tools import CONTROL_TOOLS
-from desktop_agent.llm.pricing import MODELS
+from desktop_agent.llm.pricing import MODELS, model_info
 from desktop_agent.persistence import readmodels
 from desktop_agent.tools.registry import default_tools
 
@@ -45,17 +48,85 @@ class ModelChoice:
         id: model id as stored in the run.
         label: name shown to the user.
         is_demo: the offline demo model (never Claude; always labelled as a demo).
+        efforts: the effort levels it takes, lowest first (empty: no effort setting).
+        default_effort: the effort it runs at when a run sets none ("" if unknown).
+        thinking: the thinking types it takes (``adaptive``, ``disabled`` …).
+        notice: what the analyst is told when picking it ("" for an active model).
+        price: "$I / $O per million tokens", "price unknown", or "" (the demo).
+        lifecycle: ``active``, ``deprecated`` or ``retired``.
     """
 
     id: str
     label: str
     is_demo: bool
+    efforts: tuple[str, ...] = ()
+    default_effort: str = ""
+    thinking: tuple[str, ...] = ()
+    notice: str = ""
+    price: str = ""
+    lifecycle: str = "active"
+
+    def thinking_off_words(self, effort: str) -> str:
+        """What Thinking off does on this model at ``effort`` ("" when it simply is off).
+
+        As the adapter asks for it: ``between_tools`` where the model takes it (up to high
+        effort), else ``disabled`` where it takes that (likewise), else the model thinks all
+        the same (it is never sent a setting it refuses).
+        """
+        if self.is_demo:
+            return ""
+        low_enough = not effort or effort in BETWEEN_TOOLS_EFFORTS
+        if "between_tools" in self.thinking and low_enough:
+            return "With Thinking off it still thinks briefly between tool calls."
+        if "adaptive" not in self.thinking or ("disabled" in self.thinking and low_enough):
+            return ""
+        at = f" at effort {effort}" if effort else ""
+        return f"This model always thinks{at}: Thinking off changes nothing."
 
 
-def model_choices() -> list[ModelChoice]:
-    """Models for a picker: the Claude models first, the demo model last."""
-    claude = [ModelChoice(m.id, m.label, False) for m in MODELS.values() if m.id != "demo"]
-    return [*claude, ModelChoice("demo", demo_label(), True)]
+@functools.cache
+def snapshot_model_list() -> ModelList:
+    """The catalogue shipped with the program, read without the database (current first).
+
+    Read once per process (the file does not change); callers do not change the list.
+    """
+    rows = []
+    for raw in snapshot_models():
+        try:
+            entry = ModelEntry.from_api(raw)
+        except (ValueError, TypeError, AttributeError):
+            continue
+        rows.append(row_of(entry))
+    order = {"active": 0, "deprecated": 1, "retired": 2}
+    rows.sort(key=lambda r: order.get(r.lifecycle, 3))
+    return ModelList(rows, "snapshot", 0.0)
+
+
+def choice_of(row: ModelRow) -> ModelChoice:
+    """The picker's entry for one row of the catalogue."""
+    return ModelChoice(
+        row.id,
+        row.name,
+        False,
+        efforts=row.efforts,
+        default_effort=row.default_effort,
+        thinking=row.thinking,
+        notice=row.notice,
+        price=row.price,
+        lifecycle=row.lifecycle,
+    )
+
+
+def model_choices(models: ModelList | None = None) -> list[ModelChoice]:
+    """Models for a picker: current Claude models first, deprecated next, the demo last.
+
+    Retired models are never offered (a run naming one is refused). ``models`` is the
+    catalogue as read (:meth:`Client.models`, off the GUI thread); None: the shipped one.
+    """
+    listed = models if models is not None else snapshot_model_list()
+    claude = [choice_of(r) for r in listed.rows if r.lifecycle != "retired" and r.id != DEMO]
+    demo = ModelChoice(DEMO, demo_label(), True, efforts=EFFORT_LEVELS, thinking=("disabled",))
+    return [*claude, demo]
 
 
 def demo_label() -> str:
@@ -69,6 +140,70 @@ def model_label(model: str) -> str:
         return demo_label()
     info = MODELS.get(model)
     return info.label if info else model
+
+
+# --------------------------------------------------------------------------- run options
+
+THINKING_ON_BUDGET = 16_000
+"""``thinking_budget`` of a run with thinking on (the New run dialog, ``--thinking on``).
+
+On models that take a budget it is the budget in tokens; on the 2026 models, which choose
+their depth themselves, only on or off counts.
+"""
+
+
+def thinking_budget_for(on: bool) -> int:
+    """The ``thinking_budget`` a run with thinking ``on`` or off is started with."""
+    return THINKING_ON_BUDGET if on else 0
+
+
+def default_effort(model: str) -> str:
+    """The effort ``model`` runs at when a run sets none ("" when unknown, or the demo)."""
+    return "" if model == DEMO else model_info(model).default_effort
+
+
+def effort_words(model: str, effort: str) -> str:
+    """``effort high``, ``effort high (model default)``, or "" when nothing is known."""
+    if effort:
+        return f"effort {effort}"
+    default = default_effort(model)
+    return f"effort {default} (model default)" if default else ""
+
+
+def thinking_words(thinking_budget: int) -> str:
+    """``thinking on`` or ``thinking off``."""
+    return "thinking on" if thinking_budget > 0 else "thinking off"
+
+
+def run_settings_words(run: Run) -> str:
+    """How the run's model was asked to work: ``effort high (model default) · thinking on``."""
+    spec = run.spec
+    parts = [effort_words(spec.model, spec.effort), thinking_words(spec.thinking_budget)]
+    return " · ".join(p for p in parts if p)
+
+
+def model_notice(client: Client) -> str:
+    """What the client said of the model of the run (or template) it prepared last.
+
+    A deprecated model's notice (``… is deprecated, retires …; use … instead``), or "".
+    The GUI and the CLI read it here rather than from the client's state.
+    """
+    return client.last_model_notice
+
+
+def cache_share(usage: Usage) -> float | None:
+    """The share of prompt tokens read from the prompt cache (None: no prompt tokens yet).
+
+    Cache reads ÷ (uncached input + cache writes + cache reads).
+    """
+    prompt = usage.input_tokens + usage.cache_write_tokens + usage.cache_read_tokens
+    return usage.cache_read_tokens / prompt if prompt > 0 else None
+
+
+def cache_words(usage: Usage) -> str:
+    """``cache 87%`` (the share of prompt tokens read from the cache), or "" with no prompt."""
+    share = cache_share(usage)
+    return "" if share is None else f"cache {share:.0%}"
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from PySide6.QtWidgets import QWidget
 from desktop_agent.client.api import Client
 from desktop_agent.client.checks import CheckResult, check_arguments, final_check
 from desktop_agent.client.messages import note_delivery, plain_error
-from desktop_agent.client.views import ToolInfo
+from desktop_agent.client.views import ToolInfo, model_notice
 from desktop_agent.domain import JSON, Approval, ApprovalState, Run
 from desktop_agent.domain.errors import DesktopAgentError
 from desktop_agent.gui.dialogs.approval import ApprovalDialog
@@ -85,12 +85,14 @@ class RunCommands(QObject):
         done: a command was queued (a message for the status bar).
         failed: a command was refused or failed (the message).
         run_started: a new run was created (the :class:`Run`).
+        model_notice: the new run's model is deprecated (the notice, for the status bar).
         decisions_changed: approvals were decided here (hide them until the worker applies).
     """
 
     done = Signal(str)
     failed = Signal(str)
     run_started = Signal(object)
+    model_notice = Signal(str)
     decisions_changed = Signal()
 
     def __init__(self, client: Client, tasks: TaskRunner, window: QWidget) -> None:
@@ -193,8 +195,8 @@ class RunCommands(QObject):
         """Create a run from the new-run dialog's request."""
         client = self.client
 
-        def create() -> Run:
-            return client.start_run(
+        def create() -> tuple[Run, str]:
+            run = client.start_run(
                 request.goal,
                 model=request.model,
                 workspace=request.workspace,
@@ -206,11 +208,17 @@ class RunCommands(QObject):
                 max_tokens_budget=request.max_tokens_budget,
                 use_defaults=False,
                 forked_from=request.forked_from,
+                effort=request.effort,
+                thinking_budget=request.thinking_budget,
             )
+            return run, model_notice(client)
 
-        def created(run: Run) -> None:
+        def created(made: tuple[Run, str]) -> None:
+            run, notice = made
             self.done.emit(f"Started run {run.id}")
             self.run_started.emit(run)
+            if notice:
+                self.model_notice.emit(f"Started run {run.id} · Note: {notice}")
 
         self.tasks.submit(create, created, on_error)
 

@@ -29,7 +29,9 @@ from desktop_agent.client.api import Client, WorkerStatus
 from desktop_agent.client.checks import RecoveryReport, recovery_report
 from desktop_agent.client.export import Imported
 from desktop_agent.client.messages import plain_error
+from desktop_agent.client.models import ModelList
 from desktop_agent.client.views import (
+    ModelChoice,
     RunRow,
     RunsDelta,
     default_tool_names,
@@ -72,6 +74,9 @@ from desktop_agent.gui.widgets.runlist import RunListPanel
 from desktop_agent.secrets import KeyStore
 
 log = logging.getLogger(__name__)
+
+MODEL_NOTICE_MS = 30_000
+"""How long the status bar says that a run just started uses a deprecated model."""
 
 
 class MainWindow(QMainWindow):
@@ -117,6 +122,8 @@ class MainWindow(QMainWindow):
         self.approvals: tuple[Approval, ...] = ()
         self.selected: RunRow | None = None
         self.new_run_dialog: NewRunDialog | None = None
+        self.model_list: ModelList | None = None
+        """The catalogue as last read from the database (None: not yet; the shipped one)."""
         self.fork_dialog: ForkDialog | None = None
         self.settings_dialog: SettingsDialog | None = None
         self.recovery_dialog: RecoveryDialog | None = None
@@ -258,6 +265,7 @@ class MainWindow(QMainWindow):
         self.commands.done.connect(self._on_commands_done)
         self.commands.failed.connect(self._on_commands_failed)
         self.commands.run_started.connect(self._on_commands_run_started)
+        self.commands.model_notice.connect(self._on_commands_model_notice)
         self.commands.decisions_changed.connect(self._on_commands_decisions_changed)
         self.tasks.task_failed.connect(self._on_tasks_task_failed)
         self.palette_chooser.saved.connect(self._on_palette_chooser_saved)
@@ -766,6 +774,10 @@ class MainWindow(QMainWindow):
         self.poller.refresh()
 
     @Slot(str)
+    def _on_commands_model_notice(self, message: str) -> None:
+        self.statusBar().showMessage(message, MODEL_NOTICE_MS)
+
+    @Slot(str)
     def _on_commands_failed(self, message: str) -> None:
         self.show_error(message)
         self.poller.refresh()
@@ -797,7 +809,7 @@ class MainWindow(QMainWindow):
         self.client.reload_mcp_tools()
         self.tools = {t.name: t for t in tool_catalog(self.client)}
         dialog = NewRunDialog(
-            model_choices(),
+            self.offered_models(),
             list(self.tools.values()),
             self.client.settings,
             default_tool_names(self.client),
@@ -806,7 +818,34 @@ class MainWindow(QMainWindow):
         dialog.start_requested.connect(self._on_new_run_dialog_start_requested)
         self.new_run_dialog = dialog
         dialog.open()
+
+        def update(choices: list[ModelChoice]) -> None:
+            if self.new_run_dialog is dialog:
+                dialog.set_models(choices)
+
+        self.read_models(update)
         return dialog
+
+    def offered_models(self) -> list[ModelChoice]:
+        """The models a new run may use, as last read (retired ones left out, the demo last)."""
+        return model_choices(self.model_list)
+
+    def read_models(self, then: Callable[[list[ModelChoice]], None]) -> None:
+        """Read the catalogue the workers stored, off the GUI thread; ``then`` gets the models.
+
+        Until it is read, dialogs offer the catalogue shipped with the program; a reading
+        that fails leaves them so.
+        """
+        client = self.client
+
+        def read() -> ModelList:
+            return client.models()
+
+        def done(models: ModelList) -> None:
+            self.model_list = models
+            then(model_choices(models))
+
+        self.tasks.submit(read, done, _ignore_failure)
 
     @Slot(object)
     def _on_new_run_dialog_start_requested(self, request: NewRunRequest) -> None:
@@ -861,7 +900,7 @@ class MainWindow(QMainWindow):
         dialog = SettingsDialog(
             self.client.settings,
             Path(self.client.db_path),
-            model_choices(),
+            self.offered_models(),
             self.tasks.submit,
             self.keys,
             self,
@@ -1066,3 +1105,7 @@ class MainWindow(QMainWindow):
         for dialog in (self.recovery_dialog, self.approval_dialog, self.crash_dialog):
             if dialog is not None:
                 dialog.close()
+
+
+def _ignore_failure(_exc: Exception) -> None:
+    """A background read whose failure changes nothing the analyst sees."""

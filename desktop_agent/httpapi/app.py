@@ -30,7 +30,9 @@ from starlette.routing import Route
 
 from desktop_agent.client.api import Client
 from desktop_agent.client.shapes import run_json, step_json
+from desktop_agent.client.views import model_notice, thinking_budget_for
 from desktop_agent.domain import Approval, RunStatus
+from desktop_agent.domain.catalogue import EFFORT_LEVELS
 from desktop_agent.domain.errors import (
     DesktopAgentError,
     InvalidInputError,
@@ -139,6 +141,26 @@ def _number(body: dict[str, Any], key: str) -> float | None:
     return float(value)
 
 
+def _effort(body: dict[str, Any]) -> str:
+    """``effort``: a level, or absent, null or "" for the model's default (the client checks)."""
+    value = body.get("effort")
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise InvalidInputError(f"'effort' must be one of {', '.join(EFFORT_LEVELS)}")
+    return value
+
+
+def _thinking(body: dict[str, Any]) -> int:
+    """``thinking``: true (on) or false (off, the default)."""
+    value = body.get("thinking", False)
+    if value is None:
+        return 0
+    if not isinstance(value, bool):
+        raise InvalidInputError("'thinking' must be true or false")
+    return thinking_budget_for(value)
+
+
 class Api:
     """The routes' handlers over one client (see the module's docstring).
 
@@ -184,8 +206,11 @@ class Api:
             isinstance(tools, list) and all(isinstance(t, str) for t in tools)
         ):
             raise InvalidInputError("'tools' must be a list of tool names")
-        run = await self.call(
-            lambda: self.client().start_run(
+        effort, thinking = _effort(body), _thinking(body)
+
+        def start() -> tuple[Any, str]:
+            c = self.client()
+            run = c.start_run(
                 goal,
                 model=body.get("model"),
                 workspace=body.get("workspace"),
@@ -194,15 +219,24 @@ class Api:
                 max_cost_usd=_number(body, "max_cost_usd"),
                 max_steps=int(_number(body, "max_steps") or 0) or None,
                 max_time_s=parse_duration(str(max_time)) if max_time else None,
+                effort=effort,
+                thinking_budget=thinking,
             )
-        )
+            return run, model_notice(c)
+
+        run, notice = await self.call(start)
         await self.wake()
         url = f"/v1/runs/{run.id}"
-        return JSONResponse(
-            {"id": run.id, "status_url": url, "status": run.status.value},
-            status_code=202,
-            headers={"Location": url},
-        )
+        answer = {"id": run.id, "status_url": url, "status": run.status.value}
+        if notice:
+            answer["notice"] = notice
+        return JSONResponse(answer, status_code=202, headers={"Location": url})
+
+    async def list_models(self, request: Request) -> Response:
+        """``GET /v1/models``: the models runs can use (``all=true``: retired ones too)."""
+        everything = request.query_params.get("all", "").lower() in ("1", "true", "yes")
+        models = await self.call(lambda: self.client().models(include_retired=everything))
+        return JSONResponse(models.to_json())
 
     async def list_runs(self, request: Request) -> Response:
         """``GET /v1/runs``."""
@@ -387,6 +421,7 @@ def create_app(db_path: Path, token: str, *, start_workers: bool = True) -> Star
         Route("/v1/runs/{run_id}/events", _handled(api.events), methods=["GET"]),
         Route("/v1/runs/{run_id}/{command}", _handled(api.command), methods=["POST"]),
         Route("/v1/approvals", _handled(api.list_approvals), methods=["GET"]),
+        Route("/v1/models", _handled(api.list_models), methods=["GET"]),
         Route("/v1/schedules/{schedule_id}/trigger", _handled(api.trigger), methods=["POST"]),
         Route("/v1/approvals/{approval_id}/{decision}", _handled(api.decide), methods=["POST"]),
     ]

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from desktop_agent.domain.catalogue import EFFORT_LEVELS
+
 _ERROR = {
     "description": "an error",
     "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
@@ -50,6 +52,16 @@ DESCRIPTION: dict[str, Any] = {
                     "max_steps": {"type": "integer"},
                     "max_time": {"type": "string", "description": "e.g. 30m, 2h"},
                     "placement": {"type": "string", "description": "any, host:NAME, pool:NAME"},
+                    "effort": {
+                        "type": ["string", "null"],
+                        "enum": [*EFFORT_LEVELS, "", None],
+                        "description": "absent, null or empty: the model's default "
+                        "(GET /v1/models lists the levels each model takes)",
+                    },
+                    "thinking": {
+                        "type": "boolean",
+                        "description": "let the model think before it answers (default false)",
+                    },
                 },
             },
         },
@@ -60,7 +72,8 @@ DESCRIPTION: dict[str, Any] = {
         "/v1/runs": {
             "get": _op("runs, newest first (status, search, limit)"),
             "post": _op(
-                "start a run: 202 with its id and status URL",
+                "start a run: 202 with its id and status URL (and a notice when its model "
+                "is deprecated)",
                 "202",
                 {"$ref": "#/components/schemas/NewRun"},
             ),
@@ -77,6 +90,12 @@ DESCRIPTION: dict[str, Any] = {
             )
         },
         "/v1/approvals": {"get": _op("pending approvals, oldest first")},
+        "/v1/models": {
+            "get": _op(
+                "the models runs can use: efforts, thinking, window, status, price (all=true: "
+                "retired ones too)"
+            )
+        },
         "/v1/schedules/{schedule_id}/trigger": {
             "post": _op(
                 "a webhook: start a run from the schedule's template now {item?}", "202", _OBJ

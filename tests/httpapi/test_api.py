@@ -243,3 +243,52 @@ def test_a_webhook_starts_a_run_from_a_schedules_template(api: Api, client: Clie
     assert run.goal == "Summarise the Q3 memo" and run.model == "demo"
     assert run.budget.max_steps == 30
     assert api.http.post("/v1/schedules/nosuch/trigger", json={}).status_code == 404
+
+
+def test_a_run_is_started_with_the_effort_and_thinking_asked_for(api: Api, client: Client) -> None:
+    asked = {"goal": "Summarise", "model": "claude-sonnet-5-5", "effort": "low", "thinking": True}
+    started = api.http.post("/v1/runs", json=asked)
+    assert started.status_code == 202, started.text
+    assert "notice" not in started.json()
+    run = api.http.get(started.json()["status_url"]).json()
+    assert (run["effort"], run["thinking"], run["model_default_effort"]) == ("low", True, "high")
+    spec = client.run(run["id"]).spec
+    assert spec.effort == "low" and spec.thinking_budget > 0
+    default = api.http.post("/v1/runs", json={"goal": "Again", "model": "claude-sonnet-5-5"})
+    run = api.http.get(default.json()["status_url"]).json()
+    assert (run["effort"], run["thinking"]) == (None, False)
+    old = api.http.post("/v1/runs", json={"goal": "Old", "model": "claude-sonnet-4-5"})
+    assert old.status_code == 202
+    assert old.json()["notice"].startswith("claude-sonnet-4-5 is deprecated, retires 2026-11-30")
+
+
+def test_an_effort_or_a_model_that_cannot_work_answers_400_with_why(
+    api: Api, client: Client
+) -> None:
+    unknown = api.http.post("/v1/runs", json={"goal": "X", "model": "demo", "effort": "extreme"})
+    assert unknown.status_code == 400 and unknown.json()["code"] == "invalid_input"
+    assert unknown.json()["error"] == (
+        "unknown effort 'extreme': use one of low, medium, high, xhigh, max"
+    )
+    not_taken = api.http.post(
+        "/v1/runs", json={"goal": "X", "model": "claude-haiku-4-5", "effort": "high"}
+    )
+    assert not_taken.status_code == 400
+    assert "claude-haiku-4-5 does not take effort 'high'" in not_taken.json()["error"]
+    retired = api.http.post("/v1/runs", json={"goal": "X", "model": "claude-opus-4-1"})
+    assert retired.status_code == 400 and "use claude-opus-5-5 instead" in retired.json()["error"]
+    for bad in ({"effort": 3}, {"thinking": "yes"}):
+        wrong = api.http.post("/v1/runs", json={"goal": "X", "model": "demo", **bad})
+        assert wrong.status_code == 400, bad
+    assert client.runs() == []
+
+
+def test_the_models_are_listed_with_their_efforts(api: Api) -> None:
+    listed = api.http.get("/v1/models").json()
+    models = {m["id"]: m for m in listed["models"]}
+    assert models["claude-opus-5-5"]["default_effort"] == "medium"
+    assert "xhigh" in models["claude-opus-5-5"]["efforts"]
+    assert models["claude-sonnet-4-5"]["lifecycle"] == "deprecated"
+    assert "claude-opus-4-1" not in models
+    every = api.http.get("/v1/models", params={"all": "true"}).json()
+    assert "claude-opus-4-1" in {m["id"] for m in every["models"]}

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from PySide6.QtCore import Qt, Signal, Slot
 from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import (
+    QCheckBox,
     QComboBox,
     QDialogButtonBox,
     QDoubleSpinBox,
@@ -27,7 +28,7 @@ from PySide6.QtWidgets import (
 )
 
 from desktop_agent.client.messages import plain_error
-from desktop_agent.client.views import ModelChoice, ToolInfo
+from desktop_agent.client.views import ModelChoice, ToolInfo, thinking_budget_for
 from desktop_agent.client.workspaces import WorkspaceState, check_workspace
 from desktop_agent.config import Settings
 from desktop_agent.domain import EffectClass, Run, RunStatus
@@ -54,6 +55,10 @@ class NewRunRequest:
     max_tokens_budget: int | None = None
     forked_from: str | None = None
     """The run this one runs again ("Run again"), which then lists it."""
+    effort: str = ""
+    """``low`` … ``max``, or "" for the model's default."""
+    thinking_budget: int = 0
+    """Thinking on (above 0) or off."""
 
 
 POLICIES = [
@@ -72,6 +77,15 @@ def overrides_for(policy: str, tools: Sequence[ToolInfo], chosen: Sequence[str])
         if policy == "all" or (policy == "changes" and tool.effect != EffectClass.READ_ONLY):
             out[tool.name] = "ask"
     return out
+
+
+def model_item_text(choice: ModelChoice) -> str:
+    """A model as the picker lists it: its name, its status when not active, its price."""
+    if choice.is_demo:
+        return f"{choice.label}  — demo, no API key needed"
+    status = f" ({choice.lifecycle})" if choice.lifecycle != "active" else ""
+    price = f"  · {choice.price}" if choice.price else ""
+    return f"{choice.label}{status}{price}"
 
 
 class NewRunDialog(GuardedDialog):
@@ -111,15 +125,42 @@ class NewRunDialog(GuardedDialog):
         self.goal.setTabChangesFocus(True)
         self.goal.setMinimumHeight(self.fontMetrics().height() * 4)
         self.goal.setMaximumHeight(self.fontMetrics().height() * 7)
+        self.choices: dict[str, ModelChoice] = {}
+        """The models offered, by id."""
         self.model = QComboBox(self)
-        for choice in models:
-            label = f"{choice.label}  — demo, no API key needed" if choice.is_demo else choice.label
-            self.model.addItem(label, choice.id)
-        index = self.model.findData(settings.default_model)
-        self.model.setCurrentIndex(max(0, index))
+        self._fill_models(models, settings.default_model)
         self.model.currentIndexChanged.connect(self._on_model_current_index_changed)
         self.model_note = QLabel(self)
         self.model_note.setWordWrap(True)
+        self.model_notice = QLabel(self)
+        """The selected model's deprecation notice (hidden for an active model)."""
+        self.model_notice.setWordWrap(True)
+        self.model_notice.hide()
+        self.effort = QComboBox(self)
+        """How much effort the model spends: its default, then the levels it takes."""
+        self.effort.setToolTip(
+            "How much the model works on each turn: lower is faster and cheaper, higher is "
+            "more thorough. The model's default is what its documentation recommends."
+        )
+        self.thinking = QCheckBox("Thinking: let the model think before it answers", self)
+        self.thinking.setToolTip(
+            "On: the model reasons before answering and between tool calls (more tokens, "
+            "often better work). Off: it answers directly."
+        )
+        self.thinking_note = QLabel(self)
+        """What Thinking off does on the selected model, when it does not simply stop it."""
+        self.thinking_note.setWordWrap(True)
+        self.thinking_note.setForegroundRole(QPalette.ColorRole.PlaceholderText)
+        self.thinking_note.hide()
+        for note in (self.model_note, self.model_notice, self.thinking_note):
+            # A wrapped label asks for the height of its text at a narrow width: at the
+            # width it gets here that left blank lines under it.
+            note.setMinimumWidth(520)
+        self.effort.currentIndexChanged.connect(self._on_effort_current_index_changed)
+        options_row = QHBoxLayout()
+        options_row.addWidget(self.effort)
+        options_row.addSpacing(16)
+        options_row.addWidget(self.thinking, 1)
         self.workspace = QLineEdit(self)
         self.workspace.setPlaceholderText("empty: a new folder in the data folder")
         browse = QPushButton(resources.icon("folder"), "Choose…", self)
@@ -180,6 +221,9 @@ class NewRunDialog(GuardedDialog):
         top.addRow("Goal", self.goal)
         top.addRow("Model", self.model)
         top.addRow("", self.model_note)
+        top.addRow("", self.model_notice)
+        top.addRow("Effort", options_row)
+        top.addRow("", self.thinking_note)
         top.addRow("Workspace", ws_row)
         top.addRow("", self.workspace_note)
         tools_box = QGroupBox("Tools and approvals", self)
@@ -235,6 +279,9 @@ class NewRunDialog(GuardedDialog):
         index = self.model.findData(run.model)
         if index >= 0:
             self.model.setCurrentIndex(index)
+        effort = self.effort.findData(run.spec.effort)
+        self.effort.setCurrentIndex(max(0, effort))
+        self.thinking.setChecked(run.spec.thinking_budget > 0)
         self.workspace.setText(run.workspace)
         used = {name for name, _version in run.spec.tools}
         for i in range(self.tools.count()):
@@ -277,6 +324,8 @@ class NewRunDialog(GuardedDialog):
             max_time_s=max_time,
             max_tokens_budget=self.tokens.value() or None,
             forked_from=self.again_of,
+            effort=str(self.effort.currentData() or ""),
+            thinking_budget=thinking_budget_for(self.thinking.isChecked()),
         )
 
     def show_error(self, message: str) -> None:
@@ -288,15 +337,80 @@ class NewRunDialog(GuardedDialog):
     def _on_goal_text_changed(self) -> None:
         self.start.setEnabled(bool(self.goal.toPlainText().strip()))
 
+    def _fill_models(self, models: Sequence[ModelChoice], current: str) -> None:
+        """Offer ``models`` (retired ones are never among them), ``current`` selected."""
+        self.choices = {c.id: c for c in models}
+        self.model.clear()
+        for choice in models:
+            self.model.addItem(model_item_text(choice), choice.id)
+            index = self.model.count() - 1
+            tip = choice.notice or choice.price
+            if tip:
+                self.model.setItemData(index, tip, Qt.ItemDataRole.ToolTipRole)
+        index = self.model.findData(current)
+        self.model.setCurrentIndex(max(0, index))
+
+    def set_models(self, models: Sequence[ModelChoice]) -> None:
+        """Offer ``models`` instead (the catalogue as read from the database).
+
+        The model, effort and thinking chosen so far stay chosen when still offered.
+        """
+        if list(models) == list(self.choices.values()):
+            return
+        model, effort = self.model.currentData(), self.effort.currentData()
+        self.model.blockSignals(True)
+        try:
+            self._fill_models(models, str(model))
+        finally:
+            self.model.blockSignals(False)
+        self._on_model_current_index_changed(self.model.currentIndex())
+        index = self.effort.findData(effort)
+        if index >= 0:
+            self.effort.setCurrentIndex(index)
+
+    def chosen_model(self) -> ModelChoice | None:
+        """The model selected."""
+        return self.choices.get(str(self.model.currentData()))
+
+    def _fill_efforts(self, choice: ModelChoice | None) -> None:
+        """The selected model's effort levels; the level chosen stays if it takes it."""
+        before = self.effort.currentData()
+        self.effort.clear()
+        default = choice.default_effort if choice is not None else ""
+        self.effort.addItem(f"Model default ({default})" if default else "Model default", "")
+        for level in choice.efforts if choice is not None else ():
+            self.effort.addItem(level, level)
+        self.effort.setEnabled(self.effort.count() > 1)
+        index = self.effort.findData(before) if before else -1
+        self.effort.setCurrentIndex(max(0, index))
+
     @Slot(int)
     def _on_model_current_index_changed(self, _index: int) -> None:
-        if self.model.currentData() == "demo":
+        choice = self.chosen_model()
+        self._fill_efforts(choice)
+        if choice is None or choice.is_demo:
             self.model_note.setText(
                 "The demo model is offline and simulated: it follows a fixed research script "
                 "over the workspace files, and its costs are not real."
             )
         else:
-            self.model_note.setText("Uses your Anthropic API key (Settings) and costs money.")
+            lines = [f"Uses your Anthropic API key (Settings) and costs money: {choice.price}."]
+            if not choice.efforts:
+                lines.append("It has no effort setting.")
+            self.model_note.setText(" ".join(lines))
+        notice = choice.notice if choice is not None else ""
+        color = theme.warning_color(self.palette()).name()
+        self.model_notice.setStyleSheet(f"QLabel {{ color: {color}; }}")
+        self.model_notice.setText(f"⚠ {notice}" if notice else "")
+        self.model_notice.setVisible(bool(notice))
+
+    @Slot(int)
+    def _on_effort_current_index_changed(self, _index: int) -> None:
+        choice = self.chosen_model()
+        effort = str(self.effort.currentData() or "") or (choice.default_effort if choice else "")
+        text = choice.thinking_off_words(effort) if choice is not None else ""
+        self.thinking_note.setText(text)
+        self.thinking_note.setVisible(bool(text))
 
     @Slot(str)
     def _on_workspace_text_changed(self, text: str) -> None:

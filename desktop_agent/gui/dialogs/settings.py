@@ -199,7 +199,8 @@ class SettingsDialog(QDialog):
         s = self.settings
         self.model = QComboBox(page)
         for m in models:
-            self.model.addItem(m.label + ("  — demo" if m.is_demo else ""), m.id)
+            status = f" ({m.lifecycle})" if m.lifecycle != "active" else ""
+            self.model.addItem(m.label + ("  — demo" if m.is_demo else status), m.id)
         self.model.setCurrentIndex(max(0, self.model.findData(s.default_model)))
         self.cost = QDoubleSpinBox(page)
         self.cost.setRange(0, 10_000)

@@ -59,6 +59,8 @@ def run_options(request: NewRunRequest) -> RunOptions:
         max_time_s=request.max_time_s,
         tools=request.tools,
         approval_overrides=dict(request.approval_overrides),
+        effort=request.effort,
+        thinking_budget=request.thinking_budget,
     )
 
 

@@ -32,7 +32,6 @@ from desktop_agent.client.views import (
     RunRow,
     ToolInfo,
     default_tool_names,
-    model_choices,
 )
 from desktop_agent.config import Settings
 from desktop_agent.domain.scheduling import StuckRun
@@ -87,6 +86,14 @@ class WindowHost(Protocol):
 
     def statusBar(self) -> QStatusBar:
         """The window's status bar."""
+        ...
+
+    def offered_models(self) -> list[ModelChoice]:
+        """The models a new run may use, as last read."""
+        ...
+
+    def read_models(self, then: Callable[[list[ModelChoice]], None]) -> None:
+        """Read the catalogue off the GUI thread; ``then`` gets the models."""
         ...
 
 
@@ -446,7 +453,7 @@ class SchedulingViews(QObject):
     def _dialog_args(self) -> tuple[list[ModelChoice], list[ToolInfo], Settings, tuple[str, ...]]:
         w = self.window
         return (
-            model_choices(),
+            w.offered_models(),
             list(w.tools.values()),
             w.client.settings,
             default_tool_names(w.client),
@@ -460,6 +467,12 @@ class SchedulingViews(QObject):
         dialog.destroyed.connect(self._on_template_dialog_destroyed)
         self.template_dialog = dialog
         dialog.open()
+
+        def update(choices: list[ModelChoice]) -> None:
+            if self.template_dialog is dialog:
+                dialog.set_models(choices)
+
+        self.window.read_models(update)
 
     @Slot()
     def _on_template_dialog_destroyed(self) -> None:

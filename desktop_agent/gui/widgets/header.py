@@ -21,7 +21,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from desktop_agent.client.views import RunRow, model_label
+from desktop_agent.client.views import RunRow, cache_words, model_label, run_settings_words
 from desktop_agent.domain import Approval, Run, RunStatus, WaitReason
 from desktop_agent.domain.placement import describe
 from desktop_agent.gui import fmt, resources, theme
@@ -239,6 +239,10 @@ def span(seconds: float) -> str:
     return f"{s // 86400}d {(s % 86400) // 3600:02d}h"
 
 
+TOKENS_EXPLAINED = (
+    "Tokens the run's model calls read and wrote. Cache: the share of the prompt read from "
+    "the prompt cache (cheaper and faster than reading it afresh)."
+)
 TIME_EXPLAINED = "Time the run worked, as its time budget counts it: waits for you are not counted."
 WALL_EXPLAINED = "Time since the run started, waits included: its time budget counts them."
 
@@ -297,9 +301,10 @@ class RunHeader(QWidget):
         self._forks: tuple[tuple[str, int | None], ...] = ()
         self._inherited = 0.0
         self.gauges = {
-            name: Gauge(name, self, note_line=name == "Worked")
+            name: Gauge(name, self, note_line=name in ("Worked", "Tokens"))
             for name in ("Cost", "Steps", "Worked", "Tokens")
         }
+        self.gauges["Tokens"].explanation = TOKENS_EXPLAINED
         self._worked_seen: tuple[str, float, float] | None = None
         """The shown run's id, its recorded time worked, and when that value was first read."""
         self.plan = QLabel(self)
@@ -456,14 +461,19 @@ class RunHeader(QWidget):
         self.run_link_activated.emit(run_id)
 
     def _model_chip(self, run: Run) -> str:
+        """The model, how it was asked to work (effort, thinking) and where the run runs."""
         where = "" if run.placement == "any" else f" · runs on {describe(run.placement)}"
+        settings = run_settings_words(run)
+        muted = self.palette().color(QPalette.ColorRole.PlaceholderText).name()
+        how = f" <span style='color:{muted}'>· {html.escape(settings)}</span>" if settings else ""
         if run.is_demo:
             color = theme.warning_color(self.palette()).name()
             label = model_label(run.model)
             return (
-                f"<span style='color:{color}; font-weight:bold'>{label}</span>{html.escape(where)}"
+                f"<span style='color:{color}; font-weight:bold'>{label}</span>{how}"
+                f"{html.escape(where)}"
             )
-        return html.escape(model_label(run.model) + where)
+        return f"{html.escape(model_label(run.model))}{how}{html.escape(where)}"
 
     def _gauges(self, run: Run) -> None:
         b = run.budget
@@ -476,7 +486,9 @@ class RunHeader(QWidget):
         self._time_gauge(run)
         total = run.usage.total
         limit_k = f" of {fmt.tokens(b.max_tokens)}" if b.max_tokens else ""
-        self.gauges["Tokens"].set_value(fmt.tokens(total) + limit_k, _ratio(total, b.max_tokens))
+        self.gauges["Tokens"].set_value(
+            fmt.tokens(total) + limit_k, _ratio(total, b.max_tokens), cache_words(run.usage)
+        )
 
     def tick(self) -> None:
         """Once a second: the time worked of a working run moves on."""
