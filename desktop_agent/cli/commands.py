@@ -398,49 +398,17 @@ def cmd_rerun(args: argparse.Namespace, out: Out) -> int:
     """Start a run again; prints the new run's id (a worker picks it up)."""
     client = _client(args)
     changed = cli_models.run_options(args)
-    if changed:
-        run = _run_again_with(client, args, changed)
-    else:
-        run = client.run_again(
-            args.run, goal=args.goal, model=args.model, max_cost_usd=args.max_cost
-        )
+    run = client.run_again(
+        args.run,
+        goal=args.goal,
+        model=args.model,
+        max_cost_usd=args.max_cost,
+        effort=changed.get("effort"),
+        thinking_budget=changed.get("thinking_budget"),
+    )
     cli_models.say_notice(client)
     queued(out, run.id, run_json(run), worker_for_new_runs(client))
     return EXIT_OK
-
-
-def _run_again_with(client: Client, args: argparse.Namespace, changed: dict[str, Any]) -> Run:
-    """``Client.run_again`` with the effort or thinking changed too.
-
-    ``run_again`` takes a goal, a model and a cost limit; this starts the run the same way
-    (the same tools, approvals, budgets, workspace and placement, recorded as a run again of
-    the original) with ``changed`` (``effort``, ``thinking_budget``) over the original's.
-    """
-    old = client.run(args.run)
-    b = old.budget
-    options: dict[str, Any] = {
-        "model": args.model or old.model,
-        "tools": [name for name, _version in old.spec.tools],
-        "approval_overrides": dict(old.spec.approval_overrides),
-        "system_prompt": old.spec.system_prompt,
-        "max_tokens": old.spec.max_tokens,
-        "thinking_budget": old.spec.thinking_budget,
-        "effort": old.spec.effort,
-        "max_cost_usd": args.max_cost if args.max_cost is not None else b.max_cost_usd,
-        "max_steps": b.max_steps,
-        "max_time_s": b.max_time_s,
-        "max_tokens_budget": b.max_tokens,
-        "count_waiting_time": b.count_waiting_time,
-        "use_defaults": False,
-        **changed,
-    }
-    return client.start_run(
-        args.goal if args.goal is not None else old.goal,
-        forked_from=old.id,
-        workspace=old.workspace,
-        placement=old.placement,
-        **options,
-    )
 
 
 def _show_archived(client: Client, run_id: str, out: Out) -> int:

@@ -185,11 +185,15 @@ class Client:
         goal: str | None = None,
         model: str | None = None,
         max_cost_usd: float | None = None,
+        effort: str | None = None,
+        thinking_budget: int | None = None,
     ) -> Run:
-        """A new run started as ``run_id`` was, with ``goal``, ``model`` or cost limit changed.
+        """A new run started as ``run_id`` was, some of its options changed.
 
-        The same tools, approval overrides, budgets, workspace and placement; the new run
-        records the original (``forked_from``, at step 0), which lists it among its forks.
+        ``goal``, ``model``, ``max_cost_usd``, ``effort``, ``thinking_budget``: None keeps
+        the original's. The same tools, approval overrides, budgets, workspace and
+        placement; the new run records the original (``forked_from``, at step 0), which
+        lists it among its forks.
         """
         old = self.run(run_id)
         b = old.budget
@@ -203,8 +207,10 @@ class Client:
             approval_overrides=dict(old.spec.approval_overrides),
             system_prompt=old.spec.system_prompt,
             max_tokens=old.spec.max_tokens,
-            thinking_budget=old.spec.thinking_budget,
-            effort=old.spec.effort,
+            thinking_budget=(
+                thinking_budget if thinking_budget is not None else old.spec.thinking_budget
+            ),
+            effort=effort if effort is not None else old.spec.effort,
             max_cost_usd=max_cost_usd if max_cost_usd is not None else b.max_cost_usd,
             max_steps=b.max_steps,
             max_time_s=b.max_time_s,
