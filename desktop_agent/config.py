@@ -159,6 +159,10 @@ class Settings:
             file beside the database, and remove them from it (None: keep everything).
         fallback_model: model used after repeated overload (empty: none).
         compaction_threshold: fraction of the context window that triggers compaction.
+        prompt_cache_ttl: how long a run's prompt cache is written for: ``auto`` (an hour
+            for runs that can wait for the analyst or a timer, else five minutes), ``5m``
+            or ``1h``. The hour costs 2x input instead of 1.25x and pays back after a wait
+            longer than five minutes (figures: bench/README.md, cache share).
         palette: the desktop app's colors: ``system`` (follow the desktop), ``light`` or
             ``dark``.
         mcp_servers: MCP servers whose tools runs may use: ``{"name", "command", "args",
@@ -210,6 +214,7 @@ class Settings:
     retention_days: float | None = None
     fallback_model: str = ""
     compaction_threshold: float = 0.8
+    prompt_cache_ttl: str = "auto"
     palette: str = "system"
     mcp_servers: list[dict[str, Any]] = field(default_factory=list)
     shared_paths: list[str] = field(default_factory=list)
@@ -270,6 +275,7 @@ class Settings:
             "web_search": self.web_search,
             "web_search_max_uses": self.web_search_max_uses,
             "idempotent_post_prefixes": list(self.idempotent_post_prefixes),
+            "prompt_cache_ttl": self.prompt_cache_ttl,
             **{f.name: getattr(self, f.name) for f in fields(self) if f.name.startswith(_MAIL)},
             **self.extra,
         }

@@ -215,11 +215,8 @@ def model_failed(
             RunPatch(
                 status=RunStatus.WAITING,
                 wait_reason=WaitReason.CREDENTIALS,
-                status_message=(
-                    str(exc)
-                    if str(exc).startswith("no API key")
-                    else f"API key rejected: set a valid key ({exc})"
-                ),
+                # The port's message says what was refused and where to set a key.
+                status_message=str(exc),
             ),
         )
     if output.get("attempts_exhausted"):
@@ -256,12 +253,13 @@ def model_failed(
         )
     if isinstance(exc, BadRequestError):
         # The request itself was refused: the run waits for the analyst, who can fix
-        # the cause (model, options, a note) and resume to try again.
+        # the cause (model, options, a note) and resume to try again. The port's message
+        # says what was refused and what to change, then the API's own words.
         suspend(
             rs,
             RunPatch(
                 status=RunStatus.NEEDS_ATTENTION,
-                status_message=f"The API refused the request: {exc}. Fix it, then resume.",
+                status_message=str(exc),
                 clear_wait=True,
             ),
         )

@@ -84,8 +84,12 @@ def cache_ttl(rs: RunState) -> str:
     analyst must approve; the wait is usually longer than five minutes, and a prefix
     written for an hour is read at a tenth of the price when the run wakes instead of
     being written again. An hour's write costs 2x input instead of 1.25x, so runs that
-    cannot wait keep the five minutes (figures: bench/README.md, cache share).
+    cannot wait keep the five minutes (figures: bench/README.md, cache share). The
+    ``prompt_cache_ttl`` setting overrides the choice (``5m`` or ``1h``).
     """
+    chosen = rs.cfg.settings.get("prompt_cache_ttl", "auto")
+    if chosen in ("5m", "1h"):
+        return str(chosen)
     spec = rs.run.spec
     overrides = dict(spec.approval_overrides)
     for name in spec.tool_names:

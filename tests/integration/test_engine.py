@@ -364,7 +364,7 @@ def test_a_refused_request_waits_for_the_analyst_and_resume_retries(
     drain(client._store, executor)
     held = client.run(run.id)
     assert held.status == RunStatus.NEEDS_ATTENTION
-    assert "The API refused the request: 400 prompt is too long" in held.status_message
+    assert held.status_message == "400 prompt is too long"  # the port's words, as they are
     assert client.steps(run.id)[0].status == StepStatus.FAILED
     client._store.add_command(run.id, CommandKind.RESUME)
     drain(client._store, executor)

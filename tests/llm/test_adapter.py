@@ -185,23 +185,29 @@ def test_stream_collects_text_tool_input_thinking_and_exact_usage(
             )
         ]
     )
-    response, texts = _call(make_model(fake))
+    response, texts = _call(make_model(fake), _request(thinking_budget=2048, max_tokens=4096))
 
+    assert fake.requests[0].body["thinking"] == {"type": "enabled", "budget_tokens": 2048}
     assert response.stop_reason == "tool_use"
     thinking, text, tool = response.content
-    assert thinking == {
-        "type": "thinking",
-        "thinking": "Let me think about it.",
-        "signature": "sig-XYZ",
-    }
+    # The signed block is kept as the API sent it (the fake signs it over its prefix).
+    assert thinking["type"] == "thinking" and thinking["thinking"] == "Let me think about it."
+    assert isinstance(thinking["signature"], str) and len(thinking["signature"]) > 20
     assert text == {"type": "text", "text": "Hello there, world!"}
     assert tool["type"] == "tool_use" and tool["name"] == "read_file"
     assert tool["input"] == {"path": "notes/a.md", "max_chars": 500}
     assert str(tool["id"]).startswith("toolu_")
     assert response.thinking == "Let me think about it."
-    # Live output: the text deltas, then the tool input as it streams.
-    assert texts[:4] == ["Hello", " ther", "e, wo", "rld!"]
+    # Live output: the thinking (marked), the text deltas, then the tool input as it streams.
+    assert texts[:2] == ["\n(thinking) ", "Let me think abo"]
+    assert texts[texts.index("Hello") : texts.index("Hello") + 4] == [
+        "Hello",
+        " ther",
+        "e, wo",
+        "rld!",
+    ]
     assert "".join(texts) == (
+        "\n(thinking) Let me think about it."
         'Hello there, world!\n[read_file] {"path": "notes/a.md", "max_chars": 500}'
     )
     # Usage: input and cache from message_start, output from message_delta.
@@ -476,7 +482,12 @@ def test_rejected_key_is_an_authentication_error_without_the_key(
     fake = start_fake([Stream([Text("hi")])], accept_keys={KEY})
     with pytest.raises(AuthenticationError) as info:
         _call(make_model(fake, key=bad))
-    assert str(info.value) == "401 authentication_error: invalid x-api-key"
+    # What to do first, then the API's own words.
+    assert str(info.value) == (
+        "The API refused the API key: set a valid one in Settings > API key, with "
+        "`desktop-agent key set`, or in ANTHROPIC_API_KEY "
+        "(401 authentication_error: invalid x-api-key)"
+    )
     assert len(fake.requests) == 1
     response, _ = _call(make_model(fake, key=KEY))
     assert response.content[0]["text"] == "hi"

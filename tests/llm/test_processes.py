@@ -293,7 +293,7 @@ def test_rejected_key_resumes_after_key_set_in_another_process(
     assert procs.worker(client.db_path, env).wait(timeout=30) == 0
     waiting = client.run(run.id)
     assert (waiting.status, waiting.wait_reason) == (RunStatus.WAITING, WaitReason.CREDENTIALS)
-    assert waiting.status_message.startswith("API key rejected: set a valid key")
+    assert waiting.status_message.startswith("The API refused the API key: set a valid one")
 
     result = procs.cli(["--db", str(client.db_path), "key", "set"], env, stdin=good + "\n")
     assert result.returncode == 0, result.stderr

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import io
 import json
 import threading
@@ -18,7 +17,7 @@ from desktop_agent.domain import RunStatus, StepKind, StepStatus, Usage, WaitRea
 from desktop_agent.engine.compaction import SUMMARY_PROMPT
 from desktop_agent.engine.loop import EngineConfig, RunExecutor, restore_state
 from desktop_agent.engine.state import AgentState, apply_step
-from desktop_agent.llm import pricing
+from desktop_agent.llm.catalogue import Catalogue, snapshot_models
 from desktop_agent.llm.claude import ClaudeModel, RetryPolicy
 from desktop_agent.llm.pacing import RateLimitPacer
 from desktop_agent.secrets import KeyStore
@@ -33,6 +32,15 @@ pytestmark = pytest.mark.filterwarnings("ignore:The model .* is deprecated:Depre
 
 SONNET = "claude-sonnet-4-5"
 HAIKU = "claude-haiku-4-5"
+
+
+def tiny_window(model: str, window: int) -> Catalogue:
+    """The shipped catalogue with ``model``'s context window made ``window`` tokens."""
+    models = snapshot_models()
+    for entry in models:
+        if entry["id"] == model:
+            entry["max_input_tokens"] = window
+    return Catalogue(models)
 
 
 def test_multi_turn_tool_run_has_exact_costs_and_cache_usage(
@@ -71,7 +79,9 @@ def test_multi_turn_tool_run_has_exact_costs_and_cache_usage(
             ),
         ]
     )
-    run = client.start_run("Find the growth figure", model=SONNET, workspace=workspace)
+    run = client.start_run(
+        "Find the growth figure", model=SONNET, workspace=workspace, thinking_budget=2048
+    )
     drain(client._store, make_executor(make_model(fake)))
 
     done = client.run(run.id)
@@ -97,7 +107,8 @@ def test_multi_turn_tool_run_has_exact_costs_and_cache_usage(
     assert done.usage == Usage(1700, 450, 3900, 6500)
     # The thought of the step is the model's thinking; its signed block stays in the content.
     assert calls[1].output["thinking"] == "alpha looks relevant"
-    assert calls[1].output["content"][0]["signature"] == "sig-1"
+    signature = calls[1].output["content"][0]["signature"]
+    assert isinstance(signature, str) and signature
 
     # What the API got: the whole conversation, thinking block included, cached up to the
     # newest message.
@@ -112,11 +123,12 @@ def test_multi_turn_tool_run_has_exact_costs_and_cache_usage(
     assert third["messages"][3]["content"][0] == {
         "type": "thinking",
         "thinking": "alpha looks relevant",
-        "signature": "sig-1",
+        "signature": signature,
     }
     result = third["messages"][4]["content"][0]
     assert result["type"] == "tool_result" and "market grew 4%" in result["content"]
-    assert result["cache_control"] == {"type": "ephemeral"}
+    # The run may wait (it can ask the analyst, set a timer): its prefix is kept an hour.
+    assert result["cache_control"] == {"type": "ephemeral", "ttl": "1h"}
     assert "cache_control" in third["messages"][2]["content"][-1]
     assert "cache_control" in third["tools"][-1] and "cache_control" in third["system"][0]
     assert json.dumps(third).count("cache_control") == 4
@@ -202,7 +214,9 @@ def test_rejected_key_waits_for_credentials_and_resumes_after_key_set(
     assert waiting.status == RunStatus.WAITING
     assert waiting.wait_reason == WaitReason.CREDENTIALS
     assert waiting.status_message == (
-        "API key rejected: set a valid key (401 authentication_error: invalid x-api-key)"
+        "The API refused the API key: set a valid one in Settings > API key, with "
+        "`desktop-agent key set`, or in ANTHROPIC_API_KEY (401 authentication_error: "
+        "invalid x-api-key)"
     )
     assert "revoked" not in waiting.status_message
     drain(client._store, executor)  # nothing changes without a key
@@ -293,8 +307,6 @@ def test_compaction_near_a_tiny_window_continues_from_the_summary(
     workspace: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    tiny = dataclasses.replace(pricing.MODELS[HAIKU], context_window=4000)
-    monkeypatch.setitem(pricing.MODELS, HAIKU, tiny)
     summary = "SUMMARY: the workspace holds alpha.md, beta.txt and gamma.md."
 
     def script(body: dict[str, Any], i: int) -> Reply:
@@ -311,7 +323,8 @@ def test_compaction_near_a_tiny_window_continues_from_the_summary(
 
     fake = start_fake(script)
     model = make_model(fake)
-    assert model.context_window(HAIKU) == 4000  # the adapter reports the table's window
+    model.catalogue = tiny_window(HAIKU, 4000)
+    assert model.context_window(HAIKU) == 4000  # the adapter reports the catalogue's window
     run = client.start_run("Survey", model=HAIKU, workspace=workspace)
     drain(client._store, make_executor(model))
 
@@ -376,9 +389,6 @@ def test_state_after_a_compaction_is_the_same_restored_or_folded(
     workspace: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    tiny = dataclasses.replace(pricing.MODELS[HAIKU], context_window=4000)
-    monkeypatch.setitem(pricing.MODELS, HAIKU, tiny)
-
     def script(body: dict[str, Any], i: int) -> Reply:
         last = body["messages"][-1]["content"]
         if isinstance(last, list) and last[-1].get("text", "").startswith(SUMMARY_PROMPT[:20]):
@@ -393,7 +403,9 @@ def test_state_after_a_compaction_is_the_same_restored_or_folded(
 
     fake = start_fake(script)
     run = client.start_run("Survey", model=HAIKU, workspace=workspace)
-    executor = make_executor(make_model(fake), config=EngineConfig(snapshot_every=1))
+    model = make_model(fake)
+    model.catalogue = tiny_window(HAIKU, 4000)
+    executor = make_executor(model, config=EngineConfig(snapshot_every=1))
     drain(client._store, executor)
     assert client.run(run.id).status == RunStatus.NEEDS_ATTENTION  # the call after compacting
     assert client.steps(run.id)[10].kind == StepKind.COMPACTION
