@@ -67,6 +67,14 @@ class SlowDemo:
         """The demo's context window."""
         return self.base.context_window(model)
 
+    def compacts_on_server(self, model: str) -> bool:
+        """As the demo."""
+        return self.base.compacts_on_server(model)
+
+    def count_tokens(self, request: ModelRequest) -> int | None:
+        """As the demo."""
+        return self.base.count_tokens(request)
+
     def worst_case_cost(self, request: ModelRequest) -> float:
         """The demo's worst case."""
         return self.base.worst_case_cost(request)

@@ -270,6 +270,12 @@ def run_engine(folder: Path, n: int, size: int) -> Result:
         def context_window(self, model: str) -> int:
             return 10_000_000
 
+        def compacts_on_server(self, model: str) -> bool:
+            return False
+
+        def count_tokens(self, request: ModelRequest) -> int | None:
+            return None
+
         def worst_case_cost(self, request: ModelRequest) -> float:
             return 0.0
 
