@@ -20,7 +20,7 @@ from desktop_agent.domain import JSON, StepKind, StepStatus
 from desktop_agent.engine.model_calls import stream_model
 from desktop_agent.engine.ports import ModelRequest, StepIntent, StepOutcome
 from desktop_agent.engine.recording import commit, finish_step
-from desktop_agent.engine.request import build_request, cache_ttl, tool_schemas
+from desktop_agent.engine.request import build_request, cache_ttl, run_tools
 from desktop_agent.engine.run_state import RunState
 
 SUMMARY_PROMPT = (
@@ -84,7 +84,7 @@ def compaction(rs: RunState, open_seq: int | None, attempt: int) -> None:
         model=spec.model,
         system=spec.system_prompt,
         messages=messages,
-        tools=tool_schemas(rs),
+        tools=run_tools(rs),
         max_tokens=min(spec.max_tokens, 4096),
         thinking_budget=spec.thinking_budget,
         effort=spec.effort,

@@ -99,7 +99,12 @@ def model_call(rs: RunState, open_seq: int | None, attempt: int) -> None:
     request = build_request(rs)
     model = rs.model_for(rs.run.spec.model)  # fails before the intent if unavailable
     seq = open_seq if open_seq is not None else rs.next_seq
-    input_ = {"model": request.model, "messages": len(request.messages)}
+    input_: dict[str, JSON] = {"model": request.model, "messages": len(request.messages)}
+    if rs.state.scalars.tools is None:
+        # The first call fixes the run's tool definitions (see ``request.run_tools``).
+        tools: list[dict[str, JSON]] = [dict(t) for t in request.tools]
+        input_["tools"] = tools
+        rs.state.scalars.tools = tools
     if open_seq is None:
         start_step(
             rs, StepIntent(seq=seq, kind=StepKind.MODEL_CALL, name=request.model, input=input_)

@@ -60,6 +60,17 @@ def tool_schemas(rs: RunState) -> list[dict[str, JSON]]:
     return out
 
 
+def run_tools(rs: RunState) -> list[dict[str, JSON]]:
+    """The run's tool definitions: those its first model call sent, else today's.
+
+    They are part of every later turn's prefix (a thinking block is bound to them), so once
+    sent they never change: not when an MCP server's tool description changes, nor when
+    the analyst turns web search on or off in the settings while the run goes on.
+    """
+    frozen = rs.state.scalars.tools
+    return list(frozen) if frozen is not None else tool_schemas(rs)
+
+
 def build_request(rs: RunState) -> ModelRequest:
     """The model request for the current conversation."""
     spec = rs.run.spec
@@ -67,7 +78,7 @@ def build_request(rs: RunState) -> ModelRequest:
         model=spec.model,
         system=spec.system_prompt,
         messages=rs.state.conversation.request_messages(),
-        tools=tool_schemas(rs),
+        tools=run_tools(rs),
         max_tokens=spec.max_tokens,
         thinking_budget=spec.thinking_budget,
         effort=spec.effort,

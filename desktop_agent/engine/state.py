@@ -45,6 +45,8 @@ class Scalars:
     consecutive_failures: int = 0
     cost_by_model: dict[str, float] = field(default_factory=dict)
     last_message_id: str = ""
+    tools: list[dict[str, JSON]] | None = None
+    """The tool definitions the run's first model call sent, sent unchanged ever after."""
 
     def to_json(self) -> dict[str, JSON]:
         """Plain dict for a snapshot."""
@@ -62,6 +64,7 @@ class Scalars:
             "consecutive_failures": self.consecutive_failures,
             "cost_by_model": self.cost_by_model,
             "last_message_id": self.last_message_id,
+            "tools": self.tools,
         }
 
     @classmethod
@@ -81,6 +84,7 @@ class Scalars:
             consecutive_failures=int(data.get("consecutive_failures", 0)),
             cost_by_model=dict(data.get("cost_by_model", {})),
             last_message_id=str(data.get("last_message_id", "") or ""),
+            tools=list(data["tools"]) if isinstance(data.get("tools"), list) else None,
         )
 
 
@@ -379,6 +383,10 @@ def apply_scalars(sc: Scalars, step: Step) -> None:
         data = out.get("data")
         if step.name == "update_plan" and isinstance(data, dict):
             sc.plan = list(data.get("plan", []))
+    if step.kind == StepKind.MODEL_CALL and sc.tools is None:
+        sent = (step.input or {}).get("tools")
+        if isinstance(sent, list):
+            sc.tools = sent
     if step.kind == StepKind.MODEL_CALL and step.status == StepStatus.COMPLETED:
         api = out.get("api")
         if isinstance(api, dict) and api.get("message_id"):

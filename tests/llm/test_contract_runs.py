@@ -394,3 +394,44 @@ def make_executor_for(client: Client, model: ClaudeModel) -> Any:
         model_for=lambda _name: model,
         config=EngineConfig(settings=client.settings.engine_settings()),
     )
+
+
+def test_the_tool_list_sent_first_is_sent_for_the_whole_run(
+    client: Client,
+    make_executor: MakeExecutor,
+    start_fake: StartFake,
+    make_model: MakeModel,
+    notes: Path,
+) -> None:
+    from desktop_agent.engine.loop import EngineConfig as Config
+    from tests.helpers.fakes import FakeClock
+
+    replies: list[Reply] = [
+        Stream(
+            [Thinking("Wait for the feed."), Text("Waiting."), ToolUse("wait", {"seconds": 60})]
+        ),
+        Stream([Text("Done after the wait.")]),
+    ]
+    fake = start_fake(replies)
+    clock = FakeClock()
+    claude = make_model(fake)
+    run = client.start_run(
+        "Watch the feed",
+        model="claude-sonnet-5-5",
+        workspace=notes,
+        tools=["read_file", "wait", "web_search"],
+    )
+    settings = client.settings.engine_settings()
+    drain(client._store, make_executor(claude, clock=clock, config=Config(settings=settings)))
+    assert client.run(run.id).status == RunStatus.WAITING
+    # While it waits, the analyst turns web search on: the run's tools stay as they were
+    # (its thinking is bound to them), new runs get the new list.
+    clock.advance(61)
+    changed = Config(settings={**settings, "web_search": True})
+    drain(client._store, make_executor(claude, clock=clock, config=changed), clock=clock)
+
+    assert client.run(run.id).status == RunStatus.COMPLETED, client.run(run.id).status_message
+    _no_refusal(fake)
+    first, second = (r.body for r in fake.requests)
+    assert second["tools"] == first["tools"]
+    assert "web_search" not in json.dumps(first["tools"])
