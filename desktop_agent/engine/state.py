@@ -365,32 +365,12 @@ def apply_scalars(sc: Scalars, step: Step) -> None:
     sc.cost_usd += step.cost_usd + step.salvaged_cost_usd
     out = step.output if isinstance(step.output, dict) else {}
     if step.kind in (StepKind.MODEL_CALL, StepKind.COMPACTION):
-        if step.cost_usd or step.salvaged_cost_usd:
-            model = str(out.get("model") or step.name)
-            spent = step.cost_usd + step.salvaged_cost_usd
-            sc.cost_by_model[model] = sc.cost_by_model.get(model, 0.0) + spent
-        if step.status == StepStatus.COMPLETED:
-            sc.model_calls += 1
-            sc.consecutive_failures = 0
-            u = step.usage
-            sc.last_prompt_tokens = (
-                u.input_tokens + u.cache_read_tokens + u.cache_write_tokens + u.output_tokens
-            )
-        else:
-            sc.consecutive_failures += 1
+        _fold_model_step(sc, step, out)
     elif step.kind == StepKind.TOOL_CALL:
         sc.tool_calls += 1
         data = out.get("data")
         if step.name == "update_plan" and isinstance(data, dict):
             sc.plan = list(data.get("plan", []))
-    if step.kind == StepKind.MODEL_CALL and sc.tools is None:
-        sent = (step.input or {}).get("tools")
-        if isinstance(sent, list):
-            sc.tools = sent
-    if step.kind == StepKind.MODEL_CALL and step.status == StepStatus.COMPLETED:
-        api = out.get("api")
-        if isinstance(api, dict) and api.get("message_id"):
-            sc.last_message_id = str(api["message_id"])
     if step.kind == StepKind.COMPACTION and step.status == StepStatus.COMPLETED:
         sc.window_start_seq = int(out.get("window_start_seq", sc.window_start_seq))
         sc.summary = str(out.get("summary", ""))
@@ -402,6 +382,35 @@ def apply_scalars(sc: Scalars, step: Step) -> None:
     if step.kind == StepKind.REPORT:
         # The stop asked for has happened; a resumed run goes on from here.
         sc.stopped = False
+
+
+def _fold_model_step(sc: Scalars, step: Step, out: dict[str, Any]) -> None:
+    """What a finished model call or compaction adds to the totals.
+
+    Spend, counts and the prompt's size; a model call also its answer's id and, for the
+    first one, the run's tool definitions.
+    """
+    if step.cost_usd or step.salvaged_cost_usd:
+        model = str(out.get("model") or step.name)
+        spent = step.cost_usd + step.salvaged_cost_usd
+        sc.cost_by_model[model] = sc.cost_by_model.get(model, 0.0) + spent
+    if step.status == StepStatus.COMPLETED:
+        sc.model_calls += 1
+        sc.consecutive_failures = 0
+        u = step.usage
+        sc.last_prompt_tokens = (
+            u.input_tokens + u.cache_read_tokens + u.cache_write_tokens + u.output_tokens
+        )
+    else:
+        sc.consecutive_failures += 1
+    if step.kind != StepKind.MODEL_CALL:
+        return
+    sent = (step.input or {}).get("tools")
+    if sc.tools is None and isinstance(sent, list):
+        sc.tools = sent
+    api = out.get("api")
+    if step.status == StepStatus.COMPLETED and isinstance(api, dict) and api.get("message_id"):
+        sc.last_message_id = str(api["message_id"])
 
 
 def apply_step(state: AgentState, step: Step) -> None:

@@ -102,17 +102,17 @@ def test_what_a_frozen_worker_spent_after_its_last_save_is_added_to_the_run_once
     """The run's cost counts the whole call: what A saved (kept by B), then the rest.
 
     A saves the prompt's usage when its call starts, and is frozen. When it goes on, the
-    rest of its answer (thinking only: nothing A saves as it streams) and the answer's
-    final usage arrive before A's next save, which finds the run taken: what the answer
+    rest of its answer (the thinking's signature: nothing A saves as it streams) and the
+    answer's final usage arrive before A's next save, which finds the run taken: what the answer
     cost beyond that last save is known to A alone, and goes to the run's totals with
     the event. The prompt, already counted through B's salvage, is not counted twice.
     """
     gate = threading.Event()
 
     def script(body: dict[str, Any], index: int) -> Reply:
-        if index == 0:  # A's call: held in the middle of its thinking
+        if index == 0:  # A's call: its thinking streamed in one piece, then held
             return Stream(
-                [Thinking("Weighing the options. " * 8)],
+                [Thinking("Weighing the options. " * 8, chunk=10_000)],
                 input_tokens=1200,
                 output_tokens=900,
                 hold_after=1,
@@ -125,7 +125,7 @@ def test_what_a_frozen_worker_spent_after_its_last_save_is_added_to_the_run_once
         fence_lab(tmp_path, "claude", ANTHROPIC_BASE_URL=fake.url) as lab,
     ):
         lab.open(lab_settings())
-        run_id = lab.c.start_run("Think it over", model=MODEL, tools=[]).id
+        run_id = lab.c.start_run("Think it over", model=MODEL, tools=[], thinking_budget=2048).id
         a = lab.start()
         wait_until(
             lambda: (s := lab.c.steps(run_id)) and s[0].usage.input_tokens == 1200,
