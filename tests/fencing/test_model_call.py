@@ -65,8 +65,12 @@ def test_a_frozen_worker_drops_its_late_model_answer_and_its_cost_is_recorded(
         a = lab.start()
         # A streams: the prompt's usage is saved as soon as the call starts.
         wait_until(
-            lambda: (s := lab.c.steps(run_id)) and s[0].usage.input_tokens == 1200,
-            what="A's model call to start streaming",
+            lambda: (
+                (s := lab.c.steps(run_id))
+                and s[0].usage.input_tokens == 1200
+                and "Weighing the options. " * 8 in s[0].partial_text
+            ),
+            what="A's model call to stream and save its thinking",
         )
         _freeze_until_b_completed(lab, a, run_id)
         done = lab.c.run(run_id)
@@ -117,6 +121,7 @@ def test_what_a_frozen_worker_spent_after_its_last_save_is_added_to_the_run_once
                 output_tokens=900,
                 hold_after=1,
                 gate=gate,
+                delay=0.3,  # A saves its live text at most every 0.25 s: the thinking is saved
             )
         return Stream([Text("Nothing more to do.")], input_tokens=1300, output_tokens=10)
 
@@ -128,8 +133,12 @@ def test_what_a_frozen_worker_spent_after_its_last_save_is_added_to_the_run_once
         run_id = lab.c.start_run("Think it over", model=MODEL, tools=[], thinking_budget=2048).id
         a = lab.start()
         wait_until(
-            lambda: (s := lab.c.steps(run_id)) and s[0].usage.input_tokens == 1200,
-            what="A's model call to start streaming",
+            lambda: (
+                (s := lab.c.steps(run_id))
+                and s[0].usage.input_tokens == 1200
+                and "Weighing the options. " * 8 in s[0].partial_text
+            ),
+            what="A's model call to stream and save its thinking",
         )
         _freeze_until_b_completed(lab, a, run_id)
         done = lab.c.run(run_id)

@@ -65,7 +65,10 @@ def test_demo_run_waits_for_approval_then_completes(
     # Storage stays linear: model-call steps record how many messages, not the messages.
     for s in steps:
         if s.kind == StepKind.MODEL_CALL:
-            assert set(s.input) == {"model", "messages"}
+            # The first call also fixes the run's tool definitions.
+            assert set(s.input) == (
+                {"model", "messages", "tools"} if s.seq == 1 else {"model", "messages"}
+            )
 
 
 def test_edited_approval_runs_only_the_edited_call(
