@@ -435,3 +435,39 @@ def test_the_tool_list_sent_first_is_sent_for_the_whole_run(
     first, second = (r.body for r in fake.requests)
     assert second["tools"] == first["tools"]
     assert "web_search" not in json.dumps(first["tools"])
+
+
+@pytest.mark.parametrize("model", ["claude-sonnet-5-5", "claude-opus-5-5", "claude-haiku-5-5"])
+def test_an_edited_approval_and_a_steer_note_keep_every_request_valid(
+    model: str,
+    client: Client,
+    make_executor: MakeExecutor,
+    start_fake: StartFake,
+    make_model: MakeModel,
+    notes: Path,
+) -> None:
+    fake = start_fake(Research(turns=4))
+    run = client.start_run(
+        "Survey the notes",
+        model=model,
+        workspace=notes,
+        tools=["list_files", "read_file"],
+        approval_overrides={"read_file": "ask"},
+    )
+    executor = make_executor(make_model(fake))
+    drain(client._store, executor)
+    waiting = client.run(run.id)
+    assert waiting.status == RunStatus.WAITING, waiting.status_message
+    (pending,) = client.approvals()
+    # The analyst reads another file than the one asked for, and adds a note.
+    client.approve(pending.id, {"path": "notes/file4.md"}, "file4 is the newer note")
+    client.steer(run.id, "Prefer the figures of file4.")
+    for _ in range(6):
+        drain(client._store, executor)
+        for approval in client.approvals():
+            client.approve(approval.id)
+    done = client.run(run.id)
+    assert done.status == RunStatus.COMPLETED, done.status_message
+    _no_refusal(fake)
+    sent = json.dumps(fake.requests[-1].body)
+    assert "Prefer the figures of file4." in sent and "Note 4" in sent
