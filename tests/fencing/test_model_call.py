@@ -65,12 +65,8 @@ def test_a_frozen_worker_drops_its_late_model_answer_and_its_cost_is_recorded(
         a = lab.start()
         # A streams: the prompt's usage is saved as soon as the call starts.
         wait_until(
-            lambda: (
-                (s := lab.c.steps(run_id))
-                and s[0].usage.input_tokens == 1200
-                and "Weighing the options. " * 8 in s[0].partial_text
-            ),
-            what="A's model call to stream and save its thinking",
+            lambda: (s := lab.c.steps(run_id)) and s[0].usage.input_tokens == 1200,
+            what="A's model call to start streaming",
         )
         _freeze_until_b_completed(lab, a, run_id)
         done = lab.c.run(run_id)
