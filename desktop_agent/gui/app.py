@@ -94,7 +94,10 @@ def main(db_path: Path, *, spawn_workers: bool = True) -> int:
     instance = SingleInstance(folder)
     # Before the session marker: a launch that only brings the running app to the front
     # must neither write a marker nor consume the markers its crash report is made of.
-    if not instance.claim():
+    claimed = instance.claim()
+    for notice in instance.notices:  # what was wrong with the name; this launch goes on
+        print(f"desktop-agent: {notice}", file=sys.stderr, flush=True)
+    if not claimed:  # only when this user's app on this folder answered
         print(
             f"desktop-agent is already running for {folder}; brought its window to the front",
             file=sys.stderr,
