@@ -16,17 +16,23 @@ bearer tokens and ``api_key=…``-style assignments. The key itself is never in 
 
 from __future__ import annotations
 
+import contextlib
+import gzip
 import hashlib
 import html
 import io
 import json
+import os
 import re
 import shutil
 import tarfile
+import tempfile
 import time
+import unicodedata
+import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
 from desktop_agent import __version__
@@ -569,27 +575,216 @@ class Imported:
 
 
 def _not_a_bundle(path: Path, why: str) -> InvalidInputError:
-    return InvalidInputError(f"{path} is not a desktop-agent bundle ({why})")
+    return InvalidInputError(f"{path} is not a desktop-agent bundle ({why}); nothing imported")
 
 
-def _read_bundle(path: Path) -> tuple[dict[str, Any], dict[str, bytes]]:
-    """The manifest and every member, checked against the manifest's checksums."""
-    try:
-        with tarfile.open(path, mode="r:gz") as tar:
-            members: dict[str, bytes] = {}
-            for m in tar.getmembers():
-                if not m.isfile():
-                    raise _not_a_bundle(path, f"{m.name!r} is not a plain file")
+@dataclass(frozen=True)
+class BundleLimits:
+    """How much a bundle may hold when read; a larger one is refused before it is read whole.
+
+    Attributes:
+        member_bytes: the most bytes of one member (the manifest, the record, one file).
+        total_bytes: the most bytes of all members together.
+        ratio: the most the bundle may grow when unpacked (unpacked over packed bytes),
+            checked once it unpacks to more than ``ratio_floor`` bytes.
+        ratio_floor: unpacked bytes below which any ratio is accepted.
+        members: the most members.
+    """
+
+    member_bytes: int = 64 * 1024 * 1024
+    total_bytes: int = 256 * 1024 * 1024
+    ratio: int = 100
+    ratio_floor: int = 8 * 1024 * 1024
+    members: int = 10_000
+
+    def describe(self) -> str:
+        """The limits in words, for the refusals."""
+        return (
+            f"a bundle holds at most {_mib(self.member_bytes)} per file, "
+            f"{_mib(self.total_bytes)} in all and {self.members:,} files, and unpacks to at "
+            f"most {self.ratio}× its size"
+        )
+
+
+def _mib(n: int) -> str:
+    if n < 1024 * 1024:
+        return f"{n:,} bytes"
+    return f"{n / (1024 * 1024):g} MiB"
+
+
+LIMITS = BundleLimits()
+
+
+class _TooBigError(Exception):
+    """The bundle unpacks to more than its limits allow (the reason in words)."""
+
+
+class _Capped(io.RawIOBase):
+    """The unpacked stream of a bundle, refusing to give more than its limits allow."""
+
+    def __init__(self, raw: Any, packed: int, limits: BundleLimits) -> None:
+        self._raw = raw
+        self._packed = max(packed, 1)
+        self._limits = limits
+        self._cap = limits.total_bytes + limits.members * 1024 + 1024 * 1024
+        self.count = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        view = memoryview(buffer)
+        data = self._raw.read(len(view))
+        n = len(data)
+        view[:n] = data
+        self.count += n
+        if self.count > self._cap:
+            raise _TooBigError(f"it unpacks to more than {_mib(self._limits.total_bytes)}")
+        floor = self._limits.ratio_floor
+        if self.count > floor and self.count > self._limits.ratio * self._packed:
+            raise _TooBigError(
+                f"it unpacks to more than {self._limits.ratio}× its "
+                f"{self._packed:,} bytes (a compression bomb?)"
+            )
+        return n
+
+
+_RESERVED = {"con", "prn", "aux", "nul", *(f"com{i}" for i in range(10))}
+_RESERVED |= {f"lpt{i}" for i in range(10)}
+_TOP = ("manifest.json", "run.jsonl")
+_PLAIN = (tarfile.REGTYPE, tarfile.AREGTYPE)
+
+
+def _name_problem(name: str) -> str | None:
+    """Why a member name is not a plain relative path under ``files/`` (or a top file)."""
+    if name in _TOP:
+        return None
+    if any(not c.isprintable() for c in name):
+        return "holds control characters"
+    if name.startswith(("/", "\\")):
+        return "is an absolute path"
+    parts = name.replace("\\", "/").split("/")
+    if parts[0] != "files" or len(parts) < 2:
+        return "is outside its files folder"
+    if re.match(r"[A-Za-z]:", parts[1]) or any(":" in p for p in parts):
+        return "names a drive or a stream (a colon in it)"
+    return _parts_problem(name, parts[1:])
+
+
+def _parts_problem(name: str, parts: Sequence[str]) -> str | None:
+    """Why the parts of a name under ``files/`` are not plain names of files and folders."""
+    for part in parts:
+        if part in ("", ".", ".."):
+            what = "an empty part: what follows // is absolute" if not part else f"a {part!r} part"
+            return f"is outside its files folder ({what})"
+    if "\\" in name:
+        return "uses backslashes (a Windows path)"
+    for part in parts:
+        if part.rstrip(". ") != part or part.split(".")[0].lower() in _RESERVED:
+            return f"has a part ({part!r}) no folder can hold on Windows"
+        if len(part.encode("utf-8")) > 255:
+            return "has a part longer than 255 bytes"
+    if len(name.encode("utf-8")) > 1024:
+        return "is longer than 1,024 bytes"
+    return None
+
+
+def _folded(name: str) -> str:
+    return unicodedata.normalize("NFC", name).casefold()
+
+
+def _check_names(path: Path, names: Sequence[str]) -> None:
+    """Refuse names twice (in any case), or a file and a folder of one name."""
+    seen: dict[str, str] = {}
+    for name in names:
+        key = _folded(name)
+        if key in seen:
+            raise _not_a_bundle(path, f"{name!r} is in it twice (as {seen[key]!r})")
+        seen[key] = name
+    for name in names:
+        parts = _folded(name).split("/")
+        for i in range(1, len(parts)):
+            folder = "/".join(parts[:i])
+            if folder in seen:
+                raise _not_a_bundle(
+                    path, f"{seen[folder]!r} is both a file and the folder of {name!r}"
+                )
+
+
+def _members(path: Path, limits: BundleLimits) -> dict[str, bytes]:
+    """Every member of the bundle, each name and type checked, within ``limits``."""
+    members: dict[str, bytes] = {}
+    total = 0
+    with path.open("rb") as raw, gzip.GzipFile(fileobj=raw, mode="rb") as gz:
+        capped = _Capped(gz, path.stat().st_size, limits)
+        with tarfile.open(fileobj=io.BufferedReader(capped), mode="r|") as tar:
+            for m in tar:
+                if m.type not in _PLAIN:
+                    kind = _KINDS.get(m.type, "not a plain file")
+                    raise _not_a_bundle(path, f"{m.name!r} is {kind}")
+                why = _name_problem(m.name)
+                if why is not None:
+                    raise _not_a_bundle(path, f"{m.name!r} {why}")
+                if m.name in members:
+                    raise _not_a_bundle(path, f"{m.name!r} is in it twice")
+                total += m.size
+                if len(members) >= limits.members:
+                    raise _TooBigError(f"it holds more than {limits.members:,} files")
+                if m.size > limits.member_bytes:
+                    raise _TooBigError(f"{m.name!r} is {m.size:,} bytes")
+                if total > limits.total_bytes:
+                    raise _TooBigError(f"its files come to more than {total:,} bytes")
                 f = tar.extractfile(m)
                 assert f is not None
-                members[m.name] = f.read()
-    except (OSError, tarfile.TarError, EOFError) as exc:
+                data = _read_exactly(f, m.size)
+                if len(data) != m.size:
+                    raise _not_a_bundle(path, f"{m.name!r} is cut short")
+                members[m.name] = data
+    return members
+
+
+def _read_exactly(f: Any, size: int) -> bytes:
+    """Up to ``size`` bytes of ``f``, read a mebibyte at a time (never one huge buffer)."""
+    chunks: list[bytes] = []
+    left = size
+    while left > 0:
+        chunk = f.read(min(left, 1024 * 1024))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+_KINDS = {
+    tarfile.SYMTYPE: "a symbolic link",
+    tarfile.LNKTYPE: "a hard link",
+    tarfile.CHRTYPE: "a device file",
+    tarfile.BLKTYPE: "a device file",
+    tarfile.FIFOTYPE: "a named pipe",
+    tarfile.DIRTYPE: "a folder entry (a bundle holds plain files only)",
+}
+
+
+def _read_bundle(
+    path: Path, limits: BundleLimits = LIMITS
+) -> tuple[dict[str, Any], dict[str, bytes]]:
+    """The manifest and every member, checked against the manifest's checksums."""
+    try:
+        members = _members(path, limits)
+    except _TooBigError as exc:
+        raise InvalidInputError(
+            f"{path} is refused: {exc}, and {limits.describe()}; nothing imported"
+        ) from None
+    except (OSError, tarfile.TarError, EOFError, zlib.error) as exc:
         if isinstance(exc, FileNotFoundError):
             raise InvalidInputError(f"no file {path}") from None
+        if isinstance(exc, IsADirectoryError | PermissionError):
+            raise InvalidInputError(f"cannot read {path}: {exc.strerror}") from None
         raise _not_a_bundle(path, "not a .tar.gz archive") from None
     try:
         manifest = json.loads(members.pop("manifest.json"))
-    except (KeyError, ValueError):
+    except (KeyError, ValueError, RecursionError):
         raise _not_a_bundle(path, "no readable manifest.json") from None
     if not isinstance(manifest, dict) or manifest.get("format") != BUNDLE_FORMAT:
         raise _not_a_bundle(path, "its manifest is of another format")
@@ -597,65 +792,149 @@ def _read_bundle(path: Path) -> tuple[dict[str, Any], dict[str, bytes]]:
     if not isinstance(version, int) or version > BUNDLE_VERSION:
         raise InvalidInputError(
             f"{path} was made by a newer desktop-agent ({manifest.get('app_version')}, bundle "
-            f"format {version}); this one reads format {BUNDLE_VERSION}: update it first"
+            f"format {version}); this one reads format {BUNDLE_VERSION}: update it first; "
+            "nothing imported"
         )
-    listed = manifest.get("files") or {}
-    if set(listed) != set(members) or "run.jsonl" not in members:
+    listed = manifest.get("files")
+    if not isinstance(listed, dict) or set(listed) != set(members) or "run.jsonl" not in members:
         raise _not_a_bundle(path, "its files do not match its manifest")
+    left_out = manifest.get("left_out") or []
+    if not isinstance(left_out, list) or not all(isinstance(x, dict) for x in left_out):
+        raise _not_a_bundle(path, "its manifest's list of files left out is not a list")
+    _check_names(path, list(members))
     for name, data in members.items():
-        if _sha256(data) != listed[name].get("sha256"):
-            raise InvalidInputError(f"{path} is damaged: {name} does not match its checksum")
-        parts = PurePosixPath(name).parts
-        if name != "run.jsonl" and (parts[0] != "files" or ".." in parts or name.startswith("/")):
-            raise _not_a_bundle(path, f"{name!r} is outside its files folder")
+        entry = listed[name]
+        if not isinstance(entry, dict) or _sha256(data) != entry.get("sha256"):
+            raise InvalidInputError(
+                f"{path} is damaged: {name} does not match its checksum; nothing imported"
+            )
     return manifest, members
 
 
-def import_bundle(client: Client, path: Path) -> Imported:
+def _record_of(path: Path, data: bytes) -> dict[str, Any]:
+    """The run record a bundle's ``run.jsonl`` holds, its shape checked."""
+    try:
+        record = json.loads(data.decode("utf-8"))
+        run_id = str(record["run"]["id"])
+    except (ValueError, KeyError, TypeError, RecursionError):
+        raise _not_a_bundle(path, "its run.jsonl is not a run record") from None
+    if (
+        not isinstance(record, dict)
+        or not isinstance(record["run"], dict)
+        or record.get("format") != ARCHIVE_FORMAT
+        or not re.fullmatch(r"[A-Za-z0-9_\-]{1,64}", run_id)
+    ):
+        raise _not_a_bundle(path, "its run.jsonl is not a run record")
+    foreign = imports.foreign_row(record)
+    if foreign is not None:
+        raise _not_a_bundle(path, f"its run.jsonl is not one run's record: {foreign}")
+    return record
+
+
+def _write_files(staging: Path, members: dict[str, bytes]) -> None:
+    """Write the bundle's files under ``staging``, never following a link or replacing."""
+    root = staging.resolve()
+    for name, data in members.items():
+        target = staging / name.removeprefix("files/")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if not target.parent.resolve().is_relative_to(root):
+            raise InvalidInputError(
+                f"{name!r} leads outside the folder it is unpacked into; nothing imported"
+            )
+        flags = os.O_CREAT | os.O_EXCL | os.O_WRONLY | getattr(os, "O_NOFOLLOW", 0)
+        fd = os.open(target, flags | getattr(os, "O_BINARY", 0), 0o600)
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+
+
+def _made(path: Path) -> list[Path]:
+    """The folders from ``path`` up that do not exist yet (to remove if the import fails)."""
+    missing: list[Path] = []
+    while not path.exists():
+        missing.append(path)
+        path = path.parent
+    return missing
+
+
+def import_bundle(client: Client, path: Path, limits: BundleLimits = LIMITS) -> Imported:
     """Bring a bundle into this installation as a read-only archived run.
 
     The run's record goes into an archive file of its own under ``archives/`` beside the
     database, its files into ``imports/RUN_ID/``, and its text into the search index
     (marked archived). It never enters the journal, so no worker here can claim it.
 
+    The whole bundle is read and checked first (within ``limits``; every name a plain
+    relative path under ``files/``, plain files only, each once, each matching the
+    manifest's checksum); its files are unpacked into a staging folder inside the data
+    folder and moved into place only when everything else succeeded.
+
     Raises:
-        InvalidInputError: not a bundle, a newer format, a damaged file, or a run this
-            installation already has; nothing is written then.
+        InvalidInputError: not a bundle, a newer format, a damaged file, a name or a kind
+            of member a bundle never holds, more than ``limits`` allow, or a run (or an
+            approval id) this installation already has; nothing is written then.
     """
-    manifest, members = _read_bundle(path)
-    try:
-        record = json.loads(members.pop("run.jsonl").decode("utf-8"))
-        run_id = str(record["run"]["id"])
-    except (ValueError, KeyError, TypeError):
-        raise _not_a_bundle(path, "its run.jsonl is not a run record") from None
-    if record.get("format") != ARCHIVE_FORMAT or not re.fullmatch(r"[A-Za-z0-9_\-]+", run_id):
-        raise _not_a_bundle(path, "its run.jsonl is not a run record")
+    manifest, members = _read_bundle(path, limits)
+    record = _record_of(path, members.pop("run.jsonl"))
+    run_id = str(record["run"]["id"])
     data_dir = client.db_path.parent
     archives = data_dir / "archives"
     known = imports.where_known(client._store.db, archives, run_id)
     if known is not None:
         where = "in this database" if known == "database" else "among the archived runs"
         raise InvalidInputError(f"run {run_id} is already here ({where}); nothing imported")
+    clashes = imports.clashing_ids(client._store.db, record)
+    if clashes:
+        approval, other = clashes[0]
+        raise InvalidInputError(
+            f"run {run_id} is already here in part: its approval {approval} has the id of "
+            f"run {other}'s approval in this database ({len(clashes)} such id(s)); nothing "
+            "imported: the bundle was made from another copy of this database"
+        )
     files_dir = data_dir / "imports" / run_id
-    staging = files_dir.with_name(f".{run_id}.part")
-    shutil.rmtree(staging, ignore_errors=True)
-    for name, data in members.items():
-        target = staging / name.removeprefix("files/")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(data)
-    staging.mkdir(parents=True, exist_ok=True)
-    shutil.rmtree(files_dir, ignore_errors=True)
-    staging.replace(files_dir)
-    record["run"]["workspace"] = str(files_dir)
-    record["imported"] = {
-        "from": path.name,
-        "at": time.time(),
-        "app_version": manifest.get("app_version"),
-        "exported_at": manifest.get("exported_at"),
-    }
     archive = archives / f"runs-imported-{run_id}.jsonl.gz"
-    imports.write_record(archive, record)
-    imports.index_archived(client._store.db, record)
+    for there in (files_dir, archive):
+        if there.exists():
+            raise InvalidInputError(
+                f"{there} exists but no run {run_id} is here: move it away, then import "
+                "again; nothing imported"
+            )
+    created = _made(files_dir.parent) + _made(archives)
+    staging = Path(tempfile.mkdtemp(prefix=".import-", dir=data_dir))
+    moved = written = False
+    try:
+        _write_files(staging / "files", members)
+        (staging / "files").mkdir(exist_ok=True)
+        record["run"]["workspace"] = str(files_dir)
+        record["imported"] = {
+            "from": path.name,
+            "at": time.time(),
+            "app_version": manifest.get("app_version"),
+            "exported_at": manifest.get("exported_at"),
+        }
+        files_dir.parent.mkdir(parents=True, exist_ok=True)
+        (staging / "files").rename(files_dir)
+        moved = True
+        written = True
+        imports.write_record(archive, record)
+        imports.index_archived(client._store.db, record)
+    except BaseException as exc:
+        if moved:
+            shutil.rmtree(files_dir, ignore_errors=True)
+        if written:
+            with contextlib.suppress(OSError):
+                archive.unlink()
+        for folder in created:  # the deepest first
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        if isinstance(exc, OSError):
+            raise InvalidInputError(
+                f"cannot unpack {path} into {data_dir}: {exc.strerror or exc}; nothing imported"
+            ) from None
+        if isinstance(exc, ValueError | TypeError | KeyError | AttributeError):
+            raise _not_a_bundle(path, f"its run.jsonl cannot be read as a run ({exc})") from None
+        raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
     left = [f"{x.get('path')}: {x.get('why')}" for x in manifest.get("left_out") or []]
     run = record["run"]
     return Imported(

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Table, delete, select
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import IntegrityError, OperationalError, StatementError
 
 from desktop_agent.domain.errors import InvalidInputError, StorageError
 from desktop_agent.persistence import forks, search
@@ -126,12 +126,53 @@ def _encoded(table: Table, row: dict[str, Any]) -> dict[str, Any]:
     return item
 
 
+def foreign_row(record: dict[str, Any]) -> str | None:
+    """A row of ``record`` that is not a row of its own run (what and why), or None.
+
+    Each step, approval and event must be a JSON object whose ``run_id`` is the run's own:
+    a row of another run would stay in that run's journal once the index is built.
+    """
+    run_id = str(record["run"]["id"])
+    for _table, key in _ROWS[1:]:
+        rows = record.get(key) or []
+        if not isinstance(rows, list):
+            return f"its {key} are not a list"
+        for row in rows:
+            if not isinstance(row, dict):
+                return f"one of its {key} is not a record"
+            if str(row.get("run_id")) != run_id:
+                return f"one of its {key} belongs to run {str(row.get('run_id'))[:64]!r}"
+    return None
+
+
+def clashing_ids(db: Database, record: dict[str, Any]) -> list[tuple[str, str]]:
+    """The record's approval ids this database already has, each with the run holding it."""
+    wanted = [
+        str(row["id"])
+        for row in record.get("approvals") or []
+        if isinstance(row, dict) and row.get("id") is not None
+    ]
+    found: list[tuple[str, str]] = []
+    with db.read() as conn:
+        for start in range(0, len(wanted), 500):
+            chunk = wanted[start : start + 500]
+            stmt = select(approvals.c.id, approvals.c.run_id).where(approvals.c.id.in_(chunk))
+            found += [(str(i), str(r)) for i, r in conn.execute(stmt)]
+    return found
+
+
 def index_archived(db: Database, record: dict[str, Any]) -> None:
     """Index an archived record for search, marked archived; the journal is left as it was.
 
     The record's rows go into the journal tables only inside the one transaction that
     indexes them and takes them out again, so no other connection ever sees them. A
-    no-op on databases without the index.
+    no-op on databases without the index. Events get ids of this database (theirs are
+    another's numbering).
+
+    Raises:
+        InvalidInputError: a row clashes with one already here, or holds values of the
+            wrong kind; the transaction is rolled back, nothing changed.
+        StorageError: the database cannot be written.
     """
     if not search.available(db):
         return
@@ -141,7 +182,10 @@ def index_archived(db: Database, record: dict[str, Any]) -> None:
             for table, key in _ROWS:
                 rows = record.get(key) or []
                 for row in [rows] if isinstance(rows, dict) else rows:
-                    conn.execute(table.insert().values(**_encoded(table, row)))
+                    item = _encoded(table, row)
+                    if table is run_events:
+                        item.pop("id", None)
+                    conn.execute(table.insert().values(**item))
             search.catch_up_runs(conn, [run_id])
             search.mark_archived(conn, [run_id])
             for table, _key in reversed(_ROWS):
@@ -149,6 +193,14 @@ def index_archived(db: Database, record: dict[str, Any]) -> None:
                 conn.execute(delete(table).where(column == run_id))
     except OperationalError as exc:
         raise StorageError(f"cannot index run {run_id} for search: {exc.orig}") from None
+    except IntegrityError as exc:
+        raise InvalidInputError(
+            f"run {run_id} clashes with what this database holds ({exc.orig}); nothing imported"
+        ) from None
+    except StatementError as exc:
+        raise InvalidInputError(
+            f"run {run_id}'s record holds values of the wrong kind ({exc.orig}); nothing imported"
+        ) from None
 
 
 def archived_id(db: Database, archives: Path, prefix: str) -> str | None:
