@@ -35,6 +35,7 @@ from desktop_agent.domain import (
 )
 from desktop_agent.domain.errors import InvalidInputError, InvalidStateError, NotFoundError
 from desktop_agent.domain.placement import ANY, parse_placement
+from desktop_agent.domain.text import check_text
 from desktop_agent.engine.edits import edit_problem
 from desktop_agent.engine.ports import MONTHLY_CAP, CancelToken, SystemClock, ToolContext
 from desktop_agent.llm.pricing import MODELS
@@ -272,7 +273,7 @@ class Client:
         says which workers may run it (see :meth:`default_placement` when None);
         ``forked_from``: the run this one runs again (it shares none of its steps).
         """
-        goal = goal.strip()
+        goal = check_text(goal, "the goal").strip()
         if not goal:
             raise InvalidInputError("the goal is empty: say what the agent should do")
         where = parse_placement(placement) if placement is not None else None
@@ -353,7 +354,9 @@ class Client:
                 raise InvalidInputError(f"the {label} budget must be a finite number above zero")
         spec = AgentSpec(
             model=model,
-            system_prompt=options.get("system_prompt") or DEFAULT_SYSTEM_PROMPT,
+            system_prompt=check_text(
+                options.get("system_prompt") or DEFAULT_SYSTEM_PROMPT, "the system prompt"
+            ),
             tools=tuple((n, self._tools.version_of(n)) for n in names),
             max_tokens=options.get("max_tokens", 4096),
             thinking_budget=options.get("thinking_budget", 0),
@@ -474,7 +477,7 @@ class Client:
 
         A note to a waiting, paused or stopped run is delivered when it goes on.
         """
-        if not text.strip():
+        if not check_text(text, "the note").strip():
             raise InvalidInputError("the note is empty")
         run = self.run(run_id)
         if run.status in (RunStatus.CANCELLED,):
@@ -484,6 +487,7 @@ class Client:
 
     def answer(self, run_id: str, text: str) -> Run:
         """Answer the agent's question."""
+        check_text(text, "the answer")
         run = self.run(run_id)
         if run.wait_reason != WaitReason.HUMAN_INPUT:
             raise InvalidStateError(f"run {run.id} is not waiting for an answer")
@@ -555,7 +559,8 @@ class Client:
         :mod:`desktop_agent.persistence.search` for the query syntax.
 
         Raises:
-            InvalidInputError: the query cannot be read, or the database cannot search.
+            InvalidInputError: the query cannot be read (a NUL, a lone surrogate or a
+                control character in it is said so), or the database cannot search.
         """
         fts_query(query)  # a bad query is refused before any indexing
         search_index.catch_up(self._db)
@@ -591,6 +596,7 @@ class Client:
             InvalidInputError: the edit would not run (the message says why).
             InvalidStateError: the approval is decided, or a decision for it is queued.
         """
+        check_text(note, "the note")
         approval = self._pending_approval(approval_id)
         editing = arguments is not None if edit is None else edit
         payload: dict[str, Any] = {"reason": note}
@@ -610,6 +616,7 @@ class Client:
 
     def approve_all(self, approval_ids: Sequence[str], note: str = "") -> list[Approval]:
         """Approve several as proposed: all of them, or none when one cannot be."""
+        check_text(note, "the note")
         approvals = [self._pending_approval(i) for i in dict.fromkeys(approval_ids)]
         self._decisions.record(
             [Decision(a.id, CommandKind.APPROVE, {"reason": note}) for a in approvals]
@@ -622,7 +629,7 @@ class Client:
 
     def reject_all(self, approval_ids: Sequence[str], reason: str) -> list[Approval]:
         """Reject several with one reason: all of them, or none when one cannot be."""
-        if not reason.strip():
+        if not check_text(reason, "the reason").strip():
             raise InvalidInputError("give a reason: the agent reads it")
         approvals = [self._pending_approval(i) for i in dict.fromkeys(approval_ids)]
         self._decisions.record(

@@ -88,6 +88,7 @@ from sqlalchemy.sql import Select
 from sqlalchemy.sql.elements import BindParameter, ColumnClause, ColumnElement
 
 from desktop_agent.domain.errors import InvalidInputError
+from desktop_agent.domain.text import check_text
 from desktop_agent.persistence.db import Database
 from desktop_agent.persistence.redaction import redact
 from desktop_agent.persistence.tables import (
@@ -214,9 +215,11 @@ def terms(text: str) -> list[Term]:
     (``AND``, ``-``, ``:`` or ``(``) is plain text.
 
     Raises:
-        InvalidInputError: the query is empty, has an unmatched double quote, or a ``*``
-            that follows no word.
+        InvalidInputError: the query is empty, has an unmatched double quote, a ``*``
+            that follows no word, or a NUL, a lone surrogate or a control character
+            other than a tab or a line break (:func:`~desktop_agent.domain.text.check_text`).
     """
+    check_text(text, "the search", controls=False)
     if text.count('"') % 2:
         raise InvalidInputError('the search has an unmatched double quote (")')
     found: list[Term] = []

@@ -376,7 +376,7 @@ def test_a_bomb_is_refused_before_it_is_read_whole(
         _now, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    assert peak < 16 * 1024 * 1024, peak  # the member alone is 20 MiB
+    assert peak < 20 * 1024 * 1024, peak  # less than the member alone (20 MiB): never read whole
     refused_by_cli(tmp_path, there, bomb, "at most 64 MiB per file, 256 MiB in all", capsys)
 
 
