@@ -7,9 +7,10 @@ takes a free port and prints it. The token is printed only by ``api-token show``
 from __future__ import annotations
 
 import argparse
+import os
 import socket
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from desktop_agent import config
@@ -33,6 +34,17 @@ def _port(text: str) -> int:
     return value
 
 
+def autostart_workers(environ: Mapping[str, str]) -> bool:
+    """Whether the API starts a worker when a request gives runs work and none is alive.
+
+    Not when :data:`~desktop_agent.cli.workers.AUTOSTART_ENV` says not to (0, no, false,
+    off), as for every other command.
+    """
+    from desktop_agent.cli.workers import AUTOSTART_ENV
+
+    return environ.get(AUTOSTART_ENV, "").strip().lower() not in ("0", "no", "false", "off")
+
+
 def add_parsers(add: AddParser) -> None:
     """Add ``serve`` and ``api-token``."""
     p = add("serve", "the local HTTP API for scripts, on 127.0.0.1 (see docs/openapi.json)")
@@ -47,6 +59,7 @@ def cmd_serve(args: argparse.Namespace, out: Out) -> int:
 
     from desktop_agent.httpapi.app import create_app
     from desktop_agent.httpapi.auth import token_for
+    from desktop_agent.httpapi.server import server_config
 
     db_path = config.resolve_db_path(getattr(args, "db", None))
     port = args.port
@@ -54,13 +67,13 @@ def cmd_serve(args: argparse.Namespace, out: Out) -> int:
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             port = int(s.getsockname()[1])
-    app = create_app(db_path, token_for(db_path))
+    app = create_app(db_path, token_for(db_path), start_workers=autostart_workers(os.environ))
     echo(
         f"listening on http://127.0.0.1:{port} (the token: desktop-agent api-token show)",
         file=sys.stderr,
         flush=True,
     )
-    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
+    uvicorn.Server(server_config(app, port)).run()
     return EXIT_OK
 
 

@@ -6,7 +6,8 @@ polls ``GET /v1/runs/{id}`` or listens to ``GET /v1/runs/{id}/events`` (server-s
 ``step`` for each finished step, ``status`` when the run's status changes, ``end`` when it
 ends). Commands are the CLI's. Errors are JSON ``{"error", "code"}`` with a 4xx status:
 400 bad input, 401 no or a wrong token, 403 a browser's request, 404 no such run or
-approval, 409 a command the run's state refuses.
+approval, 408 a body too slow to arrive, 409 a command the run's state refuses, 413 a body
+too large (limits: :mod:`desktop_agent.httpapi.inputs`).
 """
 
 from __future__ import annotations
@@ -14,13 +15,14 @@ from __future__ import annotations
 import asyncio
 import hmac
 import json
-import math
+import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from functools import partial
 from pathlib import Path
 from typing import Any
 
+import psutil
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.middleware.base import BaseHTTPMiddleware
@@ -40,6 +42,18 @@ from desktop_agent.domain.errors import (
     NotFoundError,
 )
 from desktop_agent.domain.units import parse_duration
+from desktop_agent.httpapi.inputs import (
+    MAX_INT,
+    BodyTooLargeError,
+    BodyTooSlowError,
+    integer,
+    number,
+    optional_text,
+    parse_object,
+    query_int,
+    read_body,
+    text,
+)
 from desktop_agent.httpapi.openapi import DESCRIPTION
 
 PAGE = 200
@@ -99,6 +113,10 @@ class Guard(BaseHTTPMiddleware):
 
 
 def _mapped(exc: Exception) -> JSONResponse:
+    if isinstance(exc, BodyTooLargeError):
+        return _error(413, str(exc), "too_large")
+    if isinstance(exc, BodyTooSlowError):
+        return _error(408, str(exc), "timeout")
     if isinstance(exc, NotFoundError):
         return _error(404, str(exc), "not_found")
     if isinstance(exc, InvalidStateError):
@@ -113,32 +131,7 @@ def _mapped(exc: Exception) -> JSONResponse:
 
 
 async def _body(request: Request) -> dict[str, Any]:
-    raw = await request.body()
-    if not raw:
-        return {}
-    try:
-        data = json.loads(raw)
-    except ValueError:
-        raise InvalidInputError("the body is not JSON") from None
-    if not isinstance(data, dict):
-        raise InvalidInputError("the body must be a JSON object")
-    return data
-
-
-def _text(body: dict[str, Any], key: str) -> str:
-    value = body.get(key)
-    if not isinstance(value, str) or not value.strip():
-        raise InvalidInputError(f"{key!r} is required: a non-empty string")
-    return value
-
-
-def _number(body: dict[str, Any], key: str) -> float | None:
-    value = body.get(key)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise InvalidInputError(f"{key!r} must be a number")
-    return float(value)
+    return parse_object(await read_body(request))
 
 
 def _effort(body: dict[str, Any]) -> str:
@@ -173,6 +166,8 @@ class Api:
         self.db_path = db_path
         self.start_workers = start_workers
         self._client: Client | None = None
+        self._waking = threading.Lock()
+        self._started: psutil.Process | None = None
 
     @asynccontextmanager
     async def lifespan(self, _app: Starlette) -> AsyncIterator[None]:
@@ -194,13 +189,42 @@ class Api:
     async def wake(self) -> None:
         """Start a worker when none is alive (as the CLI does)."""
         if self.start_workers:
-            await self.call(self.client().ensure_worker)
+            await self.call(self._ensure_worker)
+
+    def _ensure_worker(self) -> None:
+        """Start a worker unless one is alive or the one we started still runs.
+
+        Requests at the same time, or before the worker we started has registered, must
+        not start a second one for the data folder.
+        """
+        with self._waking:
+            started = self._started
+            if started is not None and _running(started):
+                return  # ours, maybe not registered yet; it serves the folder
+            if self.client().worker_status().alive:
+                return
+            pid = self.client().spawn_worker()
+            try:
+                self._started = psutil.Process(pid)
+            except psutil.Error:
+                self._started = None
 
     async def start_run(self, request: Request) -> Response:
         """``POST /v1/runs``."""
         body = await _body(request)
-        goal = _text(body, "goal")
+        goal = text(body, "goal")
+        model, workspace = optional_text(body, "model"), optional_text(body, "workspace")
+        placement = optional_text(body, "placement")
+        max_cost_usd = number(body, "max_cost_usd", 0.0)
+        max_steps = integer(body, "max_steps")
         max_time = body.get("max_time")
+        if max_time is not None and (
+            isinstance(max_time, bool) or not isinstance(max_time, str | int | float)
+        ):
+            raise InvalidInputError("'max_time' must be a duration such as 30m or 2h")
+        max_time_s = parse_duration(str(max_time)) if max_time else None
+        if max_time_s is not None and max_time_s > MAX_INT:
+            raise InvalidInputError("'max_time' is too long")
         tools = body.get("tools")
         if tools is not None and not (
             isinstance(tools, list) and all(isinstance(t, str) for t in tools)
@@ -212,13 +236,13 @@ class Api:
             c = self.client()
             run = c.start_run(
                 goal,
-                model=body.get("model"),
-                workspace=body.get("workspace"),
-                placement=body.get("placement"),
+                model=model,
+                workspace=workspace,
+                placement=placement,
                 tools=tools,
-                max_cost_usd=_number(body, "max_cost_usd"),
-                max_steps=int(_number(body, "max_steps") or 0) or None,
-                max_time_s=parse_duration(str(max_time)) if max_time else None,
+                max_cost_usd=max_cost_usd,
+                max_steps=max_steps or None,
+                max_time_s=max_time_s,
                 effort=effort,
                 thinking_budget=thinking,
             )
@@ -242,9 +266,7 @@ class Api:
         """``GET /v1/runs``."""
         q = request.query_params
         statuses = [RunStatus(s) for s in q.getlist("status")] if "status" in q else None
-        limit = int(q.get("limit", "100"))
-        if not 1 <= limit <= 1000:
-            raise InvalidInputError("'limit' must be from 1 to 1000")
+        limit = query_int(q, "limit", 100, 1, 1000)
         search = q.get("search")
         runs = await self.call(lambda: self.client().runs(statuses, search=search, limit=limit))
         return JSONResponse([run_json(r) for r in runs])
@@ -257,9 +279,8 @@ class Api:
     async def get_steps(self, request: Request) -> Response:
         """``GET /v1/runs/{run_id}/steps``: a page."""
         q = request.query_params
-        after, limit = int(q.get("after_seq", "0")), int(q.get("limit", str(PAGE)))
-        if after < 0 or not 1 <= limit <= 1000:
-            raise InvalidInputError("'after_seq' must be 0 or more, 'limit' from 1 to 1000")
+        after = query_int(q, "after_seq", 0, 0, MAX_INT)
+        limit = query_int(q, "limit", PAGE, 1, 1000)
         run_id = request.path_params["run_id"]
 
         def read() -> Any:
@@ -304,7 +325,7 @@ class Api:
             note = "approved through the API" + (" with edits" if arguments else "")
             decided = await self.call(lambda: c.approve(approval_id, arguments, note))
         elif verb == "reject":
-            reason = _text(body, "reason")
+            reason = text(body, "reason")
             decided = await self.call(lambda: c.reject(approval_id, reason))
         else:
             return _error(404, f"no decision {verb!r}; approve or reject", "not_found")
@@ -364,21 +385,29 @@ class Api:
         return JSONResponse(DESCRIPTION)
 
 
+def _running(proc: psutil.Process) -> bool:
+    """Whether ``proc`` (the same process, not a reused pid) runs and is no zombie."""
+    try:
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
 def _carry_out(c: Client, run_id: str, verb: str, body: dict[str, Any]) -> Any:
     """One of :data:`COMMANDS` on ``run_id`` (blocking)."""
     if verb == "steer":
-        return c.steer(run_id, _text(body, "text"))
+        return c.steer(run_id, text(body, "text"))
     if verb == "answer":
-        return c.answer(run_id, _text(body, "text"))
+        return c.answer(run_id, text(body, "text"))
     if verb == "resolve":
-        return c.resolve(run_id, _text(body, "action"))
+        return c.resolve(run_id, text(body, "action"))
     if verb == "budget":
         return c.extend_budget(
             run_id,
-            cost_usd=_number(body, "add_cost_usd") or 0.0,
-            steps=int(_number(body, "add_steps") or 0),
-            time_s=_number(body, "add_time_s") or 0.0,
-            tokens=int(_number(body, "add_tokens") or 0),
+            cost_usd=number(body, "add_cost_usd", 0.0) or 0.0,
+            steps=integer(body, "add_steps") or 0,
+            time_s=number(body, "add_time_s", 0.0) or 0.0,
+            tokens=integer(body, "add_tokens") or 0,
         )
     simple: dict[str, Callable[[str], Any]] = {
         "pause": c.pause,

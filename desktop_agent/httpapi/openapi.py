@@ -15,11 +15,16 @@ _ERROR = {
     "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
 }
 _ERRORS = {"400": _ERROR, "401": _ERROR, "403": _ERROR, "404": _ERROR, "409": _ERROR}
+_BODY_ERRORS = {"408": _ERROR, "413": _ERROR}
+"""A body that is too slow to arrive, or too large (see ``httpapi/inputs.py``)."""
+
+_MAX_INT = 2**53
 
 
 def _op(summary: str, ok: str = "200", body: dict[str, Any] | None = None) -> dict[str, Any]:
     op: dict[str, Any] = {"summary": summary, "responses": {ok: {"description": "done"}, **_ERRORS}}
     if body is not None:
+        op["responses"].update(_BODY_ERRORS)
         op["requestBody"] = {"required": True, "content": {"application/json": {"schema": body}}}
     return op
 
@@ -48,8 +53,8 @@ DESCRIPTION: dict[str, Any] = {
                     "model": {"type": "string"},
                     "workspace": {"type": "string"},
                     "tools": {"type": "array", "items": {"type": "string"}},
-                    "max_cost_usd": {"type": "number"},
-                    "max_steps": {"type": "integer"},
+                    "max_cost_usd": {"type": "number", "minimum": 0, "maximum": _MAX_INT},
+                    "max_steps": {"type": "integer", "minimum": 0, "maximum": _MAX_INT},
                     "max_time": {"type": "string", "description": "e.g. 30m, 2h"},
                     "placement": {"type": "string", "description": "any, host:NAME, pool:NAME"},
                     "effort": {
