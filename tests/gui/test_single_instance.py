@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import socket
 import stat
 import subprocess
 import sys
+import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -354,8 +356,10 @@ def test_a_private_folder_of_another_user_is_refused(
 def test_the_runtime_folder_is_used_when_it_is_private(
     tmp_path: Path, claims: list[SingleInstance], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    runtime = tmp_path / "run"
-    runtime.mkdir(mode=0o700)
+    # A short folder, as a real runtime directory is (/run/user/UID): a socket's path may
+    # not exceed about 107 bytes, and the test's own folder can be nearly that long.
+    runtime = Path(tempfile.mkdtemp(prefix="rt-"))
+    runtime.chmod(0o700)
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
     first = _instance(tmp_path / "data", claims)
     assert first.name == str(runtime / server_name(tmp_path / "data"))
@@ -365,6 +369,7 @@ def test_the_runtime_folder_is_used_when_it_is_private(
     runtime.chmod(0o755)  # not private: the data folder's private folder instead
     other = _instance(tmp_path / "other", claims)
     assert other.name == str(_private_folder(tmp_path / "other").resolve() / "app")
+    shutil.rmtree(runtime, ignore_errors=True)
 
 
 def test_the_listener_is_this_user(tmp_path: Path, claims: list[SingleInstance]) -> None:
