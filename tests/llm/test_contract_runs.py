@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 
@@ -116,6 +116,28 @@ def notes(workspace: Path) -> Path:
     return workspace
 
 
+class Journey(NamedTuple):
+    """What every journey here uses: the database, the engine, the fake API, the notes."""
+
+    client: Client
+    make_executor: MakeExecutor
+    start_fake: StartFake
+    make_model: MakeModel
+    notes: Path
+
+
+@pytest.fixture
+def lab(
+    client: Client,
+    make_executor: MakeExecutor,
+    start_fake: StartFake,
+    make_model: MakeModel,
+    notes: Path,
+) -> Journey:
+    """The fixtures of a journey, together."""
+    return Journey(client, make_executor, start_fake, make_model, notes)
+
+
 def _no_refusal(fake: FakeAnthropic) -> None:
     refused = [(r.status, r.error) for r in fake.requests if r.error is not None]
     assert refused == [], refused
@@ -152,12 +174,9 @@ def _without_server_compaction(model: str) -> Catalogue:
 @pytest.mark.parametrize("model", CURRENT)
 def test_a_default_research_run_completes_on_every_current_model(
     model: str,
-    client: Client,
-    make_executor: MakeExecutor,
-    start_fake: StartFake,
-    make_model: MakeModel,
-    notes: Path,
+    lab: Journey,
 ) -> None:
+    client, make_executor, start_fake, make_model, notes = lab
     fake = start_fake(Research(turns=6))
     run = client.start_run("What did the market do in 2025?", model=model, workspace=notes)
     drain(client._store, make_executor(make_model(fake)))
@@ -185,12 +204,9 @@ def test_a_default_research_run_completes_on_every_current_model(
 def test_two_compactions_keep_every_request_valid(
     model: str,
     mode: str,
-    client: Client,
-    make_executor: MakeExecutor,
-    start_fake: StartFake,
-    make_model: MakeModel,
-    notes: Path,
+    lab: Journey,
 ) -> None:
+    client, make_executor, start_fake, make_model, notes = lab
     fake = start_fake(Research(turns=14, high_at=(5, 10)))
     claude = make_model(fake)
     if mode == "client":
@@ -228,12 +244,9 @@ def test_two_compactions_keep_every_request_valid(
 @pytest.mark.parametrize("model", CURRENT)
 def test_a_fallback_switch_and_back_keeps_every_request_valid(
     model: str,
-    client: Client,
-    make_executor: MakeExecutor,
-    start_fake: StartFake,
-    make_model: MakeModel,
-    notes: Path,
+    lab: Journey,
 ) -> None:
+    client, make_executor, start_fake, make_model, notes = lab
     fallback = "claude-opus-5-5" if model != "claude-opus-5-5" else "claude-sonnet-5-5"
     overloads = {"left": 2}
     now = [1_000.0]
@@ -271,12 +284,9 @@ def test_a_fallback_switch_and_back_keeps_every_request_valid(
 @pytest.mark.parametrize("model", CURRENT)
 def test_a_fork_continues_with_every_request_valid(
     model: str,
-    client: Client,
-    make_executor: MakeExecutor,
-    start_fake: StartFake,
-    make_model: MakeModel,
-    notes: Path,
+    lab: Journey,
 ) -> None:
+    client, make_executor, start_fake, make_model, notes = lab
     from desktop_agent.client.forks import fork
 
     fake = start_fake(Research(turns=5))
@@ -307,12 +317,9 @@ class _Crash(BaseException):
 @pytest.mark.parametrize("model", CURRENT)
 def test_a_crash_in_the_middle_of_a_model_call_resumes_with_every_request_valid(
     model: str,
-    client: Client,
-    make_executor: MakeExecutor,
-    start_fake: StartFake,
-    make_model: MakeModel,
-    notes: Path,
+    lab: Journey,
 ) -> None:
+    client, make_executor, start_fake, make_model, notes = lab
     fake = start_fake(Research(turns=6))
 
     def crash(point: str) -> None:
@@ -340,12 +347,9 @@ def test_a_crash_in_the_middle_of_a_model_call_resumes_with_every_request_valid(
 @pytest.mark.parametrize("model", CURRENT)
 def test_a_restore_from_a_backup_resumes_with_every_request_valid(
     model: str,
-    client: Client,
-    make_executor: MakeExecutor,
-    start_fake: StartFake,
-    make_model: MakeModel,
-    notes: Path,
+    lab: Journey,
 ) -> None:
+    client, make_executor, start_fake, make_model, notes = lab
     research = Research(turns=8)
     fake = start_fake(research)
     claude = make_model(fake)
@@ -397,12 +401,9 @@ def make_executor_for(client: Client, model: ClaudeModel) -> Any:
 
 
 def test_the_tool_list_sent_first_is_sent_for_the_whole_run(
-    client: Client,
-    make_executor: MakeExecutor,
-    start_fake: StartFake,
-    make_model: MakeModel,
-    notes: Path,
+    lab: Journey,
 ) -> None:
+    client, make_executor, start_fake, make_model, notes = lab
     from desktop_agent.engine.loop import EngineConfig as Config
     from tests.helpers.fakes import FakeClock
 
@@ -440,12 +441,9 @@ def test_the_tool_list_sent_first_is_sent_for_the_whole_run(
 @pytest.mark.parametrize("model", ["claude-sonnet-5-5", "claude-opus-5-5", "claude-haiku-5-5"])
 def test_an_edited_approval_and_a_steer_note_keep_every_request_valid(
     model: str,
-    client: Client,
-    make_executor: MakeExecutor,
-    start_fake: StartFake,
-    make_model: MakeModel,
-    notes: Path,
+    lab: Journey,
 ) -> None:
+    client, make_executor, start_fake, make_model, notes = lab
     fake = start_fake(Research(turns=4))
     run = client.start_run(
         "Survey the notes",
