@@ -1,8 +1,9 @@
 """What the Messages API accepts and refuses, per model: pure rules for the test fake, no HTTP.
 
-Sources: ``/work/shared/CLAUDE-CONTRACT.md`` (the documented contract, read 2026-11-26), the
-research notes behind it, and the ``anthropic`` SDK 2.14 types (authoritative for field names
-and nesting: ``ModelInfo``, ``ThinkingTypes``, ``EffortCapability``, ``CacheCreation``,
+Sources: Anthropic's documentation pages (the Sonnet, Opus and Haiku 5.5 pages and migration
+guides, preserved thinking and its prefix checks, prompt caching, compaction, task budgets,
+the Models API; read 2026-11-26), and the ``anthropic`` SDK 2.14 types (authoritative for
+field names and nesting: ``ModelInfo``, ``ThinkingTypes``, ``EffortCapability``, ``CacheCreation``,
 ``CacheMiss*``, ``BetaThinkingDroppedInputTransformation``, ``BetaCompactionBlock``).
 
 :func:`validate` checks one request body against :data:`MODELS` and returns the error the API
