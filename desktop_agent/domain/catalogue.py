@@ -12,6 +12,7 @@ Prices are not in the catalogue (the API does not serve them): see ``llm/pricing
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -30,6 +31,18 @@ SERVER_COMPACTION = "compact_20260112"
 """The context-management strategy under which the API writes a conversation's summary."""
 
 LIFECYCLES = ("active", "deprecated", "retired")
+
+_DATED = re.compile(r"(.+)-\d{8}")
+
+
+def undated(model: str) -> str | None:
+    """The alias of a dated model id (``claude-sonnet-4-5-20250929`` → ``claude-sonnet-4-5``).
+
+    Only a date suffix (eight digits) is dropped: ``claude-opus-5-5`` is never read as a
+    date of ``claude-opus-5``. None when ``model`` carries no date.
+    """
+    dated = _DATED.fullmatch(model)
+    return dated.group(1) if dated else None
 
 
 def _map(node: Any) -> Mapping[str, Any]:

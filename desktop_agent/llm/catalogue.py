@@ -13,14 +13,13 @@ has only the alias.
 from __future__ import annotations
 
 import json
-import re
 import threading
 import time
 from collections.abc import Iterable, Mapping
 from importlib import resources
 from typing import Any
 
-from desktop_agent.domain.catalogue import ModelEntry
+from desktop_agent.domain.catalogue import ModelEntry, undated
 from desktop_agent.domain.errors import InvalidInputError
 
 SNAPSHOT_FILE = "models_snapshot.json"
@@ -104,23 +103,15 @@ class Catalogue:
         return (now if now is not None else time.time()) - self.read_at >= REFRESH_EVERY_S
 
 
-_DATED = re.compile(r"(.+)-(\d{8})")
-
-
 def _lookup(entries: Mapping[str, ModelEntry], model: str) -> ModelEntry | None:
-    """Exact id first; then a dated id and its alias stand for each other.
-
-    Only a date suffix (eight digits) is dropped: ``claude-opus-5-5`` is never taken for
-    ``claude-opus-5``.
-    """
+    """Exact id first; then a dated id and its alias stand for each other (``undated``)."""
     if model in entries:
         return entries[model]
-    dated = _DATED.fullmatch(model)
-    if dated and dated.group(1) in entries:
-        return entries[dated.group(1)]
+    alias = undated(model)
+    if alias is not None and alias in entries:
+        return entries[alias]
     for known, entry in entries.items():
-        match = _DATED.fullmatch(known)
-        if match and match.group(1) == model:
+        if undated(known) == model:
             return entry
     return None
 

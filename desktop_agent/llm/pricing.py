@@ -5,10 +5,11 @@ One table for the whole program; cache writes and reads are priced separately (D
 
 from __future__ import annotations
 
-import re
+import dataclasses
 from dataclasses import dataclass
 
 from desktop_agent.domain import Usage
+from desktop_agent.domain.catalogue import undated
 
 
 @dataclass(frozen=True)
@@ -431,11 +432,9 @@ def model_info(model: str, on: str | None = None) -> ModelInfo:
 
 
 def _current(model: str) -> ModelInfo:
-    if model in MODELS:
-        return MODELS[model]
-    dated = re.fullmatch(r"(.+)-\d{8}", model)
-    if dated and dated.group(1) in MODELS:
-        return MODELS[dated.group(1)]
+    known = MODELS.get(model) or MODELS.get(undated(model) or "")
+    if known is not None:
+        return known if known.priced else _at_highest_rates(known)
     return ModelInfo(
         model,
         model,
@@ -443,6 +442,18 @@ def _current(model: str) -> ModelInfo:
         _FALLBACK.cache_write,
         _FALLBACK.cache_read,
         priced=False,
+    )
+
+
+def _at_highest_rates(info: ModelInfo) -> ModelInfo:
+    """A model without a published price, counted at the dearest rates so budgets hold."""
+    return dataclasses.replace(
+        info,
+        input=_FALLBACK.input,
+        output=_FALLBACK.output,
+        cache_write=_FALLBACK.cache_write,
+        cache_read=_FALLBACK.cache_read,
+        cache_write_1h=_FALLBACK.write_1h,
     )
 
 

@@ -142,3 +142,10 @@ def test_server_side_web_searches_are_billed_per_search() -> None:
     response = _response(message, "claude-sonnet-5-5")
     tokens = (1000 * 2.0 + 100 * 10.0) / 1e6
     assert response.cost_usd == pytest.approx(tokens + 3 * WEB_SEARCH_USD)
+
+
+def test_a_model_without_a_published_price_is_counted_at_the_highest_rates() -> None:
+    dearest = max(m.input for m in MODELS.values() if m.priced)
+    assert model_info("claude-mythos-5-2").input == dearest
+    assert model_info("claude-mythos-5-2").cost(Usage(input_tokens=1_000_000)) == dearest
+    assert model_info("claude-mythos-5-2-20261109").id == "claude-mythos-5-2"
