@@ -4,10 +4,16 @@ A run that reaches a limit does not fail: it opens a ``budget`` step and waits f
 analyst to extend the budget or stop the run.
 
 The global monthly spend cap (``EngineConfig.spend_cap``) is checked the same way before
-each model call: what every run spent this calendar month plus the call's worst case must
-stay within it. Reaching it opens a ``budget`` step named ``monthly``; extending the run's
-own budget does not lift it (the wait is kept): the analyst raises the cap in Settings
-and resumes the run, or stops it.
+each model call: what every run spent this calendar month, plus what the other runs' calls
+in flight hold, plus the call's worst case must stay within it. The check holds the worst
+case at once (:func:`reserve`), atomically across runs and workers, until the call's cost
+is in the journal (:func:`release`): ten runs asking at the same moment cannot each find
+room for the same last dollar. Reaching the cap opens a ``budget`` step named ``monthly``;
+extending the run's own budget does not lift it (the wait is kept): the analyst raises the
+cap in Settings and resumes the run, or stops it.
+
+A run's own cost budget needs no reservation: one worker at a time holds the run (its
+lease), and the run makes one model call at a time.
 """
 
 from __future__ import annotations
@@ -70,24 +76,57 @@ def exceeded(rs: RunState, worst_case_usd: float = 0.0) -> str | None:
     return None
 
 
-def monthly_exceeded(rs: RunState, worst_case_usd: float) -> tuple[float, float] | None:
-    """``(spent this month, cap)`` when the next call could pass the monthly cap, else None."""
+def monthly_exceeded(
+    rs: RunState, worst_case_usd: float, *, hold: bool = False
+) -> tuple[float, float, float] | None:
+    """``(spent this month, held by calls in flight, cap)`` if the next call could pass it.
+
+    None when the monthly cap leaves room; with ``hold``, that room is then held for the
+    run's call (see :func:`reserve`).
+    """
     port = rs.cfg.spend_cap
-    cap = port.cap_usd() if port is not None else None
-    if port is None or cap is None:
+    if port is None or port.cap_usd() is None:
         return None
-    month = port.month_spent_usd(rs.clock.now())
-    if month + worst_case_usd > cap:
-        return month, cap
-    return None
+    check = port.reserve(rs.run.id, worst_case_usd, rs.clock.now(), hold=hold)
+    if check.granted:
+        if check.token is not None:
+            rs.reservation = check.token
+        return None
+    return check.spent_usd, check.held_usd, check.cap_usd or 0.0
 
 
-def limit_reached(rs: RunState, worst_case_usd: float) -> str | None:
-    """The run's own limit reached, else ``monthly`` if the monthly cap is, else None."""
+def limit_reached(rs: RunState, worst_case_usd: float, *, hold: bool = False) -> str | None:
+    """The run's own limit reached, else ``monthly`` if the monthly cap is, else None.
+
+    With ``hold``, the call's worst case is held against the monthly cap when it fits.
+    """
     limit = exceeded(rs, worst_case_usd)
-    if limit is None and monthly_exceeded(rs, worst_case_usd) is not None:
+    if limit is None and monthly_exceeded(rs, worst_case_usd, hold=hold) is not None:
         return MONTHLY_CAP
     return limit
+
+
+def reserve(rs: RunState, worst_case_usd: float) -> None:
+    """Hold ``worst_case_usd`` against the monthly cap for a call about to start.
+
+    Held whatever is left: a call the journal already holds open, or a compaction (not
+    checked before: it keeps the run within its context window), still counts for others.
+    """
+    port = rs.cfg.spend_cap
+    if port is None or rs.reservation is not None or port.cap_usd() is None:
+        return
+    check = port.reserve(rs.run.id, worst_case_usd, rs.clock.now(), force=True)
+    rs.reservation = check.token
+
+
+def release(rs: RunState) -> None:
+    """Drop what the monthly cap holds for the run's call.
+
+    Called once the call's cost is in the journal, or when the activation ends.
+    """
+    token, rs.reservation = rs.reservation, None
+    if token is not None and rs.cfg.spend_cap is not None:
+        rs.cfg.spend_cap.release(rs.run.id, token)
 
 
 def spend_report(rs: RunState, limit: str, worst_case_usd: float) -> dict[str, JSON]:
@@ -103,8 +142,8 @@ def spend_report(rs: RunState, limit: str, worst_case_usd: float) -> dict[str, J
         projected = cost_usd * len(plan) / done
     monthly: JSON = None
     if limit == MONTHLY_CAP:
-        month, cap = monthly_exceeded(rs, worst_case_usd) or (0.0, 0.0)
-        monthly = {"cap_usd": cap, "spent_usd": month}
+        month, held, cap = monthly_exceeded(rs, worst_case_usd) or (0.0, 0.0, 0.0)
+        monthly = {"cap_usd": cap, "spent_usd": month, "held_usd": held}
     return {
         "monthly_cap": monthly,
         "limit": limit,
@@ -141,10 +180,12 @@ def describe(report: JSON) -> str:
     limit = report["limit"]
     if limit == MONTHLY_CAP:
         month = report["monthly_cap"]
+        held = month.get("held_usd") or 0.0
+        in_flight = f" (and {format_usd(held)} held by calls in flight)" if held else ""
         return (
             f"Monthly spend cap reached: {format_usd(month['spent_usd'])} of "
-            f"{format_usd(month['cap_usd'])} spent this month; raise the cap in Settings "
-            "and resume, or stop"
+            f"{format_usd(month['cap_usd'])} spent this month{in_flight}; raise the cap in "
+            "Settings and resume, or stop"
         )
     if limit == "cost":
         return (
@@ -216,9 +257,12 @@ def _left_usd(rs: RunState, cap: float | None) -> float | None:
 
 
 def check_before_model_call(rs: RunState) -> None:
-    """Open a budget wait if the next call could exceed a limit."""
+    """Open a budget wait if the next call could exceed a limit.
+
+    Else the call's worst case is held against the monthly cap (see the module).
+    """
     worst = _worst_case(rs)
-    limit = limit_reached(rs, worst)
+    limit = limit_reached(rs, worst, hold=True)
     if limit:
         open_budget_wait(rs, limit, worst)
 

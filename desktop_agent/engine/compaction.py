@@ -17,6 +17,7 @@ bound to everything before it):
 from __future__ import annotations
 
 from desktop_agent.domain import JSON, StepKind, StepStatus
+from desktop_agent.engine import budget as budgets
 from desktop_agent.engine.model_calls import stream_model
 from desktop_agent.engine.ports import ModelRequest, StepIntent, StepOutcome
 from desktop_agent.engine.recording import commit, finish_step
@@ -131,6 +132,7 @@ def compaction(rs: RunState, open_seq: int | None, attempt: int) -> None:
             seq, StepStatus.COMPLETED, output, usage=response.usage, cost_usd=response.cost_usd
         ),
     )
+    budgets.release(rs)  # the call's cost is in the journal now
     rs.state.scalars.last_prompt_tokens = 0
 
 

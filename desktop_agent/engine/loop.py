@@ -179,6 +179,19 @@ class Activation:
         except NondeterminismError as exc:
             with contextlib.suppress(Suspend):
                 needs_attention(rs, f"The journal does not match the agent: {exc}", None)
+        finally:
+            self._release_reservation()
+
+    def _release_reservation(self) -> None:
+        """Whatever ended the activation, what the monthly cap held for it goes.
+
+        A failure here (the database gone away) leaves the reservation to expire: it counts
+        only while the run is running, and for a few hours at most.
+        """
+        try:
+            budgets.release(self.rs)
+        except Exception:  # the activation's own outcome is what matters
+            self.rs.reservation = None
 
     def _has_retry(self) -> bool:
         rs = self.rs

@@ -128,6 +128,7 @@ def model_call(rs: RunState, open_seq: int | None, attempt: int) -> None:
             seq, StepStatus.COMPLETED, output, usage=response.usage, cost_usd=response.cost_usd
         ),
     )
+    budgets.release(rs)  # the call's cost is in the journal now
     budgets.check_after_model_call(rs)
 
 
@@ -144,6 +145,8 @@ def stream_model(
     # Not on a lease about to expire. The call changes nothing outside: its answer is
     # fenced at every save of the streamed text, so it needs no more time than that.
     rs.ensure_lease(0.0)
+    if rs.cfg.spend_cap is not None and rs.reservation is None:
+        budgets.reserve(rs, model.worst_case_cost(request))  # not checked before: still held
     streamer = PartialStreamer(rs, seq)
     try:
         response = model.complete(

@@ -217,6 +217,56 @@ class SpendCap(Protocol):
         """Dollars every run spent in the local calendar month that contains ``now``."""
         ...
 
+    def reserve(
+        self,
+        run_id: str,
+        amount_usd: float,
+        now: float,
+        *,
+        hold: bool = True,
+        force: bool = False,
+    ) -> CapCheck:
+        """Whether the cap leaves room for ``amount_usd`` more; held for ``run_id`` if so.
+
+        Atomic across runs and workers: what other runs' calls in flight hold counts, and
+        the check and the hold are one step. ``hold=False`` only checks; ``force`` holds
+        whatever is left (a call already under way).
+        """
+        ...
+
+    def release(self, run_id: str, token: str) -> None:
+        """Drop the reservation ``token`` of ``run_id`` (its call's cost is recorded)."""
+        ...
+
+
+class CapCheck(Protocol):
+    """The answer of :meth:`SpendCap.reserve`."""
+
+    @property
+    def granted(self) -> bool:
+        """Whether the cap leaves room (and the amount is held, when asked to be)."""
+        ...
+
+    @property
+    def spent_usd(self) -> float:
+        """What every run spent this month."""
+        ...
+
+    @property
+    def held_usd(self) -> float:
+        """What other runs' calls in flight hold."""
+        ...
+
+    @property
+    def cap_usd(self) -> float | None:
+        """The cap checked."""
+        ...
+
+    @property
+    def token(self) -> str | None:
+        """The reservation made (None: none)."""
+        ...
+
 
 # --------------------------------------------------------------------------- tools
 

@@ -104,6 +104,8 @@ class RunState:
             says so.
         read_commands: whether the next step boundary reads the commands whatever the
             worker hints (the first one always does).
+        reservation: the token of what the monthly cap holds for the model call in
+            flight (see :func:`desktop_agent.engine.budget.reserve`), None when nothing.
     """
 
     run: Run
@@ -126,6 +128,7 @@ class RunState:
     saved_spend: dict[int, tuple[Usage, float]] = field(default_factory=dict)
     storage_resume: dict[str, JSON] | None = None
     read_commands: bool = True
+    reservation: str | None = None
 
     def __post_init__(self) -> None:
         self.state = AgentState.initial(self.run.goal)

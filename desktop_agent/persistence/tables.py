@@ -375,3 +375,16 @@ model_catalogue = Table(
     _time("read_at"),
 )
 """The API's catalogue of models (``GET /v1/models``) as a worker last read it."""
+
+# --------------------------------------------------------------------------- spend
+# Migration 0010.
+
+spend_reservations = Table(
+    "spend_reservations",
+    metadata,
+    Column("run_id", String(64), primary_key=True),
+    Column("token", String(32), nullable=False),
+    Column("amount_usd", Float(), nullable=False),
+    _time("reserved_at"),
+)
+"""The worst case of each run's model call in flight, held against the monthly cap."""

@@ -1,4 +1,4 @@
-"""Spend across runs: the usage totals' rows and the month's total for the monthly cap.
+"""Spend across runs: the usage totals' rows, the month's total and the cap's reservations.
 
 Days are local calendar days (the machine's time zone). A step's spend counts on the day
 it finished (or started, while in flight). Runs archived and removed from the database
@@ -8,17 +8,19 @@ no tokens and no steps): they count on the day they were created, the only date 
 
 from __future__ import annotations
 
+import secrets
 import threading
 import time
 from collections.abc import Callable
 from typing import NamedTuple
 
-from sqlalchemy import func, or_, select, true
+from sqlalchemy import delete, func, insert, or_, select, true
 from sqlalchemy.engine import Connection
 
+from desktop_agent.domain import RunStatus
 from desktop_agent.persistence.db import Database
 from desktop_agent.persistence.readmodels import CHUNK, RunKeys
-from desktop_agent.persistence.tables import runs, search_runs, steps
+from desktop_agent.persistence.tables import runs, search_runs, spend_reservations, steps
 
 
 class SpendRow(NamedTuple):
@@ -100,6 +102,32 @@ TOUCH_MARGIN_S = 5.0
 """A run's ``updated_at`` lags its last step by at most a second (``store.TOUCH_EVERY_S``)."""
 
 
+RESERVATION_TTL_S = 3 * 3600.0
+"""A reservation older than this no longer counts: its worker died during the call (no
+model call streams for hours) and the run was not taken over since."""
+
+SPEND_LOCK = 0x5D5E_7A11
+"""The PostgreSQL advisory lock every reservation takes (SQLite's write lock serves there)."""
+
+
+class Reservation(NamedTuple):
+    """The answer to :meth:`MonthSpend.reserve`.
+
+    Attributes:
+        granted: whether the cap leaves room for the amount (held when asked to).
+        spent_usd: what runs spent this month.
+        held_usd: what other runs' calls in flight hold.
+        cap_usd: the cap that was checked (None: none is set).
+        token: the reservation's own id when one was made (for :meth:`MonthSpend.release`).
+    """
+
+    granted: bool
+    spent_usd: float
+    held_usd: float
+    cap_usd: float | None
+    token: str | None
+
+
 class MonthSpend:
     """The monthly spend cap's port: the cap from the settings, the month's total from here.
 
@@ -107,6 +135,9 @@ class MonthSpend:
     of the runs touched this month (id and running cost), and a sum over one run's steps
     (its primary key) only for a run whose cost moved since the last check, typically the
     run asking. Archived runs created this month count with their whole cost.
+
+    Calls in flight hold their worst case (:meth:`reserve`), so that runs asking at the same
+    moment, in one worker or several, cannot each find room for the same last dollars.
     """
 
     def __init__(self, db: Database, cap: Callable[[], float | None]) -> None:
@@ -122,7 +153,75 @@ class MonthSpend:
 
     def month_spent_usd(self, now: float) -> float:
         """Dollars spent since the start of ``now``'s month (see the class docstring)."""
-        start = month_start(now)
+        with self._lock, self.db.read() as conn:
+            return self._total(conn, month_start(now))
+
+    def reserve(
+        self,
+        run_id: str,
+        amount_usd: float,
+        now: float,
+        *,
+        hold: bool = True,
+        force: bool = False,
+    ) -> Reservation:
+        """Hold ``amount_usd`` for ``run_id``'s next model call if the cap leaves room.
+
+        One transaction reads the other runs' reservations, then the month's spend, and
+        adds this run's reservation (replacing one it held): SQLite's write lock, or an
+        advisory lock on PostgreSQL, makes the check and the hold one step for every
+        worker. Reservations are read first: a call that ends between the two reads has
+        its cost in the journal before its reservation goes (:meth:`release` comes after
+        the journal's commit), so it is counted at least once, never zero times.
+        ``hold=False`` only checks (a run deciding whether its budget wait can end);
+        ``force`` holds the amount whatever is left (a call already under way, being
+        recovered, must still count for the others).
+        """
+        cap = self._cap()
+        r = spend_reservations.c
+        with self._lock, self.db.write() if hold else self.db.read() as conn:
+            if hold and conn.dialect.name == "postgresql":
+                conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({SPEND_LOCK})")
+            held = self._held(conn, run_id, now)
+            spent = self._total(conn, month_start(now))
+            granted = force or cap is None or spent + held + amount_usd <= cap
+            token = None
+            if granted and hold:
+                token = secrets.token_hex(8)
+                conn.execute(delete(spend_reservations).where(r.run_id == run_id))
+                conn.execute(
+                    insert(spend_reservations).values(
+                        run_id=run_id, token=token, amount_usd=amount_usd, reserved_at=now
+                    )
+                )
+        return Reservation(granted, spent, held, cap, token)
+
+    def release(self, run_id: str, token: str) -> None:
+        """Drop ``run_id``'s reservation ``token``: its call's cost is in the journal.
+
+        A newer reservation, made by a worker that took the run over, stays.
+        """
+        r = spend_reservations.c
+        with self.db.write() as conn:
+            conn.execute(delete(spend_reservations).where(r.run_id == run_id, r.token == token))
+
+    @staticmethod
+    def _held(conn: Connection, run_id: str, now: float) -> float:
+        """What other runs' calls in flight hold (runs still running, reservations not stale)."""
+        r = spend_reservations.c
+        stmt = (
+            select(func.coalesce(func.sum(r.amount_usd), 0.0))
+            .select_from(spend_reservations.join(runs, runs.c.id == r.run_id))
+            .where(
+                r.run_id != run_id,
+                r.reserved_at >= now - RESERVATION_TTL_S,
+                runs.c.status == str(RunStatus.RUNNING),
+            )
+        )
+        return float(conn.execute(stmt).scalar_one())
+
+    def _total(self, conn: Connection, start: float) -> float:
+        """The month's spend from ``start`` (the caller holds ``self._lock``)."""
         r = search_runs.c
         touched = select(runs.c.id, runs.c.cost_usd).where(
             runs.c.updated_at >= start - TOUCH_MARGIN_S, runs.c.cost_usd > 0
@@ -130,19 +229,18 @@ class MonthSpend:
         archived = select(func.coalesce(func.sum(r.cost_usd), 0.0)).where(
             r.archived == true(), r.created_at >= start
         )
-        with self._lock, self.db.read() as conn:
-            if start != self._month:
-                self._month, self._runs = start, {}
-            total = float(conn.execute(archived).scalar_one())
-            moved: dict[str, float] = {}
-            present = conn.execute(touched).all()
-            for run_id, cost in present:
-                known = self._runs.get(run_id)
-                if known is None or known[0] != cost:
-                    moved[str(run_id)] = float(cost)
-            for run_id, part in self._parts(conn, start, moved).items():
-                self._runs[run_id] = (moved[run_id], part)
-            total += sum(self._runs[str(r)][1] for r, _cost in present)
+        if start != self._month:
+            self._month, self._runs = start, {}
+        total = float(conn.execute(archived).scalar_one())
+        moved: dict[str, float] = {}
+        present = conn.execute(touched).all()
+        for run_id, cost in present:
+            known = self._runs.get(run_id)
+            if known is None or known[0] != cost:
+                moved[str(run_id)] = float(cost)
+        for run_id, part in self._parts(conn, start, moved).items():
+            self._runs[run_id] = (moved[run_id], part)
+        total += sum(self._runs[str(r)][1] for r, _cost in present)
         return total
 
     @staticmethod

@@ -102,3 +102,43 @@ def test_without_a_cap_nothing_waits(
     ids = [client.start_run(name, model=HAIKU).id for name in ("One", "Two")]
     drain(client._store, executor)
     assert [client.run(i).status for i in ids] == [RunStatus.COMPLETED] * 2
+
+
+def test_reservations_count_only_while_their_run_runs_and_go_with_their_token(
+    client: Client,
+) -> None:
+    from sqlalchemy import update
+
+    from desktop_agent.persistence.tables import runs
+    from desktop_agent.persistence.usage import RESERVATION_TTL_S, MonthSpend
+
+    store = client._store
+    a, b = (client.start_run(goal, model=HAIKU).id for goal in ("A", "B"))
+    with store.db.write() as conn:
+        conn.execute(update(runs).values(status=str(RunStatus.RUNNING)))
+    cap = MonthSpend(store.db, lambda: 1.0)
+    now = 1_000_000.0
+
+    first = cap.reserve(a, 0.7, now)
+    assert first.granted and first.token is not None
+    # B finds A's call holding $0.70: a worst case of $0.40 does not fit, $0.30 does.
+    assert not cap.reserve(b, 0.4, now).granted
+    check = cap.reserve(b, 0.3, now, hold=False)
+    assert check.granted and check.held_usd == pytest.approx(0.7) and check.token is None
+    assert not cap.reserve(b, 0.31, now).granted  # the check above held nothing
+
+    # A worker that lost run A releases its own reservation, never a newer one.
+    newer = cap.reserve(a, 0.7, now)
+    cap.release(a, first.token)
+    assert not cap.reserve(b, 0.4, now, hold=False).granted
+    assert newer.token is not None
+    cap.release(a, newer.token)
+    assert cap.reserve(b, 0.4, now, hold=False).granted
+
+    # Left behind by a worker that died: counts while A runs, for a few hours at most.
+    cap.reserve(a, 0.7, now)
+    assert not cap.reserve(b, 0.4, now + RESERVATION_TTL_S - 1, hold=False).granted
+    assert cap.reserve(b, 0.4, now + RESERVATION_TTL_S + 1, hold=False).granted
+    with store.db.write() as conn:
+        conn.execute(update(runs).where(runs.c.id == a).values(status=str(RunStatus.FAILED)))
+    assert cap.reserve(b, 0.4, now, hold=False).granted
