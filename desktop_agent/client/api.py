@@ -35,7 +35,7 @@ from desktop_agent.domain import (
 )
 from desktop_agent.domain.errors import InvalidInputError, InvalidStateError, NotFoundError
 from desktop_agent.domain.placement import ANY, parse_placement
-from desktop_agent.domain.text import check_text
+from desktop_agent.domain.text import check_json_text, check_text
 from desktop_agent.engine.edits import edit_problem
 from desktop_agent.engine.ports import MONTHLY_CAP, CancelToken, SystemClock, ToolContext
 from desktop_agent.llm.pricing import MODELS
@@ -597,6 +597,7 @@ class Client:
             InvalidStateError: the approval is decided, or a decision for it is queued.
         """
         check_text(note, "the note")
+        check_json_text(arguments, "the edited arguments")
         approval = self._pending_approval(approval_id)
         editing = arguments is not None if edit is None else edit
         payload: dict[str, Any] = {"reason": note}

@@ -42,6 +42,7 @@ from desktop_agent.domain import (
     StepStatus,
 )
 from desktop_agent.domain.errors import InvalidInputError
+from desktop_agent.domain.text import check_json_text, check_text
 from desktop_agent.engine.edits import edit_problem
 from desktop_agent.engine.ports import StepIntent
 from desktop_agent.persistence.forks import fork_point_problem, inherited
@@ -80,8 +81,9 @@ def fork(
     """
     if note is not None and edited_arguments is not None:
         raise InvalidInputError("give a note or edited arguments, not both")
-    if note is not None and not note.strip():
+    if note is not None and not check_text(note, "the note").strip():
         raise InvalidInputError("the note is empty: write what the fork should do differently")
+    check_json_text(edited_arguments, "the edited arguments")
     parent = client.run(run_id)
     editing = edited_arguments is not None
     journal = client._store.load_steps(parent.id, 1, max(at_seq, 0) + 1)

@@ -26,6 +26,7 @@ from desktop_agent.domain.scheduling import (
     Schedule,
     StuckRun,
 )
+from desktop_agent.domain.text import check_text
 from desktop_agent.persistence.archive import (
     ArchivedRun,
     Archiver,
@@ -100,7 +101,7 @@ class Scheduling:
     def template(self, goal: str, options: RunOptions | None = None) -> RunTemplate:
         """Validate a goal and run options into a template."""
         opts = options or RunOptions()
-        goal = goal.strip()
+        goal = check_text(goal, "the goal").strip()
         if not goal:
             raise InvalidInputError("the goal is empty: say what the agent should do")
         spec, budget = self.client.prepare_run(

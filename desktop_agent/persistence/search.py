@@ -219,7 +219,7 @@ def terms(text: str) -> list[Term]:
             that follows no word, or a NUL, a lone surrogate or a control character
             other than a tab or a line break (:func:`~desktop_agent.domain.text.check_text`).
     """
-    check_text(text, "the search", controls=False)
+    check_text(text, "the search")
     if text.count('"') % 2:
         raise InvalidInputError('the search has an unmatched double quote (")')
     found: list[Term] = []

@@ -104,8 +104,12 @@ def test_untrusted_text_cannot_drive_the_terminal(db: Path, tmp_path: Path) -> N
     evil = "notes\x1b]0;pwned\x07\x1b[2J\x9b.md"
     (ws / evil).write_text("# Q3\x1b]0;pwned\x07\nRevenue\x1b[2J rose\x9b 12%.\n")
     (ws / "plain.md").write_text("# Plain\nNothing odd here.\n")
-    goal = "Summarise the notes\x1b]0;pwned\x07\x1b[2J"
-    ran = cli(db, "run", goal, "--model", "demo", "--workspace", str(ws), "--yes")
+    typed = "Summarise the notes\x1b]0;pwned\x07\x1b[2J"  # a goal is typed: refused
+    refused = cli(db, "run", typed, "--model", "demo", "--workspace", str(ws), "--yes")
+    assert refused.returncode == 2, refused.stderr
+    assert "the goal contains a control character (U+001B, character 20)" in refused.stderr
+    _assert_clean(refused.stdout + refused.stderr)
+    ran = cli(db, "run", "Summarise the notes", "--model", "demo", "--workspace", str(ws), "--yes")
     assert ran.returncode == 0, ran.stderr
     _assert_clean(ran.stdout + ran.stderr)
     assert "notes" in ran.stdout

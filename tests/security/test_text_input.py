@@ -1,10 +1,12 @@
-"""Text an analyst types that no store can hold is refused plainly, before it is used.
+"""Odd text an analyst types is refused plainly, before anything is stored or asked.
 
-A NUL or half of a UTF-16 surrogate pair in a search, a goal, a steer note, an answer, an
-approval's note or a rejection's reason, and any control character but a tab or a line
-break in a search: an :class:`InvalidInputError` saying what and where, never SQL text or
-a ``UnicodeEncodeError``. Free text keeps its tabs, line breaks and other controls (shown
-harmless by the CLI: ``tests/cli/test_small_holes.py``).
+A NUL, half of a UTF-16 surrogate pair, or any control character but a tab or a line
+break, in a search, a goal (of a run, a schedule, a batch, a watched folder), a steer
+note, an answer, an approval's note, a rejection's reason, a fork's note, or a string of
+edited tool-call arguments: an :class:`InvalidInputError` saying what and where, never SQL
+text or a ``UnicodeEncodeError``. Text keeps its tabs and line breaks. (Untrusted text
+that arrives from files and pages is kept, and shown harmless by the CLI:
+``tests/cli/test_small_holes.py``.)
 """
 
 from __future__ import annotations
@@ -35,8 +37,8 @@ ODD = {
 }
 """Odd text, and what the message says of it after what it is ("the search", ...)."""
 
-UNSTORABLE = ["nul", "surrogate"]
-"""What free text (a goal, a note) may not hold either."""
+UNSTORABLE = list(ODD)
+"""What free text (a goal, a note) may not hold either: all of it."""
 
 
 def _plain(message: str) -> None:
@@ -68,12 +70,52 @@ def test_a_goal_with_an_odd_character_is_refused_and_no_run_is_made(
     assert client.runs() == []
 
 
-def test_a_goal_keeps_its_tabs_line_breaks_and_other_controls(
-    client: Client, workspace: Path
-) -> None:
-    goal = "Summarise\tthe notes\r\nthen the memo \x1b[2J\x07"
+def test_a_goal_keeps_its_tabs_and_line_breaks(client: Client, workspace: Path) -> None:
+    goal = "Summarise\tthe notes\r\nthen the memo — café, 数据, 🙂"
     run = client.start_run(goal, model="claude-haiku-4-5", workspace=workspace)
     assert run.goal == goal
+
+
+@pytest.mark.parametrize("case", ["nul", "escape", "c1"])
+def test_schedules_batches_and_watches_refuse_an_odd_goal_and_make_nothing(
+    client: Client, tmp_path: Path, case: str
+) -> None:
+    from desktop_agent.client.schedules import Scheduling
+
+    text, says = ODD[case]
+    sched = Scheduling(client)
+    folder = tmp_path / "inbox"
+    folder.mkdir()
+    (folder / "a.md").write_text("note")
+    for make in (
+        lambda: sched.add_schedule(text, every_s=3600),
+        lambda: sched.start_batch(text + " {item}", folder=folder),
+        lambda: sched.add_watch(folder, text + " {path}"),
+    ):
+        with pytest.raises(InvalidInputError) as caught:
+            make()
+        assert str(caught.value) == f"the goal {says}"
+    assert sched.schedules() == [] and sched.batches() == [] and sched.watches() == []
+    assert client.runs() == []
+
+
+@pytest.mark.parametrize("case", ["surrogate", "bell"])
+def test_edited_arguments_with_an_odd_string_are_refused_with_its_place(
+    client: Client, case: str
+) -> None:
+    from desktop_agent.client.forks import fork
+
+    text, says = ODD[case]
+    edited = {"path": "notes.md", "lines": ["fine", text]}
+    with pytest.raises(InvalidInputError) as caught:
+        client.approve("no-such-approval", arguments=edited)
+    assert str(caught.value) == f"the edited arguments at lines[1] {says}"
+    with pytest.raises(InvalidInputError) as caught:
+        fork(client, "no-such-run", 1, edited_arguments={text: 1})
+    assert str(caught.value).startswith("the edited arguments at a key ")
+    with pytest.raises(InvalidInputError) as caught:
+        fork(client, "no-such-run", 1, note=text)
+    assert str(caught.value) == f"the note {says}"
 
 
 @pytest.mark.parametrize("case", UNSTORABLE)
@@ -109,13 +151,13 @@ def test_answers_and_decisions_are_checked_before_anything_is_looked_up(
         assert str(caught.value) == f"{what} {says}"
 
 
-def test_check_text_passes_free_text_through() -> None:
+def test_check_text_passes_text_through_and_says_where_a_control_is() -> None:
     from desktop_agent.domain.text import check_text  # here: the rest runs on older code
 
-    text = "Line one\tcolumn\r\nLine two — café, 数据, 🙂 \x1b[1m"
+    text = "Line one\tcolumn\r\nLine two — café, 数据, 🙂 \u200d"
     assert check_text(text, "the goal") is text
     with pytest.raises(InvalidInputError, match=r"U\+001B, character 41"):
-        check_text(text, "the search", controls=False)
+        check_text(text[:40] + "\x1b[1m", "the goal")
 
 
 def _cli(db: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
