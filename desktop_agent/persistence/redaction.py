@@ -22,6 +22,10 @@ The rule (:func:`redact_text`), exactly:
    ``sk-ant-`` to the end of the last run is replaced by :data:`REDACTED`; the wrap after
    the last run (and whatever follows it) is kept.
 
+5. A :data:`REDACTED` already in the text (written by an older release, whose rule
+   stopped at the first wrap) takes the runs of key material after it as step 3 does:
+   text redacted before keeps no half of a wrapped key once it passes through again.
+
 So prose on the line after a key survives (its first word is a plain word), and so does a
 date or a number there. What may survive of a wrapped key: a part after a wrap that happens
 to look like a plain word or a number, such as the ``AA`` that ends every real key (random
@@ -88,6 +92,31 @@ def redact_text(text: str) -> str:
             pos = search_at = end
         else:
             search_at = head.start() + 1
+    if out:
+        out.append(text[pos:])
+        text = "".join(out)
+    return _absorb_tails(text) if REDACTED in text else text
+
+
+_OLD_MARK = re.compile(re.escape(REDACTED))
+
+
+def _absorb_tails(text: str) -> str:
+    """``text`` with the key material after each :data:`REDACTED` removed (rule, step 5)."""
+    out: list[str] = []
+    pos = 0
+    for mark in _OLD_MARK.finditer(text):
+        if mark.start() < pos:
+            continue
+        end = mark.end()
+        while True:
+            more = _CONTINUED.match(text, end)
+            if more is None or not is_key_material(more.group(1)):
+                break
+            end = more.end()
+        if end > mark.end():
+            out += [text[pos : mark.end()]]
+            pos = end
     if not out:
         return text  # nothing replaced: the same string, not a copy (texts may be large)
     out.append(text[pos:])

@@ -20,6 +20,7 @@ from desktop_agent.domain import RunStatus
 from desktop_agent.persistence.redaction import REDACTED, redact
 from tests.conftest import MakeExecutor, drain
 from tests.export.conftest import bundle_members
+from tests.helpers import postgres
 from tests.helpers.fakes import Reply, ScriptedModel
 
 HEAD = "sk-ant-api03-" + "Hq7Kd2Wm" * 6
@@ -144,3 +145,71 @@ def test_search_neither_indexes_nor_shows_a_wrapped_key(client: Client, leaky_ru
     for hit in hits:
         assert leaked(hit.snippet) == [], hit.snippet
     assert any(REDACTED.strip("[]") in h.snippet for h in hits)
+
+
+# --------------------------------------------------------------------------- older text
+
+
+def test_a_half_key_left_by_the_older_rule_goes_when_text_passes_through_again() -> None:
+    old = f"key: {REDACTED}\n{TAILS['lf']}\n{PROSE}"  # what the first-line-only rule left
+    assert redact(old) == f"key: {REDACTED}\n{PROSE}"
+    assert redact(f"{REDACTED} was here\n{PROSE}") == f"{REDACTED} was here\n{PROSE}"
+
+
+@pytest.mark.parametrize("backend", postgres.BACKENDS)
+def test_the_upgrade_removes_half_keys_from_the_search_index(tmp_path: Path, backend: str) -> None:
+    from alembic import command
+    from sqlalchemy import insert, select
+
+    from desktop_agent.persistence.tables import search_docs, search_runs
+
+    folder = tmp_path / "data"
+    with postgres.database_for(folder, backend):
+        path = folder / "desktop-agent.db"
+        client = Client(path)
+        db = client._db
+        tail = TAILS["lf"]
+        row = {"run_id": "r1", "seq": 3, "source": "step", "kind": "tool_call", "tool": "x"}
+        bodies = {
+            "half": f"token {REDACTED}\n{tail}\n{PROSE}",
+            "clean": f"nothing to see\n{PROSE}",
+        }
+        with db.write() as conn:
+            conn.execute(
+                insert(search_runs).values(run_id="r1", status="completed", created_at=1000.0)
+            )
+            for n, body in enumerate(bodies.values()):
+                conn.execute(insert(search_docs).values(**row, at=1000.0 + n, body=body))
+        with db.writer.connect() as conn:
+            command.downgrade(db._alembic_config(conn), "0010")
+            conn.commit()
+        client.close()
+
+        client = Client(path)  # upgraded again
+        try:
+            with client._db.read() as conn:
+                docs = conn.execute(select(search_docs.c.id, search_docs.c.body)).all()
+            assert sorted(b for _i, b in docs) == sorted(
+                [f"token {REDACTED}\n{PROSE}", bodies["clean"]]
+            )
+            assert client.search(tail) == []  # not a word of the index any more
+            assert leaked("\n".join(b for _i, b in docs)) == []
+            assert [h.seq for h in client.search("rotate")] == [3, 3]
+        finally:
+            client.close()
+
+
+def test_an_archived_run_from_an_older_release_is_read_without_its_half_keys(
+    tmp_path: Path,
+) -> None:
+    import gzip
+
+    from desktop_agent.persistence.archive import find_archived
+
+    old = {"run": {"id": "r-old", "goal": "g"}, "steps": [{"output": f"{REDACTED}\n{TAILS['lf']}"}]}
+    with gzip.open(tmp_path / "runs-2026-01.jsonl.gz", "wt", encoding="utf-8") as f:
+        f.write(json.dumps(old) + "\n")
+    found = find_archived(tmp_path, "r-old")
+    assert found is not None
+    assert found.record["steps"][0]["output"] == REDACTED
+    assert leaked(json.dumps(found.record)) == []
