@@ -49,6 +49,7 @@ from desktop_agent.cli.workers import (
     queued,
     worker_for_new_runs,
 )
+from desktop_agent.client import logs
 from desktop_agent.client.messages import note_delivery, plain_error
 from desktop_agent.client.shapes import event_json, run_json, step_json
 from desktop_agent.client.stepkinds import clip
@@ -747,10 +748,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, Out], int]] = {
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``desktop-agent`` command."""
-    logging.basicConfig(
-        level=os.environ.get("DESKTOP_AGENT_LOG", "WARNING").upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    logs.configure(os.environ.get("DESKTOP_AGENT_LOG", "WARNING"))
     raw = list(argv if argv is not None else sys.argv[1:])
     options = raw[: raw.index("--")] if "--" in raw else raw  # after --, operands
     out = Out("--json" in options)

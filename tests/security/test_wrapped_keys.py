@@ -213,3 +213,35 @@ def test_an_archived_run_from_an_older_release_is_read_without_its_half_keys(
     assert found is not None
     assert found.record["steps"][0]["output"] == REDACTED
     assert leaked(json.dumps(found.record)) == []
+
+
+def test_log_lines_are_redacted_traceback_and_all(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parents[2]
+    script = (
+        "import logging, sys\n"
+        "from desktop_agent.cli import commands\n"
+        "commands.main(['--db', sys.argv[1], 'runs'])\n"
+        "log = logging.getLogger('desktop_agent.worker')\n"
+        "log.error('the server said: %s', sys.argv[2])\n"
+        "try:\n"
+        "    raise RuntimeError('header was ' + sys.argv[2])\n"
+        "except RuntimeError:\n"
+        "    log.exception('a call failed')\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(repo), "DESKTOP_AGENT_AUTOSTART_WORKER": "0"}
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path / "data" / "d.db"), wrapped("lf")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        cwd=repo,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "the server said: [redacted]" in done.stderr
+    assert "RuntimeError: header was [redacted]" in done.stderr  # the traceback too
+    assert leaked(done.stderr) == []
