@@ -42,6 +42,7 @@ from desktop_agent.llm.pricing import MODELS
 from desktop_agent.persistence import search as search_index
 from desktop_agent.persistence.db import Database, DbSettings
 from desktop_agent.persistence.decisions import Decision, DecisionQueries
+from desktop_agent.persistence.identity import vanish_notice
 from desktop_agent.persistence.search import SearchFilters, SearchHit, fts_query
 from desktop_agent.persistence.store import SqlStore
 from desktop_agent.secrets import KeyStore, database_password
@@ -670,11 +671,17 @@ class Client:
     # ------------------------------------------------------------------ worker
 
     def storage_warning(self) -> str | None:
-        """A warning when the disk holding the database is (nearly) full, else None.
+        """A warning about the database's storage, else None.
 
-        Read-only on purpose: when the disk is full the worker cannot even record why its
-        runs stopped, but this check still works.
+        The note a worker left when the database file was deleted or replaced under it
+        (see ``worker/vanish.py``: the database cannot hold that message), else a warning
+        when the disk holding the database is (nearly) full. Read-only on purpose: when the
+        disk is full the worker cannot even record why its runs stopped, but this check
+        still works.
         """
+        vanished = vanish_notice(self.db_path.parent)
+        if vanished is not None:
+            return vanished
         try:
             free = shutil.disk_usage(self.db_path.parent).free
         except OSError:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from desktop_agent.client.api import WORKER_STALE_S, Client
 from desktop_agent.domain import JSON, Approval, ApprovalState, Run, RunStatus, StepKind, WorkerInfo
 from desktop_agent.engine.edits import edit_problem, shape_problem
+from desktop_agent.persistence.identity import vanish_notice
 from desktop_agent.procs import process_alive
 
 __all__ = [
@@ -106,10 +107,15 @@ class RecoveryItem:
 
 @dataclass(frozen=True)
 class RecoveryReport:
-    """What the app found at start: dead workers, interrupted runs, runs needing you."""
+    """What the app found at start: dead workers, interrupted runs, runs needing you.
+
+    ``vanished``: the note of a worker that stopped because the database file was deleted
+    or replaced under it ("" when none; see ``persistence/identity.py``).
+    """
 
     dead_workers: tuple[WorkerInfo, ...]
     items: tuple[RecoveryItem, ...]
+    vanished: str = ""
 
     @property
     def empty(self) -> bool:
@@ -145,4 +151,5 @@ def recovery_report(client: Client, *, now: float | None = None) -> RecoveryRepo
             items.append(RecoveryItem(run, True, why))
         elif run.status == RunStatus.NEEDS_ATTENTION:
             items.append(RecoveryItem(run, False, run.status_message or "needs attention"))
-    return RecoveryReport(tuple(dead), tuple(items))
+    vanished = vanish_notice(client.db_path.parent) or ""
+    return RecoveryReport(tuple(dead), tuple(items), vanished)

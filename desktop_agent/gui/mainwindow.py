@@ -319,6 +319,14 @@ class MainWindow(QMainWindow):
         self.recovery = report
         pids = ", ".join(str(w.pid) for w in report.dead_workers)
         interrupted = sum(1 for item in report.items if item.interrupted)
+        if report.vanished:  # its database file was deleted or replaced: say what it said
+            text = f"The worker stopped: {report.vanished[:1].upper()}{report.vanished[1:]}"
+            log.warning("%s", text)
+            self.statusBar().showMessage(text, 60_000)
+            self.notifier.notify(
+                notify.Notice(notify.NoticeKind.FAILED, "", "Database file gone", text)
+            )
+            return
         if not report.dead_workers:  # it shut down in order (e.g. ``worker --until-idle``)
             self.statusBar().showMessage("The worker stopped.", 10_000)
             return

@@ -27,6 +27,7 @@ from desktop_agent.worker.compose import ModelFactory, build_executor, open_stor
 from desktop_agent.worker.notify import build_notifier
 from desktop_agent.worker.scheduling import attach_scheduler, clock_from_env
 from desktop_agent.worker.tracing import start_tracing
+from desktop_agent.worker.vanish import CODE as VANISHED
 from desktop_agent.worker.worker import Worker, WorkerConfig
 
 log = logging.getLogger(__name__)
@@ -161,4 +162,12 @@ def serve(
         if tracer is not None:
             tracer.close()  # what is left is sent
         keeper.join()
+    if worker.vanished_message is not None:
+        # The worker said what happened and what to do (its log, the data folder's note):
+        # exit with an error rather than as a worker that finished its work.
+        raise StorageError(
+            "the worker stopped because its database file was deleted or replaced "
+            "(see the message above)",
+            code=VANISHED,
+        )
     return worker.activations

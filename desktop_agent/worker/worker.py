@@ -20,12 +20,12 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 
 import psutil
 
-from desktop_agent.domain import JSON, CommandKind, RunStatus, WorkerInfo
+from desktop_agent.domain import JSON, CommandKind, Run, RunStatus, WorkerInfo
 from desktop_agent.domain.errors import (
     DesktopAgentError,
     LeaseLost,
@@ -36,15 +36,21 @@ from desktop_agent.domain.errors import (
 from desktop_agent.engine.loop import RunExecutor
 from desktop_agent.engine.ports import CancelToken, Clock, RunPatch, SystemClock
 from desktop_agent.persistence import backup
+from desktop_agent.persistence.identity import FileWatch
 from desktop_agent.persistence.store import SqlStore
 from desktop_agent.procs import process_alive
 from desktop_agent.worker.lease import RunLease
 from desktop_agent.worker.notify import Notifier
+from desktop_agent.worker.vanish import save_what_is_left
 
 log = logging.getLogger(__name__)
 
 HOST_ENV = "DESKTOP_AGENT_HOST"
 """Overrides the host name a worker registers under (see :attr:`Worker.host`)."""
+
+VANISH_WAIT_S = 30.0
+"""How long a worker whose database file vanished waits for its activations to stop (at
+their next model call or effect) before it copies what is left of the journal."""
 
 
 @dataclass(frozen=True)
@@ -131,12 +137,19 @@ class Worker:
         self._last_storage_retry = 0.0
         self._last_backup_check = 0.0
         self._backup_thread: threading.Thread | None = None
+        self._watch: FileWatch | None = None
+        self.vanished_message: str | None = None
+        """Set when the database file was deleted or replaced under the worker (SQLite):
+        what it told the user. The worker then stops; see :meth:`_on_vanished`."""
 
     # ------------------------------------------------------------------ lifecycle
 
     def run(self) -> None:
         """Work until :meth:`stop` is called (or idle, with ``until_idle``)."""
         me = psutil.Process()
+        # SQLite: the file must stay the one opened (checked at every poll); PostgreSQL
+        # has no file.
+        self._watch = FileWatch.open(self.store.db)
         while True:
             now = self.clock.now()
             try:
@@ -160,6 +173,8 @@ class Worker:
                     self._storage_failed(exc)
                     busy = True
                 self.polls += 1
+                if self.vanished_message is not None:
+                    break
                 if self.config.until_idle and not busy:
                     break
                 self._wakeup.wait(self.config.poll_s)
@@ -183,14 +198,24 @@ class Worker:
         self._reap()
         if self.notifier is not None:
             self.notifier.close()
-        with contextlib.suppress(DesktopAgentError):
-            self.store.stop_worker(self.id, self.clock.now())
+        if self.vanished_message is None:  # else nothing more is written anywhere
+            with contextlib.suppress(DesktopAgentError):
+                self.store.stop_worker(self.id, self.clock.now())
+        if self._watch is not None:
+            self._watch.close()
+        if self.vanished_message is not None:
+            # Let go of the old file now (its space is freed once nothing holds it); the
+            # engines open nothing at the path again (the watch's guard stays).
+            self.store.db.dispose()
         log.info("worker %s stopped after %d activations", self.id, self.activations)
 
     # ------------------------------------------------------------------ one poll
 
     def tick(self) -> bool:
         """One round of bookkeeping and dispatch; returns whether anything is going on."""
+        if self._watch is not None and self._watch.check() is not None:
+            self._on_vanished()
+            return False
         now = self.clock.now()
         if now - self._last_heartbeat >= self.config.lease_s / 3:
             self._heartbeat(now)
@@ -237,6 +262,46 @@ class Worker:
             self._in_flight[run_id] = (fut, token, lease)
         return bool(self._in_flight)
 
+    def _on_vanished(self) -> None:
+        """The database file was deleted or replaced: stop, save what is left, say so.
+
+        Nothing more is claimed; the runs held stop before their next model call or
+        effect (their leases are marked lost), and no connection is opened to the path
+        again (what is there now is not the file the worker opened). A model call already
+        under way may still save its step to the old file, which the copy then holds.
+        Once they stopped (or after :data:`VANISH_WAIT_S`), the journal is copied out of
+        the old file and the message is left in the data folder
+        (:mod:`desktop_agent.worker.vanish`); the worker stops.
+        """
+        if self.vanished_message is not None or self._watch is None:
+            return
+        found = self._watch.vanished
+        assert found is not None
+        held = dict(self._in_flight)
+        log.error(
+            "the database file %s was %s while this worker was running: stopping",
+            self._watch.path,
+            found,
+        )
+        for _fut, _token, lease in held.values():
+            lease.mark_lost()
+        self._watch.drop_old_sidecars()
+        wait([fut for fut, _token, _lease in held.values()], timeout=VANISH_WAIT_S)
+
+        def read_run(run_id: str) -> Run | None:
+            try:  # through a connection still open on the old file, if one is free
+                return self.store.get_run(run_id)
+            except DesktopAgentError:
+                return None
+
+        message = save_what_is_left(self._watch, found, sorted(held), read_run)
+        for fut, token, _lease in held.values():
+            if not fut.done():
+                token.cancel()  # an effect still going after the wait: interrupt it
+        log.error("%s", message)
+        self.vanished_message = message
+        self.stop_event.set()
+
     def _heartbeat(self, now: float) -> None:
         """Say we are alive and extend the leases of the runs we execute (at their epochs).
 
@@ -265,7 +330,8 @@ class Worker:
         try:
             self._execute(run_id, token, lease)
         finally:
-            if before is not None and self._progress_mark(run_id) == before:
+            stopping = self._watch is not None and self._watch.vanished is not None
+            if not stopping and before is not None and self._progress_mark(run_id) == before:
                 # Nothing moved: don't spin on a run whose commands cannot apply yet.
                 log.warning("run %s made no progress; retrying it in 5 s", run_id)
                 again = self.clock.now() + 5.0
@@ -285,9 +351,15 @@ class Worker:
             self._storage_backoff.pop(run_id, None)
             self._unrecorded.pop(run_id, None)
         except LeaseLost as exc:
+            if self._watch is not None and self._watch.vanished is not None:
+                log.warning("run %s: stopped: the database file is gone", run_id)
+                return
             # The run belongs to another worker now: its journal and status stand.
             log.warning("run %s: activation dropped: %s", run_id, exc)
         except StorageError as exc:
+            if self._watch is not None and self._watch.vanished is not None:
+                log.warning("run %s: stopped: the database file is gone (%s)", run_id, exc)
+                return
             log.error("run %s: storage problem: %s", run_id, exc)
             self._park_storage(run_id, exc, lease)
         except DesktopAgentError as exc:
@@ -407,7 +479,8 @@ class Worker:
             del self._in_flight[run_id]
             self.activations += 1
             try:
-                self.store.release_run(run_id, self.id)
+                if self.vanished_message is None:  # else nothing more is written
+                    self.store.release_run(run_id, self.id)
             except DesktopAgentError:
                 # Kept until the release is written: else our own heartbeat would renew a
                 # lease nobody works on, and the run would never be claimed again.
