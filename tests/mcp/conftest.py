@@ -1,7 +1,8 @@
 """Fixtures of the MCP tests: the tests' own MCP server, over stdio or Streamable HTTP.
 
-``hub_for(servers)`` connects a real :class:`~desktop_agent.tools.mcp.McpHub` (closed after
-the test); ``http_server()`` starts ``tests.mcp.server`` as a child process serving
+``hub_for(*servers, **options)`` connects a real :class:`~desktop_agent.tools.mcp.McpHub`
+(closed after the test; ``options`` are the hub's own: ``catalogue``, ``retry_failed_s``);
+``http_server()`` starts ``tests.mcp.server`` as a child process serving
 Streamable HTTP on a free loopback port and returns its URL.
 """
 
@@ -47,8 +48,8 @@ def hub_for(server_log: Path) -> Iterator[HubFor]:
     """Connect hubs to servers (closed after the test)."""
     hubs: list[McpHub] = []
 
-    def make(*servers: dict[str, Any]) -> McpHub:
-        hub = McpHub(parse_servers(servers))
+    def make(*servers: dict[str, Any], **options: Any) -> McpHub:
+        hub = McpHub(parse_servers(servers), **options)
         hubs.append(hub)
         hub.start()
         return hub

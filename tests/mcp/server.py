@@ -8,7 +8,10 @@ Run as ``python -m tests.mcp.server`` (stdio) or ``python -m tests.mcp.server ht
   JSON line per call, so a test can see the idempotency key (and the server's environment
   secret, when ``MCP_TEST_TOKEN`` is set, to show a keyring secret reached it);
 * ``slow`` sleeps ``seconds``; ``broken`` fails (an ``isError`` result);
-* ``whoami`` answers the ``Authorization`` header of an HTTP request.
+* ``whoami`` answers the ``Authorization`` header of an HTTP request;
+* misbehaving ones: ``huge`` answers ``megabytes`` MB of text in one message, and
+  ``wedge`` blocks the whole server (its event loop) for an hour, as a server stuck in a
+  call does: nothing else it is asked is answered.
 
 ``MCP_TEST_VARIANT=2`` changes ``lookup``'s schema (a server upgraded between two runs).
 """
@@ -80,6 +83,19 @@ def whoami(ctx: Context) -> str:
     request = getattr(ctx.request_context, "request", None)
     headers = getattr(request, "headers", None)
     return str(headers.get("authorization", "none")) if headers is not None else "stdio"
+
+
+@server.tool(annotations=ToolAnnotations(read_only_hint=True))
+def huge(megabytes: float) -> str:
+    """Answer a very long text."""
+    return "x" * int(megabytes * 1_000_000)
+
+
+@server.tool(annotations=ToolAnnotations(read_only_hint=True))
+async def wedge() -> str:
+    """Never answer, and block everything else meanwhile."""
+    time.sleep(3600)  # blocking on purpose: the server answers nothing else
+    return "never"
 
 
 if __name__ == "__main__":
