@@ -325,23 +325,58 @@ def test_real_enospc_pauses_the_run_and_it_resumes_when_space_returns(
 # --------------------------------------------------------------------------- locked
 
 
-def _hold_lock(db: Path, seconds: float) -> subprocess.Popen[str]:
-    """A child process that holds the database's write lock for ``seconds``."""
-    code = (
-        "import sqlite3, sys, time\n"
+class Locker:
+    """A child process that takes the database's write lock when told, until told again.
+
+    Started before it is needed (its start-up is not in the way), it takes the lock at
+    :meth:`lock` and keeps it until :meth:`release`: nothing depends on how fast the
+    machine is.
+    """
+
+    CODE = (
+        "import sqlite3, sys\n"
         "c = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
+        "sys.stdin.readline()\n"
         "c.execute('BEGIN IMMEDIATE')\n"
         "print('locked', flush=True)\n"
-        "time.sleep(float(sys.argv[2]))\n"
+        "sys.stdin.readline()\n"
         "c.execute('COMMIT')\n"
     )
-    proc = subprocess.Popen(
-        [sys.executable, "-c", code, str(db), str(seconds)],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stdout is not None and proc.stdout.readline().strip() == "locked"
-    return proc
+
+    def __init__(self, db: Path) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", self.CODE, str(db)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+
+    def lock(self) -> None:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write("lock\n")
+        self.proc.stdin.flush()
+        assert self.proc.stdout.readline().strip() == "locked"
+
+    def release(self) -> int:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write("release\n")
+        self.proc.stdin.close()
+        return self.proc.wait(timeout=60)
+
+
+class GatedModel(DemoModel):
+    """The demo model, held before its second answer until :attr:`gate` opens."""
+
+    def __init__(self) -> None:
+        super().__init__(delay=0.02)
+        self.gate = threading.Event()
+        self.calls = 0
+
+    def complete(self, request: Any, **kwargs: Any) -> Any:
+        self.calls += 1
+        if self.calls == 2:
+            assert self.gate.wait(90), "the test never opened the gate"
+        return super().complete(request, **kwargs)
 
 
 def _cli(db: Path, *args: str, busy_ms: int) -> subprocess.Popen[str]:
@@ -361,7 +396,7 @@ def _reap(*procs: subprocess.Popen[str]) -> None:
         if proc.poll() is None:
             proc.kill()
         proc.wait(timeout=30)
-        for stream in (proc.stdout, proc.stderr):
+        for stream in (proc.stdin, proc.stdout, proc.stderr):
             if stream is not None:
                 stream.close()
 
@@ -370,36 +405,44 @@ def test_database_locked_by_another_process_writers_wait_retry_and_the_user_is_t
     lab: Lab, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO, logger="desktop_agent.worker.worker")
-    run = lab.client.start_run("Summarise the sources", model="demo", workspace=lab.ws)
-    monkeypatch.setenv(BUSY_TIMEOUT_ENV, "300")  # for the worker's database handle
-    lab.start_worker(delay=0.1)
-    wait_until(lambda: lab.client.run(run.id).last_seq >= 2, what="first steps")
-
-    locker = _hold_lock(lab.db_path, 4.0)
+    locker = Locker(lab.db_path)
+    model = GatedModel()
+    impatient = patient = reader = None
     try:
+        run = lab.client.start_run("Summarise the sources", model="demo", workspace=lab.ws)
+        monkeypatch.setenv(BUSY_TIMEOUT_ENV, "300")  # for the worker's database handle
+        lab.start_worker(model=model)
+        wait_until(lambda: model.calls >= 2, what="the run's second model call")
+        locker.lock()  # the run is held mid-way: it cannot have finished
+        model.gate.set()
+        wait_until(
+            lambda: "locked by another process" in caplog.text,
+            what="the worker to meet the lock and say what held it up",
+        )
         # A short-fused command is refused at once, in one line that says why.
         impatient = _cli(lab.db_path, "pause", run.id, busy_ms=500)
         # A patient one waits for the lock (SQLite's busy handler retries) and goes through.
-        patient = _cli(lab.db_path, "steer", run.id, "mind the dates", busy_ms=15_000)
+        patient = _cli(lab.db_path, "steer", run.id, "mind the dates", busy_ms=90_000)
         reader = _cli(lab.db_path, "show", run.id, busy_ms=500)  # WAL readers never wait
-        _out, err = impatient.communicate(timeout=30)
+        _out, err = impatient.communicate(timeout=60)
         assert impatient.returncode == 2, err
         assert err.strip().splitlines() == [
             "desktop-agent: error: the database is locked by another process and stayed "
             "locked for 0.5 s; close other desktop-agent copies or wait"
         ]
-        shown, _ = reader.communicate(timeout=30)
+        shown, _ = reader.communicate(timeout=60)
         assert reader.returncode == 0 and run.id in shown
+        assert lab.client.run(run.id).status == RunStatus.RUNNING
         before = committed(lab.client, run.id)
-        assert locker.wait(timeout=30) == 0
-        _out, err = patient.communicate(timeout=30)
+        assert locker.release() == 0
+        _out, err = patient.communicate(timeout=90)
         assert patient.returncode == 0, err
     finally:
-        _reap(locker, impatient, patient, reader)
+        model.gate.set()
+        _reap(locker.proc, *(p for p in (impatient, patient, reader) if p is not None))
 
     wait_until(lambda: lab.client.run(run.id).status == RunStatus.COMPLETED, 60, "completion")
     assert_finished_intact(lab, run.id, before)
-    assert "locked by another process" in caplog.text  # the worker said what held it up
     notes = [s for s in lab.client.steps(run.id) if s.kind == "steer"]
     assert [s.input["text"] for s in notes] == ["mind the dates"]  # the waiting write landed
     assert all(t.is_alive() for _w, t, _d in lab.workers)  # the worker rode it out
