@@ -43,11 +43,11 @@ def test_a_phrase_in_a_tool_result_opens_its_run_at_that_step(
     assert search is not None and search.isVisible()
     search.query.setText('"population doubled"')
     search.search()
-    qtbot.waitUntil(lambda: bool(search.hits))
+    qtbot.waitUntil(lambda: search.status.text() != "Searching…")
+    assert search.status.text() == "1 match in 1 run(s)"
     (hit,) = search.hits
     assert (hit.run_id, hit.seq, hit.kind) == (reader, 2, "tool_call")
     assert "<b>population doubled</b>" in search.snippet.text()
-    assert search.status.text() == "1 match in 1 run(s)"
     search.open_hit(hit)
     qtbot.waitUntil(lambda: window.selected is not None and window.selected.run.id == reader)
     qtbot.waitUntil(lambda: window.detail.timeline.currentIndex().isValid())

@@ -145,7 +145,12 @@ class SearchWindow(QWidget):
         self.search()
 
     def search(self) -> None:
-        """Search now with what the field and the period say (on the task pool)."""
+        """Search now with what the field and the period say (on the task pool).
+
+        A search typed and then asked for at once (Return) is not asked again when the
+        typing's pause runs out.
+        """
+        self._debounce.stop()
         text = self.query.text().strip()
         if not text:
             self.model.setRowCount(0)
