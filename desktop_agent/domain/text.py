@@ -65,7 +65,8 @@ def check_json_text(value: Any, what: str) -> Any:
     """``value`` itself, if every string in it (keys too) is acceptable text.
 
     For JSON an analyst edited (a tool call's arguments): the message names the path of
-    the string at fault, e.g. ``the edited arguments at body.lines[2] contain ...``.
+    the string at fault, e.g. ``the edited arguments: the string at body.lines[2]
+    contains a control character (U+0007, character 5): remove it``.
 
     Raises:
         InvalidInputError: a string in ``value`` is not acceptable (see :func:`check_text`).
@@ -75,11 +76,11 @@ def check_json_text(value: Any, what: str) -> Any:
         if isinstance(node, str):
             problem = text_problem(node)
             if problem is not None:
-                where = f" at {path}" if path else ""
-                raise InvalidInputError(f"{what}{where} {problem}")
+                where = f"the string at {path}" if path else "the string"
+                raise InvalidInputError(f"{what}: {where} {problem}")
         elif isinstance(node, dict):
             for key, item in node.items():
-                walk(key, f"{path} (a key)" if path else "a key")
+                walk(key, f"{path} (a key)" if path else "the top level (a key)")
                 walk(item, f"{path}.{key}" if path else str(key))
         elif isinstance(node, list):
             for index, item in enumerate(node):

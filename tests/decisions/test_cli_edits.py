@@ -35,7 +35,7 @@ BAD_EDITS = {
     "NaN": ('{"to": ["a@example.test"], "subject": "s", "body": NaN}', "not finite"),
     "lone surrogate": (
         '{"to": ["a@example.test"], "subject": "\\ud800", "body": "b"}',
-        "invalid Unicode",
+        "the string at subject contains a lone surrogate (U+D800, character 1)",
     ),
     "deep nesting": ("[" * 50_000 + "]" * 50_000, "--edit is nested too deeply"),
     "nesting past the argument depth": (

@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -91,9 +92,10 @@ class FakeStore:
 
 
 class FakeClient:
-    """Just what the supervisor calls."""
+    """Just what the supervisor calls (and the recovery report reads)."""
 
-    def __init__(self) -> None:
+    def __init__(self, db_path: Path) -> None:
+        self.db_path = db_path  # a data folder where no worker left a note
         self.alive = False
         self.spawned: list[int] = []
         self.nices: list[int] = []
@@ -113,8 +115,8 @@ class FakeClient:
         return child.pid
 
 
-def test_supervisor_starts_restarts_and_stops_only_its_worker(qtbot: QtBot) -> None:
-    fake = FakeClient()
+def test_supervisor_starts_restarts_and_stops_only_its_worker(qtbot: QtBot, tmp_path: Path) -> None:
+    fake = FakeClient(tmp_path / "desktop-agent.db")
     tasks = TaskRunner()
     client: Any = fake
     sup = WorkerSupervisor(client, tasks, spawn=True, check_ms=50, grace_s=0.2)
@@ -152,8 +154,8 @@ def test_supervisor_starts_restarts_and_stops_only_its_worker(qtbot: QtBot) -> N
                 child.wait()
 
 
-def test_supervisor_never_spawns_when_told_not_to(qtbot: QtBot) -> None:
-    fake = FakeClient()
+def test_supervisor_never_spawns_when_told_not_to(qtbot: QtBot, tmp_path: Path) -> None:
+    fake = FakeClient(tmp_path / "desktop-agent.db")
     tasks = TaskRunner()
     client: Any = fake
     sup = WorkerSupervisor(client, tasks, spawn=False, check_ms=50, grace_s=0)

@@ -109,10 +109,10 @@ def test_edited_arguments_with_an_odd_string_are_refused_with_its_place(
     edited = {"path": "notes.md", "lines": ["fine", text]}
     with pytest.raises(InvalidInputError) as caught:
         client.approve("no-such-approval", arguments=edited)
-    assert str(caught.value) == f"the edited arguments at lines[1] {says}"
+    assert str(caught.value) == f"the edited arguments: the string at lines[1] {says}"
     with pytest.raises(InvalidInputError) as caught:
         fork(client, "no-such-run", 1, edited_arguments={text: 1})
-    assert str(caught.value).startswith("the edited arguments at a key ")
+    assert str(caught.value) == f"the edited arguments: the string at the top level (a key) {says}"
     with pytest.raises(InvalidInputError) as caught:
         fork(client, "no-such-run", 1, note=text)
     assert str(caught.value) == f"the note {says}"
