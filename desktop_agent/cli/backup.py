@@ -13,8 +13,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from desktop_agent import config
-from desktop_agent.client import backups
 from desktop_agent.domain.errors import InvalidInputError
 
 if TYPE_CHECKING:
@@ -36,6 +34,9 @@ def add_parsers(sub: Callable[[str, str], argparse.ArgumentParser]) -> None:
 
 def cmd(args: argparse.Namespace, out: Out) -> int:
     """Run ``db backups|backup|restore``."""
+    from desktop_agent import config
+    from desktop_agent.client import backups
+
     db_path = config.resolve_db_path(getattr(args, "db", None))
     if args.db_command == "backups":
         found = backups.backups(db_path)
@@ -61,6 +62,8 @@ def cmd(args: argparse.Namespace, out: Out) -> int:
 
 
 def _restore(db_path: Path, args: argparse.Namespace, out: Out) -> int:
+    from desktop_agent.client import backups
+
     backups.check_no_worker(db_path)
     chosen = Path(args.backup) if args.backup else None
     if not args.yes:

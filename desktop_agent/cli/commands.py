@@ -17,7 +17,6 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from desktop_agent import config
 from desktop_agent.cli import compare as cli_compare
 from desktop_agent.cli import desktop_entry
 from desktop_agent.cli import export as cli_export
@@ -51,9 +50,6 @@ from desktop_agent.cli.workers import (
 )
 from desktop_agent.client import logs
 from desktop_agent.client.messages import note_delivery, plain_error
-from desktop_agent.client.shapes import event_json, run_json, step_json
-from desktop_agent.client.stepkinds import clip
-from desktop_agent.client.views import cache_share, run_settings_words
 from desktop_agent.domain import (
     ApprovalState,
     Run,
@@ -229,6 +225,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _client(args: argparse.Namespace) -> Client:
+    from desktop_agent import config
     from desktop_agent.client.api import Client
 
     return Client(config.resolve_db_path(getattr(args, "db", None)))
@@ -236,6 +233,9 @@ def _client(args: argparse.Namespace) -> Client:
 
 def cmd_run(args: argparse.Namespace, out: Out) -> int:
     """Start a run and follow it."""
+    from desktop_agent.client.shapes import run_json
+    from desktop_agent.client.views import run_settings_words
+
     if args.detach and args.yes:
         # --yes is carried out by this command while it follows the run: detached, nobody
         # would approve anything, and the run would wait while the user thinks it goes on.
@@ -278,6 +278,7 @@ def cmd_run(args: argparse.Namespace, out: Out) -> int:
 
 def cmd_worker(args: argparse.Namespace, out: Out) -> int:
     """Run a worker in the foreground (the command every background worker runs too)."""
+    from desktop_agent import config
     from desktop_agent.worker.main import serve
 
     activations = serve(
@@ -300,6 +301,9 @@ def _warn_storage(client: Client) -> None:
 
 def cmd_runs(args: argparse.Namespace, out: Out) -> int:
     """List runs."""
+    from desktop_agent.client.shapes import run_json
+    from desktop_agent.client.stepkinds import clip
+
     client = _client(args)
     _warn_storage(client)
     statuses = [RunStatus(s) for s in args.status] if args.status else None
@@ -333,6 +337,9 @@ def _no_runs_message(search: str | None, statuses: Sequence[RunStatus] | None) -
 
 def cmd_show(args: argparse.Namespace, out: Out) -> int:
     """Show a run and its journal."""
+    from desktop_agent.client.shapes import event_json, run_json, step_json
+    from desktop_agent.client.views import cache_share, run_settings_words
+
     client = _client(args)
     _warn_storage(client)
     try:
@@ -391,12 +398,16 @@ def cmd_show(args: argparse.Namespace, out: Out) -> int:
 
 def _cache_share_words(usage: Usage) -> str:
     """``87% of the prompt read from the cache``."""
+    from desktop_agent.client.views import cache_share
+
     share = cache_share(usage)
     return "" if share is None else f"{share:.0%} of the prompt read from the cache"
 
 
 def cmd_rerun(args: argparse.Namespace, out: Out) -> int:
     """Start a run again; prints the new run's id (a worker picks it up)."""
+    from desktop_agent.client.shapes import run_json
+
     client = _client(args)
     changed = cli_models.run_options(args)
     run = client.run_again(
@@ -492,6 +503,8 @@ def cmd_answer(args: argparse.Namespace, out: Out) -> int:
 
 def cmd_approvals(args: argparse.Namespace, out: Out) -> int:
     """List pending approvals."""
+    from desktop_agent.client.stepkinds import clip
+
     pending = _client(args).approvals(ApprovalState.PENDING)
     if out.as_json:
         out.emit(
@@ -600,6 +613,8 @@ def cmd_budget(args: argparse.Namespace, out: Out) -> int:
 
 
 def _show_spending(client: Client, run_id: str, out: Out) -> int:
+    from desktop_agent.client.shapes import run_json
+
     run: Run = client.run(run_id)
     waits = [s for s in client.steps(run.id, max(1, run.last_seq)) if s.kind == StepKind.BUDGET]
     report = waits[-1].input if waits and waits[-1].status == StepStatus.STARTED else None
@@ -703,6 +718,8 @@ def cmd_key(args: argparse.Namespace, out: Out) -> int:
 
 def cmd_gui(args: argparse.Namespace, out: Out) -> int:
     """Start the desktop app."""
+    from desktop_agent import config
+
     try:
         from desktop_agent.gui.app import main as gui_main  # type: ignore[import-not-found,unused-ignore]
     except ImportError as exc:

@@ -13,21 +13,12 @@ import argparse
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from desktop_agent import config
 from desktop_agent.cli.output import EXIT_OK, echo, json_line
-from desktop_agent.client.compare import (
-    CompareRow,
-    Comparison,
-    RowKind,
-    RunTotals,
-    StepDiff,
-    step_diff,
-)
-from desktop_agent.client.stepkinds import clip
 from desktop_agent.domain.units import format_duration, format_usd
 
 if TYPE_CHECKING:
     from desktop_agent.cli.output import Out
+    from desktop_agent.client.compare import CompareRow, Comparison, RunTotals, StepDiff
     from desktop_agent.client.views import StepEntry
 
 AddParser = Callable[[str, str], argparse.ArgumentParser]
@@ -38,7 +29,9 @@ STEP_CHARS = 34
 FOLD_AT = 3
 """Same rows in a row folded into one line (fewer are printed)."""
 
-MARKS = {RowKind.SAME: " ", RowKind.CHANGED: "~", RowKind.ONLY_A: "-", RowKind.ONLY_B: "+"}
+MARKS = {"same": " ", "changed": "~", "only_a": "-", "only_b": "+"}
+"""The mark of each kind of row, by ``RowKind``'s values (a ``StrEnum``: ``RowKind.SAME ==
+"same"``), so that building the parser does not import the comparison."""
 
 
 def add_parsers(add: AddParser) -> None:
@@ -66,6 +59,7 @@ def _signed_seconds(value: float) -> str:
 
 
 def _step_cell(entry: StepEntry | None) -> str:
+    from desktop_agent.client.stepkinds import clip
     from desktop_agent.client.views import step_summary
 
     if entry is None:
@@ -90,6 +84,8 @@ def row_line(row: CompareRow) -> str:
 
 def _fold(rows: tuple[CompareRow, ...], show_all: bool) -> Iterator[str]:
     """Table lines, with runs of same rows folded into one line unless ``show_all``."""
+    from desktop_agent.client.compare import RowKind
+
     same: list[CompareRow] = []
 
     def flush() -> Iterator[str]:
@@ -144,6 +140,9 @@ def _totals_lines(a: RunTotals, b: RunTotals) -> list[str]:
 
 def print_comparison(result: Comparison, show_all: bool, out: Out) -> None:
     """The table, the totals and the count of rows of each kind."""
+    from desktop_agent.client.compare import RowKind
+    from desktop_agent.client.stepkinds import clip
+
     for label, run in (("A", result.run_a), ("B", result.run_b)):
         echo(f"{label}: run {run.id}  {run.status.value}  {clip(run.goal, 90)}", file=out.stream)
     echo(file=out.stream)
@@ -202,6 +201,8 @@ def _totals_json(t: RunTotals) -> dict[str, Any]:
 
 def comparison_json(result: Comparison) -> dict[str, Any]:
     """The whole comparison as plain data (stable keys); changed rows carry their diff."""
+    from desktop_agent.client.compare import RowKind, step_diff
+
     rows = []
     for row in result.rows:
         item: dict[str, Any] = {
@@ -229,6 +230,7 @@ def comparison_json(result: Comparison) -> dict[str, Any]:
 
 def cmd_compare(args: argparse.Namespace, out: Out) -> int:
     """Compare two runs and print the table (or the JSON)."""
+    from desktop_agent import config
     from desktop_agent.client.api import Client
     from desktop_agent.client.compare import compare_runs
 

@@ -12,19 +12,17 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
-import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from desktop_agent.domain.errors import InvalidInputError
-from desktop_agent.resource_files import RESOURCES_ENV, resource_roots
 
 if TYPE_CHECKING:
+    from importlib.resources.abc import Traversable
+
     from desktop_agent.cli.output import Out
 
 APP_ID = "io.desktopagent.DesktopAgent"
@@ -89,6 +87,8 @@ def resource_root() -> Traversable:
     Raises:
         InvalidInputError: no such folder (a broken install), naming what is missing.
     """
+    from desktop_agent.resource_files import RESOURCES_ENV, resource_roots
+
     wanted = pieces(Path("."))
     for root in resource_roots():
         if all(_child(root, p.source).is_file() for p in wanted):
@@ -107,6 +107,8 @@ def launch_command() -> Path:
     console script beside this Python (a virtualenv); else the one on ``PATH``.
     Symbolic links are kept: a link in ``~/.local/bin`` survives an upgrade of its target.
     """
+    import shutil
+
     if getattr(sys, "frozen", False):
         return Path(os.path.abspath(sys.executable))
     candidates = []
@@ -238,6 +240,9 @@ def refresh_caches(target: Path) -> list[str]:
 
     Desktops without these tools read the folders directly, so a missing tool is fine.
     """
+    import shutil
+    import subprocess
+
     notes = []
     for argv in (
         ["update-desktop-database", "-q", str(target / "applications")],

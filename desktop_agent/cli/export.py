@@ -16,7 +16,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from desktop_agent import config
 from desktop_agent.cli.output import EXIT_OK
 from desktop_agent.domain.errors import InvalidInputError
 
@@ -39,6 +38,7 @@ def add_parsers(add: AddParser) -> None:
 
 def cmd_export(args: argparse.Namespace, out: Out) -> int:
     """Write the document."""
+    from desktop_agent import config
     from desktop_agent.client.api import Client
     from desktop_agent.client.export import SUFFIXES, export, export_to
 
@@ -68,6 +68,7 @@ def cmd_export(args: argparse.Namespace, out: Out) -> int:
 
 def cmd_import(args: argparse.Namespace, out: Out) -> int:
     """Bring the bundle in as an archived run."""
+    from desktop_agent import config
     from desktop_agent.client.api import Client
     from desktop_agent.client.export import import_bundle
 

@@ -12,10 +12,8 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from desktop_agent import config
 from desktop_agent.cli.output import EXIT_OK
 from desktop_agent.cli.workers import worker_for_new_runs
-from desktop_agent.client.shapes import run_json
 from desktop_agent.domain.errors import InvalidInputError
 
 if TYPE_CHECKING:
@@ -38,8 +36,10 @@ def add_parsers(add: AddParser) -> None:
 
 def cmd_fork(args: argparse.Namespace, out: Out) -> int:
     """Make the fork; prints its id (a worker picks it up)."""
+    from desktop_agent import config
     from desktop_agent.client.api import Client
     from desktop_agent.client.forks import fork
+    from desktop_agent.client.shapes import run_json
 
     edited = None
     if args.args is not None:

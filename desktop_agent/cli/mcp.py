@@ -13,7 +13,6 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from desktop_agent import config
 from desktop_agent.cli.output import EXIT_OK, echo
 
 if TYPE_CHECKING:
@@ -55,6 +54,7 @@ def _lines(catalogue: dict[str, Any], declared: int) -> list[str]:
 
 def cmd_mcp(args: argparse.Namespace, out: Out) -> int:
     """List the MCP servers (connecting first with ``--refresh``)."""
+    from desktop_agent import config
     from desktop_agent.client import mcp
 
     db_path = config.resolve_db_path(getattr(args, "db", None))

@@ -18,9 +18,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from desktop_agent import config
 from desktop_agent.cli.output import EXIT_FAILED, EXIT_OK, echo
-from desktop_agent.client.views import model_notice, thinking_budget_for
 from desktop_agent.domain.catalogue import EFFORT_LEVELS
 from desktop_agent.domain.errors import InvalidInputError
 
@@ -67,7 +65,11 @@ def effort_of(args: argparse.Namespace) -> str | None:
 def thinking_of(args: argparse.Namespace) -> int | None:
     """The ``thinking_budget`` of ``--thinking`` (None when left out)."""
     thinking: str | None = getattr(args, "thinking", None)
-    return None if thinking is None else thinking_budget_for(thinking == "on")
+    if thinking is None:
+        return None
+    from desktop_agent.client.views import thinking_budget_for
+
+    return thinking_budget_for(thinking == "on")
 
 
 def run_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -83,6 +85,8 @@ def run_options(args: argparse.Namespace) -> dict[str, Any]:
 
 def say_notice(client: Client) -> None:
     """The client's notice on the model of the run just made (deprecated), on stderr."""
+    from desktop_agent.client.views import model_notice
+
     notice = model_notice(client)
     if notice:
         echo(f"desktop-agent: note: {notice}", file=sys.stderr)
@@ -165,6 +169,7 @@ def table(models: ModelList) -> list[str]:
 
 def cmd_models(args: argparse.Namespace, out: Out) -> int:
     """Print the models (or ``--json``); a refresh that fails says why and exits with 1."""
+    from desktop_agent import config
     from desktop_agent.client.api import Client
 
     client = Client(config.resolve_db_path(getattr(args, "db", None)))

@@ -11,8 +11,6 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
-from desktop_agent.client import stepkinds
-from desktop_agent.client.shapes import run_json, step_json
 from desktop_agent.domain import (
     Run,
     RunEvent,
@@ -130,6 +128,8 @@ def status_label(run: Run) -> str:
 
 def step_line(step: Step) -> str:
     """One line describing a step."""
+    from desktop_agent.client import stepkinds
+
     mark = {"completed": "✓", "failed": "✗", "started": "…"}[str(step.status)]
     what = stepkinds.terminal_summary(stepkinds.facts_of(step), model_label)
     extra = []
@@ -160,6 +160,8 @@ def follow(
     client: Client, run_id: str, out: Out, *, auto_approve: bool = False, poll_s: float = 0.2
 ) -> Run:
     """Print steps as they finish until the run ends or waits for the analyst."""
+    from desktop_agent.client.shapes import step_json
+
     printed = 0
     tick = 0
     interactive = sys.stdin.isatty() and sys.stderr.isatty() and not out.as_json
@@ -195,6 +197,8 @@ def follow(
 
 def _print_finished(steps: list[Step], out: Out, interactive: bool) -> int | None:
     """Print the finished steps up to the first open one; the seq of the last printed."""
+    from desktop_agent.client.shapes import step_json
+
     last = None
     for step in steps:
         if step.status == StepStatus.STARTED:
@@ -279,6 +283,8 @@ def _ask_approval(approval: Any) -> bool:
 
 
 def _final_message(run: Run, out: Out) -> None:
+    from desktop_agent.client.shapes import run_json
+
     human = (
         f"Run {run.id}: {status_label(run)} · {run.last_seq} steps · {format_usd(run.cost_usd)}"
         + (f"\n{run.status_message}" if run.status_message else "")

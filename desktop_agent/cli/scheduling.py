@@ -13,17 +13,16 @@ from collections.abc import Callable
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
-from desktop_agent import config
 from desktop_agent.cli import backup as cli_backup
 from desktop_agent.cli.models import add_run_options, effort_of, say_notice, thinking_of
 from desktop_agent.cli.output import echo, usd
 from desktop_agent.cli.workers import worker_for_new_runs
-from desktop_agent.domain.scheduling import Batch, BatchItem, FolderWatch, Schedule
 from desktop_agent.domain.units import format_duration, parse_duration
 
 if TYPE_CHECKING:
     from desktop_agent.cli.output import Out
     from desktop_agent.client.schedules import RunOptions, Scheduling
+    from desktop_agent.domain.scheduling import Batch, BatchItem, FolderWatch, Schedule
 
 AddParser = Callable[[str, str], argparse.ArgumentParser]
 
@@ -137,6 +136,7 @@ def _options(args: argparse.Namespace) -> RunOptions:
 
 
 def _scheduling(args: argparse.Namespace) -> Scheduling:
+    from desktop_agent import config
     from desktop_agent.client.api import Client
     from desktop_agent.client.schedules import Scheduling
 

@@ -13,14 +13,12 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from desktop_agent import config
 from desktop_agent.cli.output import EXIT_OK, echo, json_line, terminal_safe
-from desktop_agent.client.search import SearchFilters, SearchHit, date_range
-from desktop_agent.client.stepkinds import clip
 from desktop_agent.domain import RunStatus, StepKind
 
 if TYPE_CHECKING:
     from desktop_agent.cli.output import Out
+    from desktop_agent.client.search import SearchFilters, SearchHit
 
 AddParser = Callable[[str, str], argparse.ArgumentParser]
 
@@ -87,6 +85,8 @@ def filters_from(args: argparse.Namespace, now: float) -> SearchFilters:
     Raises:
         InvalidInputError: a date cannot be read, or the range is empty.
     """
+    from desktop_agent.client.search import SearchFilters, date_range
+
     since, until = date_range(now, since=args.since, until=args.until, on=args.date)
     return SearchFilters(
         statuses=tuple(args.status or ()),
@@ -143,7 +143,9 @@ def summary(hits: list[SearchHit]) -> str:
 
 def cmd_search(args: argparse.Namespace, out: Out) -> int:
     """Search every run's record and print the hits."""
+    from desktop_agent import config
     from desktop_agent.client.api import Client
+    from desktop_agent.client.stepkinds import clip
 
     filters = filters_from(args, time.time())
     client = Client(config.resolve_db_path(getattr(args, "db", None)))

@@ -8,12 +8,10 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
 import sys
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
-from desktop_agent import config
 from desktop_agent.cli.output import EXIT_OK, echo
 
 if TYPE_CHECKING:
@@ -55,8 +53,11 @@ def add_parsers(add: AddParser) -> None:
 
 def cmd_serve(args: argparse.Namespace, out: Out) -> int:
     """Serve until interrupted."""
+    import socket
+
     import uvicorn
 
+    from desktop_agent import config
     from desktop_agent.httpapi.app import create_app
     from desktop_agent.httpapi.auth import token_for
     from desktop_agent.httpapi.server import server_config
@@ -79,6 +80,7 @@ def cmd_serve(args: argparse.Namespace, out: Out) -> int:
 
 def cmd_api_token(args: argparse.Namespace, out: Out) -> int:
     """Print or replace the token."""
+    from desktop_agent import config
     from desktop_agent.httpapi.auth import make_token, token_for
 
     db_path = config.resolve_db_path(getattr(args, "db", None))

@@ -12,7 +12,6 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from desktop_agent import config
 from desktop_agent.cli.output import EXIT_OK, echo, model_label
 from desktop_agent.domain.units import format_usd
 
@@ -48,6 +47,7 @@ def _line(label: str, t: Total) -> str:
 
 def cmd_usage(args: argparse.Namespace, out: Out) -> int:
     """Print the totals (or ``--json``)."""
+    from desktop_agent import config
     from desktop_agent.client.api import Client
     from desktop_agent.client.search import date_range
 

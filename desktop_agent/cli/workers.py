@@ -9,10 +9,11 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from desktop_agent.cli.output import Out
-from desktop_agent.client.api import Client
+if TYPE_CHECKING:
+    from desktop_agent.cli.output import Out
+    from desktop_agent.client.api import Client
 
 AUTOSTART_ENV = "DESKTOP_AGENT_AUTOSTART_WORKER"
 """Set to 0 to keep commands from starting a background worker (a script, or a test, that

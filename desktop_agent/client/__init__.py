@@ -41,6 +41,25 @@ What it may not, and why:
 The import-linter contracts in ``pyproject.toml`` ("Client ...") hold this line.
 """
 
-from desktop_agent.client.api import Client, WorkerStatus
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from desktop_agent.client.api import Client, WorkerStatus
 
 __all__ = ["Client", "WorkerStatus"]
+
+
+def __getattr__(name: str) -> Any:
+    """``Client`` and ``WorkerStatus``, imported on first use.
+
+    Importing a light module of this package (``stepkinds``, ``messages``, ``logs``) then
+    does not load the database, SQLAlchemy and the tools: the command line's help and
+    parser need none of them.
+    """
+    if name in __all__:
+        from desktop_agent.client import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
