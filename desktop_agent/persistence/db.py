@@ -11,6 +11,7 @@ never waits for the write lock.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import select
 import sqlite3
@@ -19,19 +20,18 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
-from alembic import command
-from alembic.config import Config
-from alembic.migration import MigrationContext
-from alembic.script import ScriptDirectory
 from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DatabaseError, OperationalError
 
 from desktop_agent.domain.errors import SchemaTooNewError, StorageError
 from desktop_agent.persistence import backup
+
+if TYPE_CHECKING:
+    from alembic.config import Config
 
 BUSY_TIMEOUT_MS = 30_000
 """Long enough for another process's checkpoint or a slow disk; short enough to report."""
@@ -74,6 +74,26 @@ def locked_message(busy_ms: int | None = None) -> str:
 
 
 MIGRATIONS = Path(__file__).with_name("migrations")
+
+VERSION_TABLE = "alembic_version"
+"""Where Alembic stamps the schema's revision."""
+
+
+@functools.cache
+def known_revisions() -> tuple[str, ...]:
+    """Every schema revision this release knows, oldest first.
+
+    Read from the migration files' names (``0011_search_redact_again.py`` is revision
+    ``0011``; ``tests/persistence`` checks that this agrees with Alembic's own reading of
+    the scripts), so that opening an up-to-date database needs no Alembic at all.
+    """
+    names = (MIGRATIONS / "versions").glob("[0-9][0-9][0-9][0-9]_*.py")
+    return tuple(sorted(p.name.split("_", 1)[0] for p in names))
+
+
+def head_revision() -> str:
+    """The newest schema revision this release knows."""
+    return known_revisions()[-1]
 
 
 @dataclass(frozen=True)
@@ -365,6 +385,8 @@ class Database:
     # ------------------------------------------------------------------ schema
 
     def _alembic_config(self, conn: Connection) -> Config:
+        from alembic.config import Config
+
         cfg = Config()
         cfg.set_main_option("script_location", str(MIGRATIONS))
         cfg.attributes["connection"] = conn
@@ -372,27 +394,34 @@ class Database:
 
     def current_revision(self, conn: Connection) -> str | None:
         """The schema revision stamped in the database, or None when empty."""
-        return MigrationContext.configure(conn).get_current_revision()
+        if not sa.inspect(conn).has_table(VERSION_TABLE):
+            return None
+        rows = conn.execute(sa.text(f"SELECT version_num FROM {VERSION_TABLE}")).scalars().all()
+        return str(rows[0]) if len(rows) == 1 else None
 
     def check_schema(self) -> None:
         """Refuse a database written by a newer release."""
         with self.reader.connect() as conn:  # a reader: opening never waits for writers
             rev = self.current_revision(conn)
-            script = ScriptDirectory.from_config(self._alembic_config(conn))
-            known = {s.revision for s in script.walk_revisions()}
-            if rev is not None and rev not in known:
+            if rev is not None and rev not in known_revisions():
                 raise SchemaTooNewError(
                     f"the database {self.describe()} was written by a newer desktop-agent "
                     f"(schema {rev}); upgrade desktop-agent to open it"
                 )
 
     def migrate(self) -> None:
-        """Create or upgrade the schema to the newest revision."""
+        """Create or upgrade the schema to the newest revision.
+
+        A database already at the newest revision is only read (no write lock, and
+        Alembic is not even imported: opening a database is what every command does).
+        """
         self.check_schema()
         with self.reader.connect() as conn:
-            script = ScriptDirectory.from_config(self._alembic_config(conn))
-            if self.current_revision(conn) == script.get_current_head():
+            if self.current_revision(conn) == head_revision():
                 return  # up to date: no write lock taken
+        from alembic import command
+        from alembic.script import ScriptDirectory
+
         with self.writer.connect() as conn:
             if conn.dialect.name == "postgresql":
                 # Several processes may open a new server database at once (a worker and

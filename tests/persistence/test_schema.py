@@ -99,3 +99,38 @@ def test_every_table_of_the_migrations_is_declared(tmp_path: Path) -> None:
         db.dispose()
     assert "search_fts" in virtual
     assert migrated - {"alembic_version"} - virtual == set(metadata.tables)
+
+
+def test_the_revisions_read_from_file_names_are_alembics() -> None:
+    """Opening a database reads revisions from the migrations' file names (no Alembic)."""
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
+
+    from desktop_agent.persistence.db import MIGRATIONS, head_revision, known_revisions
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS))
+    script = ScriptDirectory.from_config(cfg)
+    assert known_revisions() == tuple(sorted(s.revision for s in script.walk_revisions()))
+    assert head_revision() == script.get_current_head()
+
+
+def test_opening_an_up_to_date_database_imports_no_alembic(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from desktop_agent.persistence.db import Database, DbSettings
+
+    path = tmp_path / "d.db"
+    Database(DbSettings.for_path(path)).dispose()  # created and migrated here
+    code = (
+        "import sys\n"
+        "from desktop_agent.persistence.db import Database, DbSettings\n"
+        "Database(DbSettings.for_path(sys.argv[1])).dispose()\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'alembic'))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
