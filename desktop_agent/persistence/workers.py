@@ -10,14 +10,18 @@ from sqlalchemy import (
     bindparam,
     case,
     exists,
+    func,
     insert,
     not_,
     or_,
     select,
     true,
+    union,
     update,
 )
 from sqlalchemy.engine import Connection
+from sqlalchemy.sql import CompoundSelect, Select
+from sqlalchemy.sql.elements import BindParameter
 
 from desktop_agent.domain import CommandKind, Lease, RunStatus, WorkerInfo
 from desktop_agent.domain.errors import LeaseLost
@@ -72,10 +76,43 @@ _AFTER_DECISION = tuple(
 )
 """Commands a run that needs the analyst's decision keeps for after it (see :func:`_has_work`)."""
 
+_ACTIVE = (str(RunStatus.QUEUED), str(RunStatus.RUNNING))
+"""Run statuses that give a worker something to do whatever else (see :func:`_has_work`)."""
+
 _STORAGE_PARKABLE = tuple(
     str(s) for s in (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.WAITING, RunStatus.PAUSED)
 )
 """Run statuses :meth:`WorkerQueries.park_for_storage` may pause."""
+
+
+_STORAGE_DUE = (
+    select(runs.c.id)
+    .where(
+        runs.c.wake_at <= bindparam("now"),
+        runs.c.status == str(RunStatus.PAUSED),
+        ~exists().where(
+            commands.c.run_id == runs.c.id,
+            commands.c.applied_at.is_(None),
+            commands.c.kind == str(CommandKind.RESUME),
+        ),
+    )
+    .order_by(runs.c.wake_at)
+)
+"""Runs paused by a storage problem whose retry time ``now`` has come, no resume queued.
+
+Read through ``ix_runs_wake_at`` (a paused run has a wake time only for this), once a
+second by every worker: built once."""
+
+
+_NEXT_DUE = select(
+    select(func.min(runs.c.wake_at)).where(runs.c.wake_at > bindparam("now")).scalar_subquery(),
+    select(func.min(runs.c.lease_expires_at))
+    .where(runs.c.lease_owner > "", runs.c.lease_expires_at >= bindparam("now"))
+    .scalar_subquery(),
+)
+"""The next wake time and the next lease expiry after ``now``, both through indexes.
+
+(``lease_owner > ''`` rather than ``IS NOT NULL``: with the latter SQLite reads every run.)"""
 
 
 def fence_params(run_id: str, lease: Lease) -> dict[str, object]:
@@ -108,7 +145,7 @@ def _has_work(due: ColumnElement[bool]) -> ColumnElement[bool]:
         c.kind.in_(_AFTER_DECISION), runs.c.status == str(RunStatus.NEEDS_ATTENTION)
     )
     return or_(
-        runs.c.status.in_((str(RunStatus.QUEUED), str(RunStatus.RUNNING))),
+        runs.c.status.in_(_ACTIVE),
         and_(runs.c.status == str(RunStatus.WAITING), runs.c.wake_at.is_not(None), due),
         exists().where(
             c.run_id == runs.c.id,
@@ -119,20 +156,70 @@ def _has_work(due: ColumnElement[bool]) -> ColumnElement[bool]:
     )
 
 
+def _candidates(now: float | BindParameter[float]) -> CompoundSelect[tuple[str]]:
+    """Ids of every run :func:`_has_work` may hold for now, read through indexes only.
+
+    A superset of the runs with work: queued and running runs (``ix_runs_status``), runs
+    whose wake time has come (``ix_runs_wake_at``; the status is checked by
+    :func:`_has_work`), and runs with an unapplied command (``ix_commands_applied_at``).
+    Runs that wait without a due wake time and without a command, however many, are not
+    read at all: the worker's poll costs the same with 10 or 10,000 runs hibernated.
+    (The wake-time branch leaves the status out on purpose: with it, SQLite would pick
+    ``ix_runs_status`` and read every waiting run.)
+    """
+    return union(
+        select(runs.c.id).where(runs.c.status.in_(_ACTIVE)),
+        select(runs.c.id).where(runs.c.wake_at <= now),
+        select(commands.c.run_id).where(commands.c.applied_at.is_(None)),
+    )
+
+
+def _places(host: str | None, pools: Sequence[str]) -> list[str]:
+    """The placements a worker on ``host`` with ``pools`` serves."""
+    return [ANY, f"host:{host}", *(f"pool:{p}" for p in pools)]
+
+
 def _placed_for(host: str | None, pools: Sequence[str]) -> ColumnElement[bool]:
     """Runs a worker on ``host`` with ``pools`` may serve (every run when ``host`` is None)."""
     if host is None:
         return true()
-    return runs.c.placement.in_([ANY, f"host:{host}", *(f"pool:{p}" for p in pools)])
+    return runs.c.placement.in_(_places(host, pools))
 
 
-def _claimable(now: float, dead_owners: Sequence[str]) -> ColumnElement[bool]:
+def _claimable(
+    now: float | BindParameter[float], dead_owners: Sequence[str] | BindParameter[list[str]]
+) -> ColumnElement[bool]:
     """The run's lease is free, expired, or held by a dead worker."""
+    dead = dead_owners if isinstance(dead_owners, BindParameter) else list(dead_owners)
     return or_(
         runs.c.lease_owner.is_(None),
         runs.c.lease_expires_at < now,
-        runs.c.lease_owner.in_(list(dead_owners)),
+        runs.c.lease_owner.in_(dead),
     )
+
+
+def _runnable(placed: bool) -> Select[tuple[str]]:
+    """The runs a worker may claim now, oldest first, as one statement built once.
+
+    Parameters: ``now``, ``dead`` (owners found dead), ``skip`` (runs left out), ``places``
+    (the placements served, with ``placed``) and ``limit``. Built once, the worker's poll
+    spends no time making it again: an idle worker runs this and nothing else, five times
+    a second.
+    """
+    now: BindParameter[float] = bindparam("now")
+    where = [
+        runs.c.id.in_(_candidates(now)),
+        _claimable(now, bindparam("dead", expanding=True)),
+        _has_work(runs.c.wake_at <= now),
+        runs.c.id.not_in(bindparam("skip", expanding=True)),
+    ]
+    if placed:
+        where.append(runs.c.placement.in_(bindparam("places", expanding=True)))
+    return select(runs.c.id).where(*where).order_by(runs.c.created_at).limit(bindparam("limit"))
+
+
+_RUNNABLE = {placed: _runnable(placed) for placed in (False, True)}
+""":func:`_runnable` for every placement (False) and for a worker's places (True)."""
 
 
 class WorkerQueries(SqlBase):
@@ -146,7 +233,11 @@ class WorkerQueries(SqlBase):
         """Ids of runs a worker may claim now, oldest first."""
         stmt = (
             select(runs.c.id)
-            .where(_claimable(now, dead_owners), _has_work(runs.c.wake_at <= now))
+            .where(
+                runs.c.id.in_(_candidates(now)),
+                _claimable(now, dead_owners),
+                _has_work(runs.c.wake_at <= now),
+            )
             .order_by(runs.c.created_at)
             .limit(int(limit))
         )
@@ -210,12 +301,27 @@ class WorkerQueries(SqlBase):
         the statement is just as exclusive. ``skip`` leaves out runs this worker holds or
         rests; ``host`` and ``pools`` (the worker's machine and pools) leave out runs
         placed elsewhere (see :mod:`desktop_agent.domain.placement`).
+
+        The poll of an idle worker costs a read, not a write transaction: the runs are
+        looked for first (through indexes only, see :func:`_candidates`), and the claim's
+        transaction is opened only when some were found; the claim decides again.
         """
         if limit <= 0:
+            return []
+        params = {
+            "now": now,
+            "dead": list(dead_owners),
+            "skip": list(skip),
+            "limit": int(limit),
+            "places": _places(host, pools),
+        }
+        found = _RUNNABLE[host is not None]
+        if not self._read(lambda c: c.execute(found, params).first()):
             return []
         picked = (
             select(runs.c.id)
             .where(
+                runs.c.id.in_(_candidates(now)),
                 _claimable(now, dead_owners),
                 _has_work(runs.c.wake_at <= now),
                 runs.c.id.not_in(list(skip)),
@@ -241,6 +347,17 @@ class WorkerQueries(SqlBase):
             return [(str(r[0]), Lease(owner, int(r[1]))) for r in rows]
 
         return self._write(txn)
+
+    def next_due(self, now: float) -> float | None:
+        """When time alone next makes a run claimable: a wake time or a lease's end.
+
+        Until then, a worker that found nothing to claim finds nothing again unless the
+        database changed (see :class:`desktop_agent.worker.quiet.ChangeProbe`). None: no
+        wake time and no lease lies ahead.
+        """
+        wake, lease = self._read(lambda c: c.execute(_NEXT_DUE, {"now": now}).one())
+        times = [float(t) for t in (wake, lease) if t is not None]
+        return min(times) if times else None
 
     def renew_lease(self, run_id: str, lease: Lease, until: float) -> bool:
         """Make the lease last at least until ``until``, if it is still held at its epoch.
@@ -382,18 +499,6 @@ class WorkerQueries(SqlBase):
 
     def storage_paused_due(self, now: float) -> list[str]:
         """Runs paused by a storage problem whose retry time has come (no resume queued)."""
-        c = commands.c
-        resume_queued = exists().where(
-            c.run_id == runs.c.id, c.applied_at.is_(None), c.kind == str(CommandKind.RESUME)
-        )
-        stmt = (
-            select(runs.c.id)
-            .where(
-                runs.c.status == str(RunStatus.PAUSED),
-                runs.c.wake_at.is_not(None),
-                runs.c.wake_at <= now,
-                ~resume_queued,
-            )
-            .order_by(runs.c.wake_at)
-        )
-        return [str(i) for i in self._read(lambda conn: conn.execute(stmt).scalars().all())]
+        params = {"now": now}
+        rows = self._read(lambda conn: conn.execute(_STORAGE_DUE, params).scalars().all())
+        return [str(i) for i in rows]

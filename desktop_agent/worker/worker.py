@@ -41,6 +41,7 @@ from desktop_agent.persistence.store import SqlStore
 from desktop_agent.procs import process_alive
 from desktop_agent.worker.lease import RunLease
 from desktop_agent.worker.notify import Notifier
+from desktop_agent.worker.quiet import ChangeProbe, ClaimGate
 from desktop_agent.worker.vanish import save_what_is_left
 
 log = logging.getLogger(__name__)
@@ -138,6 +139,9 @@ class Worker:
         self._last_backup_check = 0.0
         self._backup_thread: threading.Thread | None = None
         self._watch: FileWatch | None = None
+        self.gate = ClaimGate(None)
+        """Skips the claim's query while nothing could have changed (see
+        :mod:`desktop_agent.worker.quiet`); its probe is opened by :meth:`run`."""
         self.vanished_message: str | None = None
         """Set when the database file was deleted or replaced under the worker (SQLite):
         what it told the user. The worker then stops; see :meth:`_on_vanished`."""
@@ -150,6 +154,8 @@ class Worker:
         # SQLite: the file must stay the one opened (checked at every poll); PostgreSQL
         # has no file.
         self._watch = FileWatch.open(self.store.db)
+        if self._watch is not None:  # SQLite: commits by anyone are told by the file
+            self.gate = ClaimGate(ChangeProbe.open(self._watch.path))
         while True:
             now = self.clock.now()
             try:
@@ -201,6 +207,7 @@ class Worker:
         if self.vanished_message is None:  # else nothing more is written anywhere
             with contextlib.suppress(DesktopAgentError):
                 self.store.stop_worker(self.id, self.clock.now())
+        self.gate.close()
         if self._watch is not None:
             self._watch.close()
         if self.vanished_message is not None:
@@ -237,16 +244,23 @@ class Worker:
         if free <= 0:
             return True
         resting = [r for r, until in self._cooldown.items() if until > now]
+        skip = [*self._in_flight, *resting]
+        if not self.gate.must_query((tuple(self._dead), frozenset(skip)), now):
+            return bool(self._in_flight)
         claims = self.store.claim_runnable(
             self.id,
             now,
             self.config.lease_s,
             self._dead,
             limit=free,
-            skip=[*self._in_flight, *resting],
+            skip=skip,
             host=self.host,
             pools=self.config.pools,
         )
+        if claims:
+            self.gate.claimed()
+        else:
+            self.gate.found_nothing(lambda: self.store.next_due(now))
         for run_id, claim in claims:
             lease = RunLease(
                 self.store,
