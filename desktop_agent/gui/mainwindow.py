@@ -809,22 +809,19 @@ class MainWindow(QMainWindow):
         self.open_new_run()
 
     def open_new_run(self) -> NewRunDialog:
-        """Open the new-run dialog."""
-        if self.new_run_dialog is not None:
-            self.new_run_dialog.close()
-            self.new_run_dialog.deleteLater()  # closed is not deleted: it would stay for good
+        """Open the new-run dialog (one dialog, emptied and filled anew at each opening)."""
         # MCP tools a worker listed since the app started (a small local file).
         self.client.reload_mcp_tools()
         self.tools = {t.name: t for t in tool_catalog(self.client)}
-        dialog = NewRunDialog(
-            self.offered_models(),
-            list(self.tools.values()),
-            self.client.settings,
-            default_tool_names(self.client),
-            self,
-        )
-        dialog.start_requested.connect(self._on_new_run_dialog_start_requested)
-        self.new_run_dialog = dialog
+        models, tools = self.offered_models(), list(self.tools.values())
+        settings, defaults = self.client.settings, default_tool_names(self.client)
+        dialog = self.new_run_dialog
+        if dialog is None:
+            dialog = NewRunDialog(models, tools, settings, defaults, self)
+            dialog.start_requested.connect(self._on_new_run_dialog_start_requested)
+            self.new_run_dialog = dialog
+        else:  # never one built per opening: see NewRunDialog.refill
+            dialog.refill(models, tools, settings, defaults)
         dialog.open()
 
         def update(choices: list[ModelChoice]) -> None:

@@ -19,7 +19,6 @@ from PySide6.QtWidgets import (
     QLabel,
     QLineEdit,
     QListWidget,
-    QListWidgetItem,
     QPlainTextEdit,
     QPushButton,
     QSpinBox,
@@ -178,22 +177,7 @@ class NewRunDialog(GuardedDialog):
         self._asked: NewRunRequest | None = None
 
         self.tools = QListWidget(self)
-        for tool in tools:
-            if tool.origin == "engine":
-                what = "built into the agent"
-            elif tool.origin == "provider":
-                what = "run by Anthropic"
-            else:
-                what = (tool.effect or EffectClass.READ_ONLY).value.replace("_", " ")
-            item = QListWidgetItem(f"{tool.name}  ({what})")
-            item.setData(Qt.ItemDataRole.UserRole, tool.name)
-            item.setToolTip(tool.description)
-            item.setFlags(item.flags() | Qt.ItemFlag.ItemIsUserCheckable)
-            checked = tool.name in default_tools
-            item.setCheckState(Qt.CheckState.Checked if checked else Qt.CheckState.Unchecked)
-            self.tools.addItem(item)
-        rows = max(4, min(len(tools), 9))
-        self.tools.setMinimumHeight(self.tools.sizeHintForRow(0) * rows + 6)
+        self._fill_tools(tools, default_tools)
         self.policy = QComboBox(self)
         for key, label in POLICIES:
             self.policy.addItem(label, key)
@@ -203,19 +187,16 @@ class NewRunDialog(GuardedDialog):
         self.cost.setDecimals(2)
         self.cost.setPrefix("$ ")
         self.cost.setSpecialValueText("no limit")
-        self.cost.setValue(settings.default_max_cost_usd or 0)
         self.steps = QSpinBox(self)
         self.steps.setRange(0, 1_000_000)
         self.steps.setSpecialValueText("no limit")
-        self.steps.setValue(settings.default_max_steps or 0)
         self.time = QLineEdit(self)
         self.time.setPlaceholderText("no limit (e.g. 30m, 2h, 3d)")
-        if settings.default_max_time_s:
-            self.time.setText(format_duration(settings.default_max_time_s))
         self.tokens = QSpinBox(self)
         self.tokens.setRange(0, 2_000_000_000)
         self.tokens.setSingleStep(100_000)
         self.tokens.setSpecialValueText("no limit")
+        self._fill_budgets(settings)
 
         top = QFormLayout()
         top.addRow("Goal", self.goal)
@@ -262,6 +243,76 @@ class NewRunDialog(GuardedDialog):
         self._on_model_current_index_changed(self.model.currentIndex())
         self.resize(max(self.sizeHint().width(), 760), self.sizeHint().height())
         keep_minimum_size(self)
+
+    def refill(
+        self,
+        models: Sequence[ModelChoice],
+        tools: Sequence[ToolInfo],
+        settings: Settings,
+        default_tools: Sequence[str],
+    ) -> None:
+        """Empty the form and fill it anew, as a new dialog would be (for the next run).
+
+        The window keeps one dialog and refills it at each New run: with PySide6 6.11 every
+        widget built takes references to ``None`` that are never given back (about 220 per
+        build of this dialog, 460 with its first showing), so a dialog built per opening
+        made ``None``'s count climb for as long as the app ran.
+        """
+        for question in (self.confirm, self.discard_question):
+            if question is not None:
+                question.close()
+        self.confirm, self._asked = None, None
+        self.setWindowTitle("New run")
+        self.again_of = None
+        self.tool_infos = list(tools)
+        self.goal.clear()
+        self.model.blockSignals(True)
+        try:
+            self._fill_models(models, settings.default_model)
+        finally:
+            self.model.blockSignals(False)
+        self.effort.blockSignals(True)  # the model's default effort, as in a new dialog
+        self.effort.clear()
+        self.effort.blockSignals(False)
+        self._on_model_current_index_changed(self.model.currentIndex())
+        self.thinking.setChecked(False)
+        self.workspace.clear()
+        self._fill_tools(tools, default_tools)
+        self.policy.setCurrentIndex(0)
+        self._fill_budgets(settings)
+        self.error.setText("")
+        self._on_goal_text_changed()
+
+    def _fill_tools(self, tools: Sequence[ToolInfo], default_tools: Sequence[str]) -> None:
+        """Offer ``tools``, those in ``default_tools`` checked."""
+        self.tools.clear()
+        for tool in tools:
+            if tool.origin == "engine":
+                what = "built into the agent"
+            elif tool.origin == "provider":
+                what = "run by Anthropic"
+            else:
+                what = (tool.effect or EffectClass.READ_ONLY).value.replace("_", " ")
+            # An item Qt makes (addItem with a text), not a QListWidgetItem made here: the
+            # view's first call into a Python-made item keeps a reference to None (PySide6
+            # 6.11), one per tool at each filling.
+            self.tools.addItem(f"{tool.name}  ({what})")
+            item = self.tools.item(self.tools.count() - 1)
+            item.setData(Qt.ItemDataRole.UserRole, tool.name)
+            item.setToolTip(tool.description)
+            item.setFlags(item.flags() | Qt.ItemFlag.ItemIsUserCheckable)
+            checked = tool.name in default_tools
+            item.setCheckState(Qt.CheckState.Checked if checked else Qt.CheckState.Unchecked)
+        rows = max(4, min(len(tools), 9))
+        self.tools.setMinimumHeight(self.tools.sizeHintForRow(0) * rows + 6)
+
+    def _fill_budgets(self, settings: Settings) -> None:
+        """The budgets a new run gets unless the analyst changes them."""
+        self.cost.setValue(settings.default_max_cost_usd or 0)
+        self.steps.setValue(settings.default_max_steps or 0)
+        max_time = settings.default_max_time_s
+        self.time.setText(format_duration(max_time) if max_time else "")
+        self.tokens.setValue(0)
 
     def typed_text(self) -> bool:
         """Whether a goal was typed (Escape asks before dropping it)."""
