@@ -142,7 +142,10 @@ def test_ten_concurrent_runs_spend_at_most_the_cap(lab: Lab, tmp_path: Path) -> 
                 what="every run to have its call in flight or to wait for the cap",
             )
             in_flight = len(lab.fake.requests)
-            assert in_flight == 3, f"{in_flight} calls went out at once; $0.96 of worst case fit"
+            assert in_flight == 3, (
+                f"{in_flight} calls went out at once; $0.96 of worst case fit\n"
+                f"{workers.log_tails()}"
+            )
             held = [client.run(i) for i in ids if client.run(i).status == RunStatus.WAITING]
             assert len(held) == RUNS - 3
             assert all(r.status_message.startswith("Monthly spend cap reached") for r in held), [
