@@ -21,10 +21,11 @@ import signal
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from desktop_agent.domain import Run, RunStatus, Step, StepStatus
 from tests.chaos import audit
-from tests.chaos.harness import ChaosLab, owner_pid, pid_of_peer
+from tests.chaos.harness import ChaosLab, Workers, owner_pid, pid_of_peer
 
 TAKEOVER_BOUND_S = 25.0
 """Longest a worker stays frozen waiting for the other to take its runs over.
@@ -468,28 +469,8 @@ class Driver:
             self.note(f"SIGCONT pid {pid}: {why}")
 
     def _holds_write_lock(self, pid: int) -> bool:
-        """Whether process ``pid`` holds the database's write lock (Linux's /proc/locks).
-
-        In WAL mode the writer holds a POSIX write lock on byte 120 of the ``-shm`` file.
-        A worker frozen inside a write transaction blocks every other writer: waiting for
-        a takeover that cannot happen would only waste the test's time.
-        """
-        try:
-            inode = os.stat(f"{self.lab.db}-shm").st_ino
-            with open("/proc/locks", encoding="ascii") as f:
-                lines = f.read().splitlines()
-        except OSError:
-            return False
-        for line in lines:
-            parts = line.split()
-            if len(parts) < 8 or parts[1] != "POSIX" or parts[3] != "WRITE":
-                continue
-            if parts[4] != str(pid) or not parts[5].endswith(f":{inode}"):
-                continue
-            end = parts[7]
-            if int(parts[6]) <= _WAL_WRITE_LOCK and (end == "EOF" or int(end) >= _WAL_WRITE_LOCK):
-                return True
-        return False
+        """Whether worker ``pid`` holds the database's write lock (see :func:`holds_write_lock`)."""
+        return holds_write_lock(self.lab.db, pid)
 
     def _restart_due(self, now: float) -> None:
         for slot, when in list(self._restart_at.items()):
@@ -497,3 +478,46 @@ class Driver:
                 del self._restart_at[slot]
                 pid = self.lab.workers.start(slot)
                 self.note(f"started worker pid {pid} in slot {slot}")
+
+
+def holds_write_lock(db: Path, pid: int) -> bool:
+    """Whether process ``pid`` holds the write lock of SQLite database ``db`` (/proc/locks).
+
+    In WAL mode the writer holds a POSIX write lock on byte 120 of the ``-shm`` file.
+    A worker frozen inside a write transaction blocks every other writer: waiting for a
+    takeover that cannot happen would only waste the test's time.
+    """
+    try:
+        inode = os.stat(f"{db}-shm").st_ino
+        with open("/proc/locks", encoding="ascii") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return False
+    for line in lines:
+        parts = line.split()
+        if len(parts) < 8 or parts[1] != "POSIX" or parts[3] != "WRITE":
+            continue
+        if parts[4] != str(pid) or not parts[5].endswith(f":{inode}"):
+            continue
+        end = parts[7]
+        if int(parts[6]) <= _WAL_WRITE_LOCK and (end == "EOF" or int(end) >= _WAL_WRITE_LOCK):
+            return True
+    return False
+
+
+def freeze_outside_writes(workers: Workers, db: Path, pid: int) -> bool:
+    """SIGSTOP worker ``pid`` at a moment it holds no write transaction open.
+
+    Frozen inside one (another of its threads committing), it would lock every other
+    worker out of the database: it is let go on and stopped again, up to
+    :data:`REFREEZE_TRIES` times. Returns whether it ended up frozen outside a write.
+    """
+    if not workers.signal(pid, signal.SIGSTOP):
+        return False
+    for _ in range(REFREEZE_TRIES):
+        if not holds_write_lock(db, pid):
+            return True
+        workers.signal(pid, signal.SIGCONT)
+        time.sleep(0.002)
+        workers.signal(pid, signal.SIGSTOP)
+    return not holds_write_lock(db, pid)

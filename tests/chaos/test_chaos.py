@@ -39,7 +39,7 @@ import pytest
 from desktop_agent.domain import RunStatus, Step, StepStatus
 from tests.chaos import audit, verdict
 from tests.chaos.analyst import Analyst
-from tests.chaos.chaos import Driver, Observer
+from tests.chaos.chaos import Driver, Observer, freeze_outside_writes
 from tests.chaos.harness import ChaosLab, file_content, mail, post, run_status, write
 from tests.crash.harness import stray_temp_files, workspace_files
 from tests.helpers.polling import wait_for, wait_until
@@ -207,13 +207,15 @@ def test_a_write_woken_after_its_run_moved_on_leaves_the_newer_file_alone(
 
         # Frozen inside write_file of v1, before it touched the file; its lease runs out.
         pid = int(wait_for(stalled, what="write_file to stall before writing"))
-        assert lab.workers.signal(pid, signal.SIGSTOP)
+        # Not inside a write transaction of its other threads: that would lock the other
+        # worker out of the database, and no takeover could happen.
+        assert freeze_outside_writes(lab.workers, lab.db, pid)
 
         def ended() -> bool:
             lab.workers.check()
             return run_status(lab, run_id).is_terminal
 
-        wait_until(ended, what=f"the other worker to take run {run_id} over and finish it")
+        wait_until(ended, 90, what=f"the other worker to take run {run_id} over and finish it")
         assert lab.client.run(run_id).status == RunStatus.COMPLETED, lab.describe_runs()
         assert report.read_text(encoding="utf-8") == v2
         seq = next(s.seq for s in lab.client.steps(run_id) if _use_id(s) == "toolu_w-1")
