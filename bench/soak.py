@@ -203,6 +203,65 @@ def _heap() -> dict[str, int]:
     return {"heap_used": info.uordblks + info.hblkhd, "heap_free": info.fordblks}
 
 
+def _sqlite_memory() -> dict[str, int]:
+    """Bytes SQLite's allocator holds in this process (page caches, statements), if known.
+
+    The ``sqlite3`` module links the system's ``libsqlite3``; loading it again by name
+    gives the same library, so its counter covers every connection of the process.
+    """
+    try:
+        lib = ctypes.CDLL("libsqlite3.so.0")
+        fn = lib.sqlite3_memory_used
+    except (OSError, AttributeError):
+        return {}
+    fn.restype = ctypes.c_int64
+    return {"sqlite_mem": int(fn())}
+
+
+LATENESS_EDGES_MS = (1, 2, 3, 5, 7, 10, 15, 20, 30, 40, 50, 75, 100, 150, 200, 500, 1000)
+"""Upper edges of the stall histogram's buckets (a last bucket holds the rest)."""
+
+
+def _lateness_histogram(gaps: list[float], interval: float) -> list[int]:
+    """How many ticks came how late (beyond the period), by :data:`LATENESS_EDGES_MS`."""
+    import bisect
+
+    counts = [0] * (len(LATENESS_EDGES_MS) + 1)
+    for gap in gaps:
+        counts[bisect.bisect_left(LATENESS_EDGES_MS, max(0.0, gap - interval))] += 1
+    return counts
+
+
+def lateness_percentile(counts: list[int], p: float) -> float:
+    """The ``p``-th percentile of lateness, as the upper edge of its bucket (inf: beyond)."""
+    total = sum(counts)
+    if not total:
+        return 0.0
+    seen = 0
+    for i, n in enumerate(counts):
+        seen += n
+        if seen >= total * p / 100:
+            return float(LATENESS_EDGES_MS[i]) if i < len(LATENESS_EDGES_MS) else math.inf
+    return math.inf
+
+
+def _containers(w: Any) -> dict[str, int]:
+    """Sizes of the window's long-lived collections: one that keeps growing is a leak."""
+    from PySide6.QtCore import QObject
+
+    if w is None:
+        return {}
+    tracker = w.poller.tracker
+    return {
+        "n_plans": len(tracker._plans),
+        "n_rendered": len(w.runs_model._rendered),
+        "n_states": len(w._states or {}),
+        "n_decided": len(w.commands.decided),
+        "n_pending_tasks": w.tasks.pending,
+        "n_children": len(w.findChildren(QObject)),
+    }
+
+
 def _describe(obj: Any) -> str:
     """Where a container lives: the attribute or key that holds it, and of what."""
     import gc
@@ -320,9 +379,32 @@ def app_main(db: Path, stats: Path, seconds: float, sample_s: float, seed: int, 
             timeline.scrollTo(timeline.currentIndex())
             counts["scrolls"] += 1
 
+    # Timers made once: each QTimer.singleShot with a delay keeps three references to None
+    # (PySide6 6.11), which the figures would charge to the app.
+    closer = QTimer()
+    closer.setSingleShot(True)
+    closer.setInterval(800)
+
+    def close_dialog() -> None:
+        w = window()
+        if w is not None and w.new_run_dialog is not None:
+            w.new_run_dialog.reject()
+
+    closer.timeout.connect(close_dialog)
+    clicks: collections.deque[Callable[[], None]] = collections.deque()
+    clicker = QTimer()
+
+    def click() -> None:
+        if clicks:
+            clicks.popleft()()
+        if not clicks:
+            clicker.stop()
+
+    clicker.timeout.connect(click)
+
     def new_run_dialog(w: MainWindow) -> None:
-        dialog = w.open_new_run()
-        QTimer.singleShot(800, dialog.reject)
+        w.open_new_run()
+        closer.start()
         counts["dialogs"] += 1
 
     def approve_one(w: MainWindow) -> None:
@@ -359,9 +441,10 @@ def app_main(db: Path, stats: Path, seconds: float, sample_s: float, seed: int, 
             plan.append(new_run_dialog)
         waiting = sum(1 for a in w.approvals if a.id not in w.commands.decided)
         plan += [approve_one] * waiting
-        gap = 1400 // max(len(plan), 1)
-        for i, action in enumerate(plan):
-            QTimer.singleShot(i * gap, act(action))
+        clicks.clear()  # one action per event, ``gap`` apart, the first at once
+        clicks.extend(act(action) for action in plan)
+        clicker.start(1400 // max(len(plan), 1))
+        QTimer.singleShot(0, click)  # a zero delay keeps no reference to None
 
     census: list[Counter[str]] = []
 
@@ -387,7 +470,10 @@ def app_main(db: Path, stats: Path, seconds: float, sample_s: float, seed: int, 
             "none_refs": sys.getrefcount(None),
             "py_blocks": sys.getallocatedblocks(),
             **_heap(),
+            **_sqlite_memory(),
+            **_containers(w),
             "stall_ms": meter.stall_ms(),
+            "lateness": _lateness_histogram(meter.gaps, meter.interval),
             "ticks": len(meter.gaps),
             "runs_shown": w.runs_model.rowCount() if w else 0,
             "steps_shown": w.steps_model.rowCount() if w else 0,
@@ -657,13 +743,33 @@ def judge(
         f"warm-up, {last['fds']} at the end, max {max(s['fds'] for s in f.after)}"
     )
     print(
-        f"None refcount: {samples[0]['none_refs']} at first sample, {last['none_refs']} "
-        f"at the end (min {min(s['none_refs'] for s in samples)})"
+        f"  SQLite's memory {f.slope_per_h('sqlite_mem', mb):+.1f} MB/h "
+        f"({last.get('sqlite_mem', 0) / mb:.1f} MB at the end)"
     )
+    none_slope = f.slope_per_h("none_refs")
+    print(
+        f"None refcount: {samples[0]['none_refs']} at first sample, {last['none_refs']} "
+        f"at the end (min {min(s['none_refs'] for s in samples)}); {none_slope:+.0f}/h "
+        "after warm-up"
+    )
+    sizes = sorted(k for k in last if k.startswith("n_"))
+    if sizes:
+        print(
+            "collections after warm-up → end: "
+            + ", ".join(f"{k[2:]} {first.get(k, 0)}→{last[k]}" for k in sizes)
+        )
+    rows = [s["lateness"] for s in f.after if "lateness" in s]
+    hist = [sum(col) for col in zip(*rows, strict=True)]
+    spread = {p: lateness_percentile(hist, p) for p in (50, 99, 99.9)}
     print(
         f"event loop: longest stall {stall_after:.1f} ms after warm-up ({late} of "
         f"{len(f.after)} sample periods over {STALL_TARGET_MS:.0f} ms), {stall_all:.1f} ms "
         f"including start-up; {sum(s['ticks'] for s in samples)} ticks of 5 ms"
+    )
+    print(
+        "  lateness of a tick after warm-up (bucket upper edge): "
+        + ", ".join(f"p{p:g} ≤ {v:g} ms" for p, v in spread.items())
+        + f", max {stall_after:.1f} ms"
     )
     print(
         f"analyst: {last['selections']} selections, {last['tabs']} tab switches, "
@@ -689,6 +795,9 @@ def judge(
         "threads": [first["threads"], last["threads"], max(s["threads"] for s in f.after)],
         "fds": [first["fds"], last["fds"], max(s["fds"] for s in f.after)],
         "none_refs": [samples[0]["none_refs"], last["none_refs"]],
+        "none_refs_per_h": none_slope,
+        "sqlite_mb_per_h": f.slope_per_h("sqlite_mem", mb),
+        "stall_percentiles_ms": {str(p): v for p, v in spread.items()},
         "stall_ms_after_warmup": stall_after,
         "stall_ms_all": stall_all,
         "analyst": {k: last[k] for k in ("selections", "tabs", "pages", "scrolls", "approved")},

@@ -39,6 +39,9 @@ def test_a_short_soak_drives_the_app_and_reports(tmp_path: Path) -> None:
     assert analyst["selections"] >= 3 and analyst["tabs"] >= 1 and analyst["approved"] >= 1
     assert figures["rss_mb_after_warmup"] > 10 and figures["threads"][0] >= 1
     assert figures["fds"][0] >= 3
+    assert isinstance(figures["none_refs_per_h"], float)
+    assert isinstance(figures["sqlite_mb_per_h"], float)
+    assert set(figures["stall_percentiles_ms"]) == {"50", "99", "99.9"}
     assert set(figures["checks"]) == {
         "no abort",
         "RSS growth < 10 MB/h",
@@ -46,6 +49,8 @@ def test_a_short_soak_drives_the_app_and_reports(tmp_path: Path) -> None:
         "descriptors flat",
         "no stall over 50 ms",
     }
-    for line in ("abort: no", "RSS:", "threads:", "event loop: longest stall", "targets:"):
+    lines = ["abort: no", "RSS:", "threads:", "event loop: longest stall", "targets:"]
+    lines += ["SQLite's memory", "after warm-up", "lateness of a tick", "collections after"]
+    for line in lines:
         assert line in proc.stdout
     assert not list(tmp_path.glob("soak-*")), "the scratch folder is removed without --keep"
