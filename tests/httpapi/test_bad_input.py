@@ -139,17 +139,30 @@ def requests(draw: st.DrawFn, ids: dict[str, list[str]]) -> tuple[str, str, str,
     def param(match: re.Match[str]) -> str:
         name = match.group(1)
         known = ids[name]
+        other = nasty_text.filter(bool)
         if name == "run_id" and path.endswith("/events"):
             known = known[:1]  # only the ended run: a live one streams until it ends
+            live = ids[name][1:]
+            # Nor a prefix of a live run's id: a run is found by a unique prefix (matched
+            # as SQL LIKE does: any case, "%" dropped), so "B" may name the queued run,
+            # whose events would stream for ever.
+            other = other.filter(
+                lambda t: not any(i.lower().startswith(_as_prefix(t)) for i in live)
+            )
         elif name == "run_id" and method == "POST":
             known = known[1:]  # commands leave the ended run alone
-        value = draw(st.one_of(st.sampled_from(known), nasty_text.filter(bool)))
+        value = draw(st.one_of(st.sampled_from(known), other))
         return _quote(value.replace("/", "_"))
 
     url = re.sub(r"\{(\w+)\}", param, path)
     query = draw(st.lists(st.tuples(st.sampled_from(QUERY) | nasty_text, query_values), max_size=4))
     body = draw(bodies) if method == "POST" else b""
     return method, url, "&".join(f"{_quote(k)}={_quote(v)}" for k, v in query), body
+
+
+def _as_prefix(text: str) -> str:
+    """``text`` as the store matches it against ids (see ``persistence.sqlbase.by_prefix``)."""
+    return text.replace("/", "_").replace("%", "").lower()
 
 
 def _quote(text: str) -> str:
