@@ -15,7 +15,6 @@ the rest.
 
 from __future__ import annotations
 
-import os
 import random
 import signal
 import threading
@@ -26,6 +25,7 @@ from pathlib import Path
 from desktop_agent.domain import Run, RunStatus, Step, StepStatus
 from tests.chaos import audit
 from tests.chaos.harness import ChaosLab, Workers, owner_pid, pid_of_peer
+from tests.helpers.sqlite_locks import REFREEZE_TRIES, holds_write_lock, stop_outside_writes
 
 TAKEOVER_BOUND_S = 25.0
 """Longest a worker stays frozen waiting for the other to take its runs over.
@@ -35,14 +35,9 @@ open the run: a second or two on a quiet machine, many more on a loaded one, whe
 other worker may also be starting again after a kill. The freeze must outlast that, or
 the chaos the test is about does not happen (the verdict's coverage check)."""
 
-REFREEZE_TRIES = 200
-"""How many times a worker frozen inside a write transaction is let go on and frozen again."""
 
 REPORT_BOUND_S = 5.0
 """Longest the driver holds its strikes while a woken worker records its lost effects."""
-
-_WAL_WRITE_LOCK = 120
-"""Offset in the ``-shm`` file of SQLite's WAL write lock."""
 
 
 def rng_for(seed: int, *what: object) -> random.Random:
@@ -480,44 +475,6 @@ class Driver:
                 self.note(f"started worker pid {pid} in slot {slot}")
 
 
-def holds_write_lock(db: Path, pid: int) -> bool:
-    """Whether process ``pid`` holds the write lock of SQLite database ``db`` (/proc/locks).
-
-    In WAL mode the writer holds a POSIX write lock on byte 120 of the ``-shm`` file.
-    A worker frozen inside a write transaction blocks every other writer: waiting for a
-    takeover that cannot happen would only waste the test's time.
-    """
-    try:
-        inode = os.stat(f"{db}-shm").st_ino
-        with open("/proc/locks", encoding="ascii") as f:
-            lines = f.read().splitlines()
-    except OSError:
-        return False
-    for line in lines:
-        parts = line.split()
-        if len(parts) < 8 or parts[1] != "POSIX" or parts[3] != "WRITE":
-            continue
-        if parts[4] != str(pid) or not parts[5].endswith(f":{inode}"):
-            continue
-        end = parts[7]
-        if int(parts[6]) <= _WAL_WRITE_LOCK and (end == "EOF" or int(end) >= _WAL_WRITE_LOCK):
-            return True
-    return False
-
-
 def freeze_outside_writes(workers: Workers, db: Path, pid: int) -> bool:
-    """SIGSTOP worker ``pid`` at a moment it holds no write transaction open.
-
-    Frozen inside one (another of its threads committing), it would lock every other
-    worker out of the database: it is let go on and stopped again, up to
-    :data:`REFREEZE_TRIES` times. Returns whether it ended up frozen outside a write.
-    """
-    if not workers.signal(pid, signal.SIGSTOP):
-        return False
-    for _ in range(REFREEZE_TRIES):
-        if not holds_write_lock(db, pid):
-            return True
-        workers.signal(pid, signal.SIGCONT)
-        time.sleep(0.002)
-        workers.signal(pid, signal.SIGSTOP)
-    return not holds_write_lock(db, pid)
+    """SIGSTOP worker ``pid`` outside a write transaction (``tests.helpers.sqlite_locks``)."""
+    return stop_outside_writes(db, pid, workers.signal)

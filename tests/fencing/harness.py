@@ -22,6 +22,7 @@ from desktop_agent.client.api import Client
 from desktop_agent.config import Settings
 from desktop_agent.domain import Run, RunEvent, Step
 from tests.helpers.polling import wait_for
+from tests.helpers.sqlite_locks import stop_outside_writes
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -135,10 +136,13 @@ class FenceLab:
 
     # ------------------------------------------------------------------ freezing
 
-    @staticmethod
-    def freeze(proc: subprocess.Popen[bytes]) -> None:
-        """SIGSTOP the child: it keeps its pid and sockets, its heartbeat stops."""
-        os.kill(proc.pid, signal.SIGSTOP)
+    def freeze(self, proc: subprocess.Popen[bytes]) -> None:
+        """SIGSTOP the child: it keeps its pid and sockets, its heartbeat stops.
+
+        Never inside a write transaction of its other threads, which would lock the
+        other worker out (see :mod:`tests.helpers.sqlite_locks`).
+        """
+        assert stop_outside_writes(self.db, proc.pid), "the worker kept the write lock"
 
     @staticmethod
     def wake(proc: subprocess.Popen[bytes]) -> None:
