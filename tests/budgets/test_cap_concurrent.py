@@ -15,7 +15,6 @@ database of the test's own server; the real Claude adapter against the strict fa
 from __future__ import annotations
 
 import contextlib
-import os
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,7 +25,7 @@ import pytest
 from desktop_agent.client.api import Client
 from desktop_agent.config import Settings
 from desktop_agent.domain import RunStatus, StepKind, WaitReason
-from tests.chaos.harness import API_KEY, Workers
+from tests.chaos.harness import Workers, worker_env
 from tests.helpers import postgres
 from tests.helpers.fake_anthropic import FakeAnthropic, Stream, Text
 from tests.helpers.polling import wait_until
@@ -58,24 +57,9 @@ class Lab:
         return Stream([Text("Done.")], output_tokens=SPENT_TOKENS, hold_after=0, gate=self.gate)
 
     def env(self) -> dict[str, str]:
-        env = {
-            k: v
-            for k, v in os.environ.items()
-            if not k.startswith(("ANTHROPIC_", "DESKTOP_AGENT_", "PYTHON_KEYRING", "CHAOS_"))
-        }
-        env.update(
-            PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
-            ANTHROPIC_BASE_URL=self.fake.url,
-            ANTHROPIC_API_KEY=API_KEY,
-            DESKTOP_AGENT_AUTOSTART_WORKER="0",
-            PYTHON_KEYRING_BACKEND="tests.helpers.file_keyring.FileKeyring",
-            DESKTOP_AGENT_TEST_KEYRING=str(self.root / "keyring.json"),
-            PYTHONWARNINGS="ignore::DeprecationWarning",
-            # No lease runs out on a loaded machine while the fake holds the answers: a
-            # run taken over would make a second call and muddle the count.
-            CHAOS_LEASE_S="60",
-        )
-        return env
+        # No lease runs out on a loaded machine while the fake holds the answers: a run
+        # taken over would make a second call and muddle the count.
+        return worker_env(self.fake.url, self.root, CHAOS_LEASE_S="60")
 
 
 @pytest.fixture

@@ -303,6 +303,30 @@ class Workers:
         return "\n".join(out)
 
 
+def worker_env(api_url: str, root: Path, **more: str) -> dict[str, str]:
+    """The environment of a worker child: this checkout, the fake API, a keyring file.
+
+    Nothing of the caller's own ``ANTHROPIC_``, ``DESKTOP_AGENT_``, keyring or ``CHAOS_``
+    settings goes through; ``more`` adds or overrides variables.
+    """
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("ANTHROPIC_", "DESKTOP_AGENT_", "PYTHON_KEYRING", "CHAOS_"))
+    }
+    env.update(
+        PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+        ANTHROPIC_BASE_URL=api_url,
+        ANTHROPIC_API_KEY=API_KEY,
+        DESKTOP_AGENT_AUTOSTART_WORKER="0",
+        PYTHON_KEYRING_BACKEND="tests.helpers.file_keyring.FileKeyring",
+        DESKTOP_AGENT_TEST_KEYRING=str(root / "keyring.json"),
+        PYTHONWARNINGS="ignore::DeprecationWarning",
+    )
+    env.update(more)
+    return env
+
+
 # --------------------------------------------------------------------------- lab
 
 
@@ -346,21 +370,7 @@ class ChaosLab:
         self.client = Client(self.db, self.settings)
         audit.install(self.db)
         self.fake = FakeAnthropic(self.script).__enter__()
-        env = {
-            k: v
-            for k, v in os.environ.items()
-            if not k.startswith(("ANTHROPIC_", "DESKTOP_AGENT_", "PYTHON_KEYRING", "CHAOS_"))
-        }
-        env.update(
-            PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
-            ANTHROPIC_BASE_URL=self.fake.url,
-            ANTHROPIC_API_KEY=API_KEY,
-            DESKTOP_AGENT_AUTOSTART_WORKER="0",
-            PYTHON_KEYRING_BACKEND="tests.helpers.file_keyring.FileKeyring",
-            DESKTOP_AGENT_TEST_KEYRING=str(self.root / "keyring.json"),
-            PYTHONWARNINGS="ignore::DeprecationWarning",
-            CHAOS_LEASE_S=str(self.lease_s),
-        )
+        env = worker_env(self.fake.url, self.root, CHAOS_LEASE_S=str(self.lease_s))
         env.update(self.worker_env)
         self.cli_env = dict(env)
         self.workers = Workers(self.db, self.logs, env)

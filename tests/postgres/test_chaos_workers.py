@@ -50,7 +50,6 @@ from desktop_agent.client.schedules import RunOptions, Scheduling
 from desktop_agent.config import Settings
 from desktop_agent.domain import Run, RunStatus
 from tests.chaos.harness import (
-    API_KEY,
     MODEL,
     SENDER,
     TOOLS,
@@ -62,6 +61,7 @@ from tests.chaos.harness import (
     marker_of_mail,
     pid_of_peer,
     post,
+    worker_env,
     write,
 )
 from tests.helpers import postgres
@@ -204,21 +204,8 @@ class Lab:
 
         with psycopg.connect(self.server.dsn(self.name), autocommit=True) as conn:
             conn.execute(AUDIT_SQL)
-        env = {
-            k: v
-            for k, v in os.environ.items()
-            if not k.startswith(("ANTHROPIC_", "DESKTOP_AGENT_", "PYTHON_KEYRING", "CHAOS_"))
-        }
-        env.update(
-            PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
-            ANTHROPIC_BASE_URL=self.fake.url,
-            ANTHROPIC_API_KEY=API_KEY,
-            DESKTOP_AGENT_AUTOSTART_WORKER="0",
-            DESKTOP_AGENT_DEMO_DELAY="0.05",
-            PYTHON_KEYRING_BACKEND="tests.helpers.file_keyring.FileKeyring",
-            DESKTOP_AGENT_TEST_KEYRING=str(root / "keyring.json"),
-            PYTHONWARNINGS="ignore::DeprecationWarning",
-            CHAOS_LEASE_S=str(LEASE_S),
+        env = worker_env(
+            self.fake.url, root, DESKTOP_AGENT_DEMO_DELAY="0.05", CHAOS_LEASE_S=str(LEASE_S)
         )
         self.workers = Workers(
             self.db,
