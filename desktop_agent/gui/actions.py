@@ -9,6 +9,7 @@ from PySide6.QtWidgets import QMenuBar, QToolBar, QWidget
 
 from desktop_agent.gui import resources
 from desktop_agent.gui.controls import Control
+from desktop_agent.gui.toolbuttons import add_button
 
 
 @dataclass(frozen=True)
@@ -168,12 +169,12 @@ class Actions:
                 self.by_key[str(key)].setIcon(resources.icon(spec.icon))
 
     def fill_toolbar(self, toolbar: QToolBar) -> None:
-        """Put the run controls on ``toolbar``."""
+        """Put the run controls on ``toolbar`` (as buttons that follow their actions)."""
         for key in TOOLBAR:
             if key is None:
                 toolbar.addSeparator()
             else:
-                toolbar.addAction(self[key])
+                add_button(toolbar, self[key])
 
     def fill_menus(self, menus: QMenuBar) -> None:
         """Build the menu bar."""

@@ -25,13 +25,14 @@ from desktop_agent.gui.dialogs.templates import ScheduleDialog, WatchDialog
 from desktop_agent.gui.mainwindow import MainWindow
 from desktop_agent.gui.models.runs import RunColumn
 from desktop_agent.gui.models.scheduling import ScheduleColumn, WatchColumn, next_text
+from desktop_agent.gui.toolbuttons import button_for
 from desktop_agent.persistence.schedules import ScheduleStore
 from tests.gui.conftest import OpenWindow
 
 
 def click(bar: QToolBar, action: QAction) -> None:
     """Click the toolbar button of ``action``."""
-    button = bar.widgetForAction(action)
+    button = button_for(bar, action)
     assert button is not None and button.isEnabled(), f"{action} is not enabled"
     QTest.mouseClick(button, Qt.MouseButton.LeftButton)
 

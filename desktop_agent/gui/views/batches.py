@@ -13,6 +13,7 @@ from desktop_agent.gui.models.scheduling import (
     ItemColumn,
     short_path,
 )
+from desktop_agent.gui.toolbuttons import add_button
 from desktop_agent.gui.views.common import (
     BatchProgressDelegate,
     TablePane,
@@ -54,8 +55,8 @@ class BatchesView(QWidget):
         self.start_action = icon_action(self, "batch", "Start batch…")
         self.retry_action = icon_action(self, "retry", "Retry failed items")
         self.retry_action.setToolTip("Start the failed and cancelled items of this batch again")
-        self.bar.addAction(self.start_action)
-        self.bar.addAction(self.retry_action)
+        add_button(self.bar, self.start_action)
+        add_button(self.bar, self.retry_action)
         self.bar.addWidget(spacer(self.bar))
         self.summary = QLabel(self)
         self.summary.setContentsMargins(0, 0, 6, 0)

@@ -16,6 +16,7 @@ from desktop_agent.gui.models.scheduling import (
     WatchColumn,
     WatchListModel,
 )
+from desktop_agent.gui.toolbuttons import add_button
 from desktop_agent.gui.views.common import TablePane, icon_action, retint, spacer, view_bar
 
 
@@ -52,9 +53,9 @@ class _ListView(QWidget):
         self.resume_action = icon_action(self, "resume", "Resume")
         self.remove_action = icon_action(self, "remove", "Remove…")
         for action in (self.new_action, self.pause_action, self.resume_action):
-            self.bar.addAction(action)
+            add_button(self.bar, action)
         self.bar.addSeparator()
-        self.bar.addAction(self.remove_action)
+        add_button(self.bar, self.remove_action)
         self.bar.addWidget(spacer(self.bar))
         self.summary = QLabel(self)
         self.summary.setContentsMargins(0, 0, 6, 0)

@@ -13,7 +13,6 @@ from PySide6.QtWidgets import (
     QLineEdit,
     QPlainTextEdit,
     QSplitter,
-    QToolButton,
     QVBoxLayout,
     QWidget,
 )
@@ -24,6 +23,7 @@ from desktop_agent.domain import Approval, RunEvent, RunStatus, StepKind
 from desktop_agent.gui import resources, theme
 from desktop_agent.gui.models.steps import StepTimelineModel
 from desktop_agent.gui.poller import StepsBatch
+from desktop_agent.gui.toolbuttons import ActionButton
 from desktop_agent.gui.widgets.charts import ChartsPanel
 from desktop_agent.gui.widgets.header import RunHeader
 from desktop_agent.gui.widgets.inspector import StepInspector
@@ -72,8 +72,8 @@ class RunDetailPane(QWidget):
         self.events_label.hide()
         self.timeline = TimelineView(self)
         self.timeline.setModel(model)
-        self.follow_button = QToolButton(self)
-        self.follow_button.setDefaultAction(follow)
+        self.follow_button = ActionButton(follow, self)  # no leak per change: toolbuttons.py
+        self.follow_button.setAutoRaise(False)
         self.follow_button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
         follow.toggled.connect(self.timeline.set_following)
         self.timeline.follow_changed.connect(follow.setChecked)
