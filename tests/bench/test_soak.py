@@ -22,7 +22,7 @@ def test_a_short_soak_drives_the_app_and_reports(tmp_path: Path) -> None:
             sys.executable,
             str(BENCH),
             *("--minutes", "0.4", "--warmup-minutes", "0.1", "--sample-seconds", "2"),
-            *("--runs", "4", "--delay", "0.05", "--retain-minutes", "0.1"),
+            *("--runs", "4", "--hibernated", "3", "--delay", "0.05", "--retain-minutes", "0.1"),
             *("--report-only", "--json", str(out), "--dir", str(tmp_path)),
         ],
         capture_output=True,
@@ -44,13 +44,26 @@ def test_a_short_soak_drives_the_app_and_reports(tmp_path: Path) -> None:
     assert set(figures["stall_percentiles_ms"]) == {"50", "99", "99.9"}
     assert set(figures["checks"]) == {
         "no abort",
-        "RSS growth < 10 MB/h",
+        "RSS growth < 2 MB/h",
         "threads flat",
         "descriptors flat",
-        "no stall over 50 ms",
+        "p99.9 stall ≤ 50 ms",
     }
+    worker = figures["worker"]
+    assert worker["samples"] >= 3 and worker["rss_mb"][0] > 10
+    assert worker["threads"][0] >= 1 and worker["fds"][0] >= 3
+    assert worker["db_conns"][0] >= 1, "the worker's connections to the database are counted"
+    assert set(worker["checks"]) == {
+        "one worker throughout",
+        "RSS growth < 2 MB/h",
+        "threads flat",
+        "descriptors flat",
+        "connections flat",
+    }
+    assert figures["runs_hibernated"] == 3
     lines = ["abort: no", "RSS:", "threads:", "event loop: longest stall", "targets:"]
     lines += ["SQLite's memory", "after warm-up", "lateness of a tick", "collections after"]
+    lines += ["worker: RSS", "database connections:", "worker targets:", "3 hibernated"]
     for line in lines:
         assert line in proc.stdout
     assert not list(tmp_path.glob("soak-*")), "the scratch folder is removed without --keep"
