@@ -114,7 +114,7 @@ def run_once(
             clock=clock.now,
         )
         executor = build_executor(
-            client._store,
+            client.store,
             settings,
             clock=clock,
             model_for=lambda _name: claude,
@@ -126,7 +126,7 @@ def run_once(
         woken: list[int] = []
         for _ in range(len(at) + 2):
             Worker(
-                client._store,
+                client.store,
                 executor,
                 WorkerConfig(max_runs=1, until_idle=True, poll_s=0.01),
                 clock=clock,

@@ -81,7 +81,7 @@ def main() -> None:
         db = Path(tmp) / "data" / "desktop-agent.db"
         Settings(durability="NORMAL").save(db)
         client = Client(db)
-        store = client._store
+        store = client.store
         _new_run(store)
         store.commit(RUN_ID, intents=[_intent(1)], patch=RunPatch(status=RunStatus.RUNNING))
         for n in range(1, args.steps + 1):

@@ -47,10 +47,10 @@ def _journal(client: Client, run_id: str, steps: int) -> None:
             out = {"content": "x" * 200}
         batch.append(StepIntent(seq, kind, name, data, status=StepStatus.COMPLETED, output=out))
         if len(batch) == 100:
-            client._store.commit(run_id, intents=batch)
+            client.store.commit(run_id, intents=batch)
             batch = []
     if batch:
-        client._store.commit(run_id, intents=batch)
+        client.store.commit(run_id, intents=batch)
 
 
 def _median_s(read: Callable[[str], object], run_id: str, repeat: int) -> float:
@@ -81,11 +81,11 @@ def main() -> None:
                 f"  make a fork after step {at:>6}      {1000 * (time.perf_counter() - t):7.2f} ms"
             )
         long = made[steps - 2]
-        own = len(client._store.load_steps(long, 1)) - (steps - 2)
+        own = len(client.store.load_steps(long, 1)) - (steps - 2)
         print(f"  steps the long fork owns              {own} (of {steps - 1})")
         for label, read in (
-            ("load_steps", lambda r: client._store.load_steps(r, 1)),
-            ("timeline", lambda r: readmodels.timeline_rows(client._db, r, 1)),
+            ("load_steps", lambda r: client.store.load_steps(r, 1)),
+            ("timeline", lambda r: readmodels.timeline_rows(client.store.db, r, 1)),
         ):
             a = _median_s(read, parent, args.repeat)
             b = _median_s(read, long, args.repeat)

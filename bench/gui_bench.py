@@ -99,7 +99,7 @@ class StallMeter(QObject):
 def write_big_run(client: Client, steps: int) -> str:
     """A run whose journal holds ``steps`` finished steps, written directly."""
     run = client.start_run("Big journal for the open benchmark", model="demo")
-    store = client._store
+    store = client.store
     store.commit(run.id, patch=RunPatch(status=RunStatus.RUNNING, started_at=time.time()))
     for seq in range(1, steps + 1):
         if seq % 2:

@@ -165,9 +165,9 @@ def run_load(
         for i, ws in enumerate(workspaces)
     ]
     model = SlowDemo(lo, hi)
-    executor = build_executor(client._store, settings, model_for=lambda _name: model)
+    executor = build_executor(client.store, settings, model_for=lambda _name: model)
     worker = Worker(
-        client._store,
+        client.store,
         executor,
         WorkerConfig(max_runs=max_runs or runs, until_idle=True, poll_s=poll_s),
     )
@@ -176,7 +176,7 @@ def run_load(
         started = time.perf_counter()
         worker.run()
         elapsed = time.perf_counter() - started
-    final = [client._store.get_run(run_id) for run_id in ids]
+    final = [client.store.get_run(run_id) for run_id in ids]
     complete = [r for r in final if r.status == RunStatus.COMPLETED]
     steps = 0
     gapless = True

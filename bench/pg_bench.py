@@ -153,7 +153,7 @@ def takeover(server: postgres.PgServer, other_host: bool, runs: int = 6) -> floa
         second = _worker(
             db, {**env, "DESKTOP_AGENT_HOST": second_host}, runs, log, until_idle=False
         )
-        _wait(lambda: len(client._store.list_workers()) >= 2, "the second worker")
+        _wait(lambda: len(client.store.list_workers()) >= 2, "the second worker")
         os.kill(first.pid, signal.SIGKILL)
         first.wait()
         killed = time.perf_counter()

@@ -657,7 +657,7 @@ def stop_leftover_workers(client: Any) -> None:
 
     from desktop_agent.procs import process_alive
 
-    for info, proc_started in client._store.list_workers():
+    for info, proc_started in client.store.list_workers():
         if not process_alive(info.pid, proc_started):
             continue
         with contextlib.suppress(psutil.Error):

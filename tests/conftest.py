@@ -63,7 +63,7 @@ def client(db_path: Path) -> Iterator[Client]:
 @pytest.fixture
 def store(client: Client) -> SqlStore:
     """The client's store."""
-    return client._store
+    return client.store
 
 
 @pytest.fixture
@@ -94,7 +94,7 @@ def make_executor(client: Client) -> MakeExecutor:
         demo = DemoModel(delay=0.0)
         chosen = model or demo
         return build_executor(
-            client._store,
+            client.store,
             client.settings,
             clock=clock,
             tools=tools,
@@ -125,7 +125,7 @@ def run_worker_thread(client: Client) -> Iterator[Callable[[RunExecutor], Worker
     started: list[tuple[Worker, threading.Thread]] = []
 
     def start(executor: RunExecutor) -> Worker:
-        worker = Worker(client._store, executor, WorkerConfig(max_runs=4, poll_s=0.02))
+        worker = Worker(client.store, executor, WorkerConfig(max_runs=4, poll_s=0.02))
         thread = threading.Thread(target=worker.run, daemon=True)
         thread.start()
         started.append((worker, thread))

@@ -155,7 +155,7 @@ class Client:
         self.db_path = db_path
         self.settings = settings or Settings.load(db_path)
         # The client's own: views of this package read them, nothing outside does (the
-        # GUI and the CLI call the methods below; tests reach them by these names).
+        # GUI and the CLI call the methods below; tests and benchmarks use ``store``).
         self._db = Database(
             DbSettings.for_path(db_path, self.settings.durability, database_password)
         )
@@ -166,6 +166,17 @@ class Client:
         self.last_model_notice = ""
         """What the last run prepared was told of its model ("" when nothing: see models)."""
         self.reload_mcp_tools()
+
+    @property
+    def store(self) -> SqlStore:
+        """The journal this client reads and writes: the seam for tests and benchmarks.
+
+        An engine run in the same process (a test's worker, a benchmark's driver) works on
+        it; the GUI, the CLI and the HTTP API never do: they call the methods of the client
+        (import-linter's contracts in ``pyproject.toml`` keep them from importing the
+        store, and ``tests/unit/test_import_contracts.py`` from reading this property).
+        """
+        return self._store
 
     def reload_mcp_tools(self) -> None:
         """Offer new runs the MCP tools as a worker last listed them (workers call them)."""

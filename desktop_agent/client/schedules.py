@@ -96,6 +96,11 @@ class Scheduling:
         self.now = clock
         self._store = ScheduleStore(client._db, clock)
 
+    @property
+    def store(self) -> ScheduleStore:
+        """The schedules' store: the seam for tests and benchmarks (see ``Client.store``)."""
+        return self._store
+
     # ------------------------------------------------------------------ templates
 
     def template(self, goal: str, options: RunOptions | None = None) -> RunTemplate:

@@ -63,7 +63,7 @@ def test_two_calls_share_one_approval_step_and_only_the_edited_call_runs(
     )
     run = client.start_run("Order", model="claude-haiku-4-5", tools=["http_post"])
     executor = make_executor(model)
-    worker = drain(client._store, executor)
+    worker = drain(client.store, executor)
     waiting = client.run(run.id)
     assert (waiting.status, waiting.wait_reason) == (RunStatus.WAITING, WaitReason.APPROVAL)
     assert not worker._in_flight  # waiting holds no thread
@@ -77,13 +77,13 @@ def test_two_calls_share_one_approval_step_and_only_the_edited_call_runs(
 
     client.approve(first.id, {"url": url, "body": {"sku": "A1", "qty": 10}})
     client.reject(second.id, "B2 is discontinued")
-    drain(client._store, executor)
+    drain(client.store, executor)
 
     assert client.run(run.id).status == RunStatus.COMPLETED
     assert [json.loads(r.body) for r in server.requests] == [{"sku": "A1", "qty": 10}]
     assert server.requests[0].headers["idempotency-key"] == f"{run.id}:{step.seq + 1}"
-    assert client._store.get_approval(first.id).state == ApprovalState.EDITED
-    assert client._store.get_approval(second.id).state == ApprovalState.REJECTED
+    assert client.store.get_approval(first.id).state == ApprovalState.EDITED
+    assert client.store.get_approval(second.id).state == ApprovalState.REJECTED
     by_id = {r["tool_use_id"]: r for r in last_results(model)}
     uses = [b for b in model.requests[-1].messages[-2]["content"] if b["type"] == "tool_use"]
     ran, rejected = by_id[uses[0]["id"]], by_id[uses[1]["id"]]
@@ -107,18 +107,18 @@ def test_an_expired_approval_applies_its_default(
     )
     run = client.start_run("Order", model="claude-haiku-4-5", tools=["http_post"])
     executor = make_executor(model, clock=clock)
-    drain(client._store, executor, clock=clock)
+    drain(client.store, executor, clock=clock)
     (approval,) = client.approvals()
     assert approval.deadline == pytest.approx(clock.now() + 600)
     assert client.run(run.id).wake_at == approval.deadline
     clock.advance(599)
-    drain(client._store, executor, clock=clock)
+    drain(client.store, executor, clock=clock)
     assert client.run(run.id).status == RunStatus.WAITING  # not yet
     clock.advance(2)
-    drain(client._store, executor, clock=clock)
+    drain(client.store, executor, clock=clock)
 
     assert client.run(run.id).status == RunStatus.COMPLETED
-    record = client._store.get_approval(approval.id)
+    record = client.store.get_approval(approval.id)
     assert record.state == ApprovalState.EXPIRED
     assert f"default action ({default})" in record.decision_note
     (result,) = last_results(model)
@@ -140,12 +140,12 @@ def test_a_decision_before_the_deadline_wins(
     model = ScriptedModel([Reply("Ordering.", [("http_post", {"url": url})]), Reply("ok")])
     run = client.start_run("Order", model="claude-haiku-4-5", tools=["http_post"])
     executor = make_executor(model, clock=clock)
-    drain(client._store, executor, clock=clock)
+    drain(client.store, executor, clock=clock)
     (approval,) = client.approvals()
     client.reject(approval.id, "not today")
     clock.advance(3600)  # the worker only gets to it after the deadline
-    drain(client._store, executor, clock=clock)
-    assert client._store.get_approval(approval.id).state == ApprovalState.REJECTED
+    drain(client.store, executor, clock=clock)
+    assert client.store.get_approval(approval.id).state == ApprovalState.REJECTED
     assert "not today" in str(last_results(model)[0]["content"])
     assert client.run(run.id).status == RunStatus.COMPLETED
 
@@ -168,12 +168,12 @@ def test_an_approved_write_is_checked_again_before_it_runs(
     )
     run = client.start_run("Edit", model="claude-haiku-4-5", workspace=ws)
     executor = make_executor(model)
-    drain(client._store, executor)
+    drain(client.store, executor)
     (approval,) = client.approvals()
     assert "would overwrite plan.md" in approval.rule
     (ws / "plan.md").write_text("v1 edited by a colleague\n")  # the world moved on
     client.approve(approval.id)
-    drain(client._store, executor)
+    drain(client.store, executor)
     assert client.run(run.id).status == RunStatus.COMPLETED
     assert (ws / "plan.md").read_text() == "v1 edited by a colleague\n"
     (result,) = last_results(model)
@@ -197,11 +197,11 @@ def test_policies_ask_and_never(
         approval_overrides={"list_files": "ask", "search_files": "never"},
     )
     executor = make_executor(model)
-    drain(client._store, executor)
+    drain(client.store, executor)
     (approval,) = client.approvals()
     assert approval.tool == "list_files" and "policy for list_files is to ask" in approval.rule
     client.approve(approval.id)
-    drain(client._store, executor)
+    drain(client.store, executor)
     assert client.run(run.id).status == RunStatus.COMPLETED
     listed, refused = last_results(model)
     assert "alpha.md" in str(listed["content"])
@@ -245,7 +245,7 @@ def test_malformed_tool_calls_become_errors_the_model_sees(
             "ask_user",
         ],
     )
-    drain(client._store, make_executor(model))
+    drain(client.store, make_executor(model))
     done = client.run(run.id)
     assert done.status == RunStatus.COMPLETED, done.status_message
     assert client.approvals(None) == []  # nothing malformed was put to the analyst
@@ -282,7 +282,7 @@ def test_a_post_to_an_endpoint_honouring_keys_is_still_asked_and_repeated_after_
     )
     try:
         run = client.start_run("Order", model="claude-haiku-4-5", tools=["http_post"])
-        drain(client._store, make_executor(model))
+        drain(client.store, make_executor(model))
         (approval,) = client.approvals()  # idempotent is not harmless: still asked
         client.approve(approval.id)
 
@@ -295,9 +295,9 @@ def test_a_post_to_an_endpoint_honouring_keys_is_still_asked_and_repeated_after_
             make_executor(model, config=cfg).execute(run.id)
         (post,) = [s for s in client.steps(run.id) if s.kind == StepKind.TOOL_CALL]
         assert (post.status, post.effect) == (StepStatus.STARTED, EffectClass.IDEMPOTENT)
-        drain(client._store, make_executor(model))  # repeated at once, with the same key
+        drain(client.store, make_executor(model))  # repeated at once, with the same key
         assert client.run(run.id).status == RunStatus.COMPLETED
         assert endpoint.keys == [f"{run.id}:{post.seq}"] * 2 and len(endpoint.effects) == 1
-        assert client._store.get_step(run.id, post.seq).attempt == 2
+        assert client.store.get_step(run.id, post.seq).attempt == 2
     finally:
         srv.close()

@@ -77,7 +77,7 @@ def test_approve_several_in_one_go(
 ) -> None:
     model, run_id = two_orders(client, server)
     executor = make_executor(model)
-    drain(client._store, executor)
+    drain(client.store, executor)
     listed = json.loads(cli(client.db_path, "approvals", "--json").stdout)
     assert [a["tool"] for a in listed] == ["http_post", "http_post"]
     ids = [a["id"] for a in listed]
@@ -91,7 +91,7 @@ def test_approve_several_in_one_go(
     result = cli(client.db_path, "approve", *ids)
     assert result.returncode == 0, result.stderr
     assert result.stdout.count("approved") == 2
-    drain(client._store, executor)
+    drain(client.store, executor)
     assert client.run(run_id).status == RunStatus.COMPLETED
     assert sorted(json.loads(r.body)["sku"] for r in server.requests) == ["A1", "B2"]
     again = cli(client.db_path, "approve", ids[0])
@@ -103,7 +103,7 @@ def test_reject_several_with_one_reason(
 ) -> None:
     model, run_id = two_orders(client, server)
     executor = make_executor(model)
-    drain(client._store, executor)
+    drain(client.store, executor)
     ids = [a.id for a in client.approvals()]
     no_reason = cli(client.db_path, "reject", *ids)
     assert_one_line_error(no_reason, "the following arguments are required: --reason")
@@ -111,7 +111,7 @@ def test_reject_several_with_one_reason(
     assert_one_line_error(blank, "give a reason")
     result = cli(client.db_path, "reject", *ids, "--reason", "orders are frozen")
     assert result.returncode == 0 and result.stdout.count("rejected") == 2
-    drain(client._store, executor)
+    drain(client.store, executor)
     assert client.run(run_id).status == RunStatus.COMPLETED
     assert server.requests == []
     results = model.requests[-1].messages[-1]["content"]
@@ -131,13 +131,13 @@ def test_answer_and_budget_from_the_cli(
     )
     run = client.start_run("Ask", model="claude-haiku-4-5", workspace=workspace, max_steps=3)
     executor = make_executor(model)
-    drain(client._store, executor)
+    drain(client.store, executor)
     assert client.run(run.id).wait_reason == WaitReason.HUMAN_INPUT
     early = cli(client.db_path, "budget", run.id, "--add-steps", "-3")
     assert_one_line_error(early, "give a positive amount")
     answered = cli(client.db_path, "answer", run.id, "2025, please")
     assert answered.returncode == 0, answered.stderr
-    drain(client._store, executor)
+    drain(client.store, executor)
     assert any("2025, please" in str(m["content"]) for m in model.requests[1].messages)
     held = client.run(run.id)
     assert held.wait_reason == WaitReason.BUDGET and "steps" in held.status_message
@@ -168,6 +168,6 @@ def test_answer_and_budget_from_the_cli(
         "9",
     )
     assert extended.returncode == 0, extended.stderr
-    drain(client._store, executor)
+    drain(client.store, executor)
     done = client.run(run.id)
     assert done.status == RunStatus.COMPLETED and done.budget.max_steps == 8

@@ -96,7 +96,7 @@ def test_an_unsafe_post_in_doubt_after_sigkill_is_decided_by_the_analyst(
             code = worker(DESKTOP_AGENT_CRASH_AT=CRASH_AFTER_POST)
             assert code == -signal.SIGKILL, log.read_text()[-3000:]
             assert len(server.hits(f"/orders/{name}")) == 1
-            step = client._store.get_step(runs[name], 2)
+            step = client.store.get_step(runs[name], 2)
             assert (step.status, step.effect) == (StepStatus.STARTED, EffectClass.UNSAFE)
         # After the fact, the user says the last endpoint honours idempotency keys.
         settings(idempotent_post_prefixes=[server.url("/orders/probe_honoured")]).save(db)
@@ -133,7 +133,7 @@ def test_an_unsafe_post_in_doubt_after_sigkill_is_decided_by_the_analyst(
         assert keys["probe_honoured"] == [f"{runs['probe_honoured']}:2"] * 2
         assert len(honoured.effects) == 1
 
-        out = {name: client._store.get_step(run_id, 2).output for name, run_id in runs.items()}
+        out = {name: client.store.get_step(run_id, 2).output for name, run_id in runs.items()}
         assert out["skip"]["is_error"] and "may or may not have happened" in out["skip"]["content"]
         assert "confirmed this effect had already happened" in out["probe"]["content"]
         assert "HTTP 201" in out["retry"]["content"]

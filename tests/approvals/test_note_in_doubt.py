@@ -83,7 +83,7 @@ def test_a_note_to_a_run_in_doubt_waits_for_the_decision_then_is_delivered(
         assert (run.status, run.attention_seq) == (RunStatus.NEEDS_ATTENTION, 2)
         assert "may or may not have happened" in run.status_message
         assert [(s.seq, s.status) for s in client.steps(run_id)][-1] == (2, StepStatus.STARTED)
-        (note,) = client._store.pending_commands(run_id)
+        (note,) = client.store.pending_commands(run_id)
         assert note.kind == "steer"
 
         code, _out, err = cli(db, "resolve", run_id, decision)
@@ -97,7 +97,7 @@ def test_a_note_to_a_run_in_doubt_waits_for_the_decision_then_is_delivered(
         assert all(s.status == StepStatus.COMPLETED for s in steps)
         delivered = [s for s in steps if s.kind == StepKind.STEER]
         assert [(s.seq, s.input["text"]) for s in delivered] == [(3, "mind the dates")]
-        assert client._store.get_command(note.id).result == "delivered as step 3"
+        assert client.store.get_command(note.id).result == "delivered as step 3"
         hits = len(server.hits("/orders/a"))
         assert hits == (2 if decision == "retry" else 1)
     finally:

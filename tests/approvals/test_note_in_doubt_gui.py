@@ -39,7 +39,7 @@ def test_the_note_dialog_and_the_status_bar_say_the_note_waits_for_the_decision(
 ) -> None:
     run_id = client.start_run("Send the order", model="demo").id
     post = {"tool_use_id": "t1", "arguments": {"url": "http://example.test/orders"}}
-    client._store.commit(
+    client.store.commit(
         run_id,
         intents=[StepIntent(2, StepKind.TOOL_CALL, "http_post", post, EffectClass.UNSAFE)],
         patch=RunPatch(
@@ -65,5 +65,5 @@ def test_the_note_dialog_and_the_status_bar_say_the_note_waits_for_the_decision(
     with qtbot.waitSignal(window.commands.done) as sent:
         QTest.mouseClick(prompt.ok, Qt.MouseButton.LeftButton)
     assert sent.args == [f"Note sent; {WAITS}"]
-    (note,) = client._store.pending_commands(run_id)
+    (note,) = client.store.pending_commands(run_id)
     assert (note.kind, note.payload) == ("steer", {"text": "mind the dates"})

@@ -35,7 +35,7 @@ def test_cost_is_checked_against_the_worst_case_then_extended(
         "Spend", model="claude-haiku-4-5", workspace=workspace, max_cost_usd=0.025
     )
     executor = make_executor(model)
-    drain(client._store, executor)
+    drain(client.store, executor)
     held = client.run(run.id)
     assert (held.status, held.wait_reason) == (RunStatus.WAITING, WaitReason.BUDGET)
     # 0.02 spent; the next call could cost 0.01 more (worst case), which would pass 0.025.
@@ -49,7 +49,7 @@ def test_cost_is_checked_against_the_worst_case_then_extended(
     assert report["burn_rate_usd_per_hour"] > 0
     assert report["projected_cost_usd"] == pytest.approx(0.08)  # 1 of 4 plan items for $0.02
     client.extend_budget(run.id, cost_usd=1.0)
-    drain(client._store, executor)
+    drain(client.store, executor)
     done = client.run(run.id)
     assert done.status == RunStatus.COMPLETED and done.budget.max_cost_usd == pytest.approx(1.025)
     assert len(model.requests) == 3
@@ -65,10 +65,10 @@ def test_stopping_at_a_budget_leaves_a_partial_report(
         "Spend", model="claude-haiku-4-5", workspace=workspace, max_cost_usd=0.035
     )
     executor = make_executor(model)
-    drain(client._store, executor)
+    drain(client.store, executor)
     assert client.run(run.id).wait_reason == WaitReason.BUDGET
     client.stop(run.id)
-    drain(client._store, executor)
+    drain(client.store, executor)
     ended = client.run(run.id)
     assert ended.status == RunStatus.STOPPED and "partial report" in ended.status_message
     assert len(model.requests) == 1
@@ -92,12 +92,12 @@ def test_tokens_are_checked_after_each_call(client: Client, make_executor: MakeE
     )
     run = client.start_run("Tokens", model="claude-haiku-4-5", max_tokens_budget=200)
     executor = make_executor(model)
-    drain(client._store, executor)
+    drain(client.store, executor)
     held = client.run(run.id)
     assert held.wait_reason == WaitReason.BUDGET and "240 of 200 tokens" in held.status_message
     assert len(model.requests) == 2
     client.extend_budget(run.id, tokens=1000)
-    drain(client._store, executor)
+    drain(client.store, executor)
     assert client.run(run.id).status == RunStatus.COMPLETED
 
 
@@ -128,17 +128,17 @@ def test_time_spent_waiting_on_the_analyst_does_not_count(
         count_waiting_time=count_waiting,
     )
     executor = make_executor(model, clock=clock)
-    drain(client._store, executor, clock=clock)
+    drain(client.store, executor, clock=clock)
     (approval,) = client.approvals()
     clock.advance(3600)  # the analyst takes an hour to answer
     client.approve(approval.id)
-    drain(client._store, executor, clock=clock)
+    drain(client.store, executor, clock=clock)
     ended = client.run(run.id)
     if count_waiting:
         assert ended.wait_reason == WaitReason.BUDGET
         assert budget_step(client, run.id)["limit"] == "time"
         client.extend_budget(run.id, time_s=7200)
-        drain(client._store, executor, clock=clock)
+        drain(client.store, executor, clock=clock)
         assert client.run(run.id).status == RunStatus.COMPLETED
     else:
         assert ended.status == RunStatus.COMPLETED, ended.status_message
@@ -152,15 +152,15 @@ def test_the_runs_own_timer_waits_count_towards_time(
     model = _slow_model(clock, [Reply("pause", [("wait", {"seconds": 55})]), Reply("done")], 10)
     run = client.start_run("Wait", model="claude-haiku-4-5", max_time_s=60)
     executor = make_executor(model, clock=clock)
-    drain(client._store, executor, clock=clock)
+    drain(client.store, executor, clock=clock)
     assert client.run(run.id).wait_reason == WaitReason.TIMER
     clock.advance(55)
-    drain(client._store, executor, clock=clock)
+    drain(client.store, executor, clock=clock)
     held = client.run(run.id)
     assert held.wait_reason == WaitReason.BUDGET, held.status_message
     assert "worked 1m05s of 1m" in held.status_message
     client.extend_budget(run.id, time_s=600)
-    drain(client._store, executor, clock=clock)
+    drain(client.store, executor, clock=clock)
     assert client.run(run.id).status == RunStatus.COMPLETED
 
 
@@ -174,7 +174,7 @@ def test_time_worked_within_one_activation_adds_up(
     model = _slow_model(clock, [*looks, Reply("done")], 15)
     run = client.start_run("Busy", model="claude-haiku-4-5", max_time_s=60)
     executor = make_executor(model, clock=clock)
-    drain(client._store, executor, clock=clock)
+    drain(client.store, executor, clock=clock)
     held = client.run(run.id)
     assert held.wait_reason == WaitReason.BUDGET, held.status_message
     assert budget_step(client, run.id)["limit"] == "time"

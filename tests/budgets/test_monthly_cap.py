@@ -62,13 +62,13 @@ def test_the_second_run_waits_for_the_cap_until_it_is_raised(
     _set_cap(client, 1.01)  # above one call's worst case, below two calls
     executor = make_executor(_model(fake))
     first = client.start_run("First", model=HAIKU)
-    drain(client._store, executor)
+    drain(client.store, executor)
     assert client.run(first.id).status == RunStatus.COMPLETED
     spent = client.run(first.id).cost_usd
     assert spent == pytest.approx(1.0, rel=0.01)
 
     second = client.start_run("Second", model=HAIKU)
-    drain(client._store, executor)
+    drain(client.store, executor)
     held = client.run(second.id)
     assert (held.status, held.wait_reason) == (RunStatus.WAITING, WaitReason.BUDGET)
     assert len(fake.requests) == 1  # the second run's call was never made
@@ -82,14 +82,14 @@ def test_the_second_run_waits_for_the_cap_until_it_is_raised(
     with pytest.raises(InvalidStateError, match="raise the cap in Settings"):
         client.extend_budget(second.id, cost_usd=5.0)
     client.resume(second.id)  # not raised yet: it waits again, nothing is called
-    drain(client._store, executor)
+    drain(client.store, executor)
     again = client.run(second.id)
     assert (again.status, again.wait_reason) == (RunStatus.WAITING, WaitReason.BUDGET)
     assert len(fake.requests) == 1
 
     _set_cap(client, 10.0)
     client.resume(second.id)
-    drain(client._store, executor)
+    drain(client.store, executor)
     done = client.run(second.id)
     assert done.status == RunStatus.COMPLETED, done.status_message
     assert len(fake.requests) == 2
@@ -100,7 +100,7 @@ def test_without_a_cap_nothing_waits(
 ) -> None:
     executor = make_executor(_model(fake))
     ids = [client.start_run(name, model=HAIKU).id for name in ("One", "Two")]
-    drain(client._store, executor)
+    drain(client.store, executor)
     assert [client.run(i).status for i in ids] == [RunStatus.COMPLETED] * 2
 
 
@@ -112,7 +112,7 @@ def test_reservations_count_only_while_their_run_runs_and_go_with_their_token(
     from desktop_agent.persistence.tables import runs
     from desktop_agent.persistence.usage import RESERVATION_TTL_S, MonthSpend
 
-    store = client._store
+    store = client.store
     a, b = (client.start_run(goal, model=HAIKU).id for goal in ("A", "B"))
     with store.db.write() as conn:
         conn.execute(update(runs).values(status=str(RunStatus.RUNNING)))

@@ -135,7 +135,7 @@ class Analyst:
 
     def _resolve_doubts(self) -> None:
         for run in self.lab.client.runs([RunStatus.NEEDS_ATTENTION]):
-            pending = self.lab.client._store.pending_commands(run.id)
+            pending = self.lab.client.store.pending_commands(run.id)
             if any(c.kind in (CommandKind.RESOLVE, CommandKind.RESUME) for c in pending):
                 continue  # our last decision is not applied yet
             if run.attention_seq is None:
@@ -148,7 +148,7 @@ class Analyst:
                 self._record("resume", run.id, None, short(run.status_message), None, refused)
                 continue
             seq = run.attention_seq
-            step = self.lab.client._store.get_step(run.id, seq)
+            step = self.lab.client.store.get_step(run.id, seq)
             marker = self._marker_in(run.id, str(step.input))
             n = sum(1 for d in self.decisions if d.run_id == run.id and d.seq == seq)
             rng = rng_for(self.seed, "doubt", self.lab.keys[run.id], seq, n)

@@ -132,7 +132,7 @@ class Observer:
     def delivered(self, kind: str, marker: str, peer: tuple[str, int] | None) -> Delivery:
         """Record a delivery that a sink just received (called from the sink's thread)."""
         pid = pid_of_peer(peer, self.lab.workers.alive())
-        owner = self.lab.client._store.get_run(self.lab.markers[marker]).lease_owner
+        owner = self.lab.client.store.get_run(self.lab.markers[marker]).lease_owner
         d = Delivery(kind, marker, pid, owner, peer)
         with self._lock:
             self.deliveries.append(d)

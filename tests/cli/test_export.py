@@ -38,7 +38,7 @@ def _run_with_a_secret(client: Client, make_executor: MakeExecutor, ws: Path) ->
         Reply(f"Keeping {SECRET} aside.", [("append_note", note)]),  # a key in the text
         Reply("Done."),
     ]
-    drain(client._store, make_executor(ScriptedModel(replies)))
+    drain(client.store, make_executor(ScriptedModel(replies)))
     return run.id
 
 

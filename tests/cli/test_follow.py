@@ -28,7 +28,7 @@ def test_following_goes_on_while_an_applied_decision_has_not_moved_the_run_yet(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    store = client._store
+    store = client.store
     commit = store.commit
     in_window, go_on = threading.Event(), threading.Event()
 

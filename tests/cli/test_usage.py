@@ -20,7 +20,7 @@ def test_totals_add_up_per_model_and_day_and_the_cli_prints_them(
     ids: dict[str, list[str]] = {}
     for model in (HAIKU, SONNET, SONNET):
         run = client.start_run(f"Spend on {model}", model=model)
-        drain(client._store, make_executor(ScriptedModel([Reply("Thinking."), Reply("Done.")])))
+        drain(client.store, make_executor(ScriptedModel([Reply("Thinking."), Reply("Done.")])))
         ids.setdefault(model, []).append(run.id)
     runs = {r.id: r for r in client.runs()}
     usage = client.usage(0.0)

@@ -38,7 +38,7 @@ def run_with(
 ) -> str:
     """A run of the same goal answered by ``replies``, run to its end."""
     run = client.start_run("Note what the source says", model=MODEL, workspace=workspace)
-    drain(client._store, make_executor(ScriptedModel(replies)))
+    drain(client.store, make_executor(ScriptedModel(replies)))
     return run.id
 
 

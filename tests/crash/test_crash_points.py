@@ -142,7 +142,7 @@ def _check_at_crash(
 ) -> None:
     """What the crash point itself promises about the database at the moment of the kill."""
     if case.point in ("before_snapshot", "after_snapshot"):
-        snap = lab.client._store.load_snapshot(run_id)
+        snap = lab.client.store.load_snapshot(run_id)
         if case.point == "before_snapshot":
             assert snap is None, "killed before the snapshot's commit: none may exist"
         else:
@@ -150,7 +150,7 @@ def _check_at_crash(
             assert snap.seq == max(done)
     if case.point == "mid_stream":
         (seq,) = open_seqs
-        partial = lab.client._store.get_step(run_id, seq).partial_text
+        partial = lab.client.store.get_step(run_id, seq).partial_text
         assert partial, "text streamed before the crash is persisted"
         answer = _answer_text(reference_3.steps[seq - 1])
         assert answer.startswith(partial) and answer != partial, "a true prefix of the answer"

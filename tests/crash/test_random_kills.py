@@ -58,7 +58,7 @@ ENV = {"DESKTOP_AGENT_SNAPSHOT_EVERY": "5", "DESKTOP_AGENT_DEMO_DELAY": "0.01"}
 
 def _progress(lab: Lab) -> int:
     """Changes whenever a worker commits a step's intent."""
-    with lab.client._db.read() as conn:
+    with lab.client.store.db.read() as conn:
         value = conn.exec_driver_sql("SELECT coalesce(sum(last_seq), 0) FROM runs").scalar()
     return int(value or 0)
 

@@ -51,7 +51,7 @@ def _crash_on_first_note(lab: Lab, ref: Reference, point: str) -> tuple[str, Pat
     n = ref.nth("append_note", 1)
     lab.crash_at(point, n)
     seq = ref.protocol_steps[n - 1].seq
-    step = lab.client._store.get_step(run_id, seq)
+    step = lab.client.store.get_step(run_id, seq)
     assert (step.name, step.status, step.effect) == (
         "append_note",
         StepStatus.STARTED,
@@ -67,7 +67,7 @@ def _assert_held_for_the_analyst(lab: Lab, run_id: str, seq: int, ws: Path, note
         assert run.status == RunStatus.NEEDS_ATTENTION, run.status_message
         assert run.attention_seq == seq
         assert "may or may not have happened" in run.status_message
-        assert lab.client._store.get_step(run_id, seq).status == StepStatus.STARTED
+        assert lab.client.store.get_step(run_id, seq).status == StepStatus.STARTED
         assert len(_note_lines(ws)) == notes
 
 
@@ -82,7 +82,7 @@ def test_unsafe_effect_done_before_the_crash_is_not_repeated_and_probe_confirms_
     lab.client.resolve(run_id, "probe")
     lab.finish([run_id])
 
-    step = lab.client._store.get_step(run_id, seq)
+    step = lab.client.store.get_step(run_id, seq)
     assert step.attempt == 1  # never executed again
     assert isinstance(step.output, dict) and "already happened" in str(step.output["content"])
     final = lab.steps(run_id)

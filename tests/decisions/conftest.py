@@ -46,7 +46,7 @@ class Waiting:
 
     def drain(self) -> None:
         """Let a worker apply what was recorded, until nothing is runnable."""
-        drain(self.client._store, self.executor)
+        drain(self.client.store, self.executor)
 
     def recipients(self) -> list[list[str]]:
         """The recipients of every e-mail the SMTP server received."""
@@ -54,7 +54,7 @@ class Waiting:
 
     def queued(self) -> list[dict[str, object]]:
         """Payloads of the decisions waiting for the worker."""
-        return [dict(c.payload or {}) for c in self.client._store.pending_commands(self.run_id)]
+        return [dict(c.payload or {}) for c in self.client.store.pending_commands(self.run_id)]
 
 
 @pytest.fixture
@@ -76,7 +76,7 @@ def waiting(client: Client, make_executor: MakeExecutor, smtp: SmtpServer) -> Wa
     )
     run = client.start_run("Mail the Q3 numbers", model="claude-haiku-4-5", tools=["send_email"])
     executor = make_executor(model)
-    drain(client._store, executor)
+    drain(client.store, executor)
     assert client.run(run.id).status == RunStatus.WAITING
     (approval,) = client.approvals()
     return Waiting(client, executor, run.id, approval, smtp)

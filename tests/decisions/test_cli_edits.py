@@ -65,7 +65,7 @@ def test_an_edit_that_will_not_run_is_refused_in_one_line_and_not_recorded(
     )
     _assert_refused(code, out, err, message)
     assert waiting.queued() == []
-    assert waiting.client._store.get_approval(waiting.approval.id).state == ApprovalState.PENDING
+    assert waiting.client.store.get_approval(waiting.approval.id).state == ApprovalState.PENDING
 
     code, out, err = cli_main(
         capsys, waiting.client.db_path, "approve", waiting.approval.id, "--edit", text, "--json"
@@ -93,7 +93,7 @@ def test_refused_edits_send_nothing_and_the_right_edit_sends_only_itself(
     waiting.drain()
     assert waiting.client.run(waiting.run_id).status == RunStatus.COMPLETED
     assert waiting.recipients() == [["team@example.test"]]
-    assert waiting.client._store.get_approval(approval_id).state == ApprovalState.EDITED
+    assert waiting.client.store.get_approval(approval_id).state == ApprovalState.EDITED
 
 
 def test_after_edit_null_later_decisions_say_they_are_not_pending_and_the_original_never_goes(
@@ -133,21 +133,21 @@ def test_a_decision_made_elsewhere_after_the_approval_was_read_is_not_overridden
 ) -> None:
     """Pending when read, decided in another terminal before this decision is recorded."""
     client, approval_id = waiting.client, waiting.approval.id
-    read = client._store.get_approval
+    read = client.store.get_approval
 
     def read_then_decided_elsewhere(approval_id: str) -> Approval:
         found = read(approval_id)
         _reject_from_another_terminal(waiting)
-        monkeypatch.setattr(client._store, "get_approval", read)
+        monkeypatch.setattr(client.store, "get_approval", read)
         return found
 
-    monkeypatch.setattr(client._store, "get_approval", read_then_decided_elsewhere)
+    monkeypatch.setattr(client.store, "get_approval", read_then_decided_elsewhere)
     with pytest.raises(InvalidStateError, match="was already rejected"):
         client.approve(approval_id, EDITED)
     assert [p.get("reason") for p in waiting.queued()] == ["hold it"]
     waiting.drain()
     assert waiting.recipients() == []
-    assert client._store.get_approval(approval_id).state == ApprovalState.REJECTED
+    assert client.store.get_approval(approval_id).state == ApprovalState.REJECTED
 
 
 def test_the_record_itself_is_conditional_on_nothing_else_deciding_first(

@@ -13,7 +13,7 @@ from tests.decisions.conftest import EDITED, PROPOSED, Waiting
 
 
 def _write_decision(waiting: Waiting, payload: dict[str, object]) -> int:
-    return waiting.client._store.add_command(
+    return waiting.client.store.add_command(
         waiting.run_id, CommandKind.APPROVE, {"approval_id": waiting.approval.id, **payload}
     )
 
@@ -31,15 +31,15 @@ def test_unchecked_edits_are_refused_by_the_worker_and_the_original_is_never_sen
     ids = [_write_decision(waiting, {"arguments": args, "reason": ""}) for args in bad]
     waiting.drain()
     for command_id in ids:
-        result = waiting.client._store.get_command(command_id).result
+        result = waiting.client.store.get_command(command_id).result
         assert result.startswith("refused: "), result
-    assert waiting.client._store.get_approval(waiting.approval.id).state == ApprovalState.PENDING
+    assert waiting.client.store.get_approval(waiting.approval.id).state == ApprovalState.PENDING
     assert waiting.client.run(waiting.run_id).status == RunStatus.WAITING
     assert waiting.recipients() == []
 
     good = _write_decision(waiting, {"arguments": EDITED, "reason": "fixed"})
     waiting.drain()
-    assert waiting.client._store.get_command(good).result == "edited"
+    assert waiting.client.store.get_command(good).result == "edited"
     assert waiting.recipients() == [["team@example.test"]]
     assert waiting.client.run(waiting.run_id).status == RunStatus.COMPLETED
 

@@ -25,7 +25,7 @@ def _waiting(
     qtbot: QtBot, window: MainWindow, client: Client, make_executor: MakeExecutor, ws: Path
 ) -> str:
     run = client.start_run("Summarise the sources", model="demo", workspace=ws)
-    drain(client._store, make_executor())
+    drain(client.store, make_executor())
     assert client.run(run.id).status == RunStatus.WAITING
     qtbot.waitUntil(lambda: window.approvals_model.rowCount() == 1)
     return run.id
@@ -71,10 +71,10 @@ def test_approve_is_off_with_the_reason_while_the_edit_would_be_refused(
     assert dialog.error.text() == ""
     QTest.mouseClick(dialog.approve_button, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: window.approval_dialog is None)
-    drain(client._store, make_executor())
+    drain(client.store, make_executor())
     assert client.run(run_id).status == RunStatus.COMPLETED
     assert "## Conclusions" in (demo_ws / "final.md").read_text()
-    assert client._store.list_approvals(None)[0].state == ApprovalState.EDITED
+    assert client.store.list_approvals(None)[0].state == ApprovalState.EDITED
 
 
 def test_an_edit_approved_before_its_check_answered_is_refused_and_the_dialog_stays(
@@ -93,7 +93,7 @@ def test_an_edit_approved_before_its_check_answered_is_refused_and_the_dialog_st
     assert "outside the workspace" in dialog.error.text()
     (approval,) = client.approvals()
     assert approval.state == ApprovalState.PENDING
-    assert client._store.pending_commands(approval.run_id) == []
+    assert client.store.pending_commands(approval.run_id) == []
     assert window.approvals_model.rowCount() == 1  # shown again: it is still to decide
 
 
@@ -119,9 +119,9 @@ def test_the_inbox_says_when_an_approval_was_already_decided_elsewhere(
     assert dialog is not None and dialog.isVisible()
     QTest.mouseClick(dialog.approve_button, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: "was already rejected" in dialog.error.text())
-    assert len(client._store.pending_commands(run_id)) == 1  # only the other decision
-    drain(client._store, make_executor())
-    assert client._store.list_approvals(None)[0].state == ApprovalState.REJECTED
+    assert len(client.store.pending_commands(run_id)) == 1  # only the other decision
+    drain(client.store, make_executor())
+    assert client.store.list_approvals(None)[0].state == ApprovalState.REJECTED
     assert "Conclusions" not in (demo_ws / "report.md").read_text()
 
 

@@ -67,7 +67,7 @@ def secret_run(client: Client, make_executor: MakeExecutor, ws: Path) -> str:
     ]
     executor = make_executor(ScriptedModel(replies))
     for _ in range(3):
-        drain(client._store, executor)
+        drain(client.store, executor)
         for approval in client.approvals():
             client.approve(approval.id, note=f"fine, {BEARER}")
     assert client.run(run.id).status.value == "completed"

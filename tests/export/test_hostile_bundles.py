@@ -154,7 +154,7 @@ def state(tmp_path: Path, client: Client) -> tuple[Any, ...]:
         else:
             files[rel] = "folder"
     tables = (runs, steps, approvals, run_events, commands, search_runs, search_docs)
-    with client._store.db.read() as conn:
+    with client.store.db.read() as conn:
         counts = [conn.execute(select(func.count()).select_from(t)).scalar() for t in tables]
     return files, counts, [r.id for r in client.runs()]
 

@@ -56,7 +56,7 @@ def test_a_backup_is_made_before_a_migration_and_holds_the_old_schema(tmp_path: 
 
 def test_backup_under_concurrent_writes_is_consistent(client: Client) -> None:
     path = client.db_path
-    with client._db.write() as conn:
+    with client.store.db.write() as conn:
         conn.exec_driver_sql("CREATE TABLE pairs (a INTEGER, b INTEGER)")
     stop = threading.Event()
 
@@ -64,7 +64,7 @@ def test_backup_under_concurrent_writes_is_consistent(client: Client) -> None:
         n = 0
         while not stop.is_set():
             n += 1
-            with client._db.write() as conn:  # two rows per commit: a backup sees both or none
+            with client.store.db.write() as conn:  # two rows per commit: a backup sees both or none
                 conn.exec_driver_sql(f"INSERT INTO pairs VALUES ({n}, 0), ({n}, 1)")
 
     thread = threading.Thread(target=writer)
@@ -99,7 +99,7 @@ def test_schedule_keeps_the_newest_and_skips_when_recent(client: Client) -> None
 def test_worker_makes_the_scheduled_backup(client: Client, make_executor: MakeExecutor) -> None:
     assert backup.list_backups(client.db_path) == []
     worker = Worker(
-        client._store, make_executor(), WorkerConfig(until_idle=True, backup_every_s=3600)
+        client.store, make_executor(), WorkerConfig(until_idle=True, backup_every_s=3600)
     )
     worker.run()
     (made,) = backup.list_backups(client.db_path)
@@ -144,11 +144,11 @@ def test_restore_is_refused_while_a_worker_uses_the_database(
     client: Client, make_executor: MakeExecutor, capsys: pytest.CaptureFixture[str]
 ) -> None:
     backup.make_backup(client.db_path)
-    worker = Worker(client._store, make_executor(), WorkerConfig(poll_s=0.02, backup_every_s=0))
+    worker = Worker(client.store, make_executor(), WorkerConfig(poll_s=0.02, backup_every_s=0))
     thread = threading.Thread(target=worker.run)
     thread.start()
     try:
-        while not client._store.list_workers():
+        while not client.store.list_workers():
             threading.Event().wait(0.02)
         code = cli.main(["--db", str(client.db_path), "db", "restore", "--yes"])
     finally:

@@ -62,7 +62,7 @@ def check_journal(client: Client, run_id: str) -> None:
         assert len(open_steps) <= 1 and (not open_steps or open_steps[0] is steps[-1])
     else:
         assert open_steps == []
-    state, _open = restore_state(client._store, run)
+    state, _open = restore_state(client.store, run)
     assert state.scalars.last_seq == len(steps)
 
 

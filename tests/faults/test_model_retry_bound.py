@@ -74,7 +74,7 @@ def test_cut_streams_stop_after_three_attempts_and_a_resume_counts_afresh(
     executor, _fake = engine(lambda _body, _i: replies[0], clock)
     run = client.start_run("Q3 figures", model="claude-haiku-4-5")
 
-    drain(client._store, executor, clock=clock)
+    drain(client.store, executor, clock=clock)
     parked = client.run(run.id)
     assert parked.status == RunStatus.NEEDS_ATTENTION, parked.status_message
     assert parked.attention_seq is None
@@ -82,17 +82,17 @@ def test_cut_streams_stop_after_three_attempts_and_a_resume_counts_afresh(
     assert "failed 3 times in a row" in message and "ended before the message" in message
     assert f"desktop-agent resume {run.id}" in message
     assert _failed_model_steps(client, run.id) == [1, 2, 3]
-    drain(client._store, executor, clock=clock)  # parked: no worker retries by itself
+    drain(client.store, executor, clock=clock)  # parked: no worker retries by itself
     assert _failed_model_steps(client, run.id) == [1, 2, 3]
 
     client.resume(run.id)  # still failing: three fresh attempts, then it asks again
-    drain(client._store, executor, clock=clock)
+    drain(client.store, executor, clock=clock)
     assert _failed_model_steps(client, run.id) == [1, 2, 3, 4, 5, 6]
     assert client.run(run.id).status == RunStatus.NEEDS_ATTENTION
 
     replies[0] = Stream([Text("Revenue rose 12% in Q3.")])  # the API is healthy again
     client.resume(run.id)
-    drain(client._store, executor, clock=clock)
+    drain(client.store, executor, clock=clock)
     done = client.run(run.id)
     assert done.status == RunStatus.COMPLETED, done.status_message
     assert _failed_model_steps(client, run.id) == [1, 2, 3, 4, 5, 6]
@@ -110,7 +110,7 @@ def test_rate_limits_do_not_count_as_failed_attempts(client: Client, engine: Eng
     clock = FakeClock()
     executor, _fake = engine(script, clock)
     run = client.start_run("Q3 figures", model="claude-haiku-4-5")
-    drain(client._store, executor, clock=clock)
+    drain(client.store, executor, clock=clock)
     parked = client.run(run.id)
     assert parked.status == RunStatus.NEEDS_ATTENTION
     assert "failed 3 times in a row" in parked.status_message

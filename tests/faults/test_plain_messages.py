@@ -53,7 +53,7 @@ def _run_with(client: Client, make_executor: MakeExecutor, tool: Breaking) -> st
         ScriptedModel(call_once("breaking", saying="Trying.", then="Done.")),
         tools=ToolRegistry([tool]),
     )
-    drain(client._store, executor)
+    drain(client.store, executor)
     return run_id
 
 
@@ -128,7 +128,7 @@ def test_an_internal_error_parks_the_run_with_a_message_in_words(
 ) -> None:
     caplog.set_level(logging.ERROR, logger="desktop_agent.worker.worker")
     run_id = client.start_run("fail inside", model="claude-haiku-4-5").id
-    drain(client._store, make_executor(ScriptedModel([Reply(raises=raised)])))
+    drain(client.store, make_executor(ScriptedModel([Reply(raises=raised)])))
 
     run = client.run(run_id)
     assert (run.status, run.status_message) == (RunStatus.NEEDS_ATTENTION, expected)

@@ -146,14 +146,14 @@ def test_full_database_pauses_the_run_and_it_resumes_when_space_returns(
     lab: Lab, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO, logger="desktop_agent.worker.worker")
-    with lab.client._db.write() as conn:
+    with lab.client.store.db.write() as conn:
         conn.exec_driver_sql("CREATE TABLE ballast (b BLOB)")
         for _ in range(40):
             conn.exec_driver_sql("INSERT INTO ballast VALUES (randomblob(3000))")
     run = lab.client.start_run("Summarise the sources", model="demo", workspace=lab.ws)
     # Two pages more, for the first model call (it also keeps the run's tool definitions,
     # about 5 KB); the free room left in the journal's pages then takes a few steps.
-    monkeypatch.setenv(MAX_PAGES_ENV, str(page_count(lab.client._db) + 2))
+    monkeypatch.setenv(MAX_PAGES_ENV, str(page_count(lab.client.store.db) + 2))
     lab.start_worker()
     monkeypatch.delenv(MAX_PAGES_ENV)
 
@@ -172,7 +172,7 @@ def test_full_database_pauses_the_run_and_it_resumes_when_space_returns(
     assert committed(lab.client, run.id)[: len(before)] == before
     assert "storage problem" in caplog.text and "disk is full" in caplog.text
 
-    with lab.client._db.write() as conn:  # space comes back
+    with lab.client.store.db.write() as conn:  # space comes back
         conn.exec_driver_sql("DELETE FROM ballast")
     wait_until(lambda: lab.client.run(run.id).status == RunStatus.COMPLETED, what="completion")
     assert_finished_intact(lab, run.id, before)
@@ -208,13 +208,13 @@ def test_an_outcome_the_full_disk_kept_from_the_journal_is_put_to_the_analyst_as
     """
     lab.settings.ask_unsafe = False
     lab.settings.save(lab.db_path)
-    with lab.client._db.write() as conn:
+    with lab.client.store.db.write() as conn:
         conn.exec_driver_sql("CREATE TABLE ballast (b BLOB)")
-    limit = page_count(lab.client._db) + 400  # room for the run's first steps, not more
+    limit = page_count(lab.client.store.db) + 400  # room for the run's first steps, not more
 
     def fill() -> None:  # another program takes every page the worker may still use
-        while page_count(lab.client._db) < limit:
-            with lab.client._db.write() as conn:
+        while page_count(lab.client.store.db) < limit:
+            with lab.client.store.db.write() as conn:
                 conn.exec_driver_sql("INSERT INTO ballast VALUES (randomblob(16000))")
 
     tool = FillsTheDisk(fill)
@@ -236,7 +236,7 @@ def test_an_outcome_the_full_disk_kept_from_the_journal_is_put_to_the_analyst_as
     assert "The outcome of step 2 could not be recorded: unless its effect can be " in paused
     step = lab.client.steps(run.id)[-1]
     assert (step.seq, step.name, step.status) == (2, "send_report", StepStatus.STARTED)
-    with lab.client._db.write() as conn:  # space comes back; the run resumes by itself
+    with lab.client.store.db.write() as conn:  # space comes back; the run resumes by itself
         conn.exec_driver_sql("DELETE FROM ballast")
 
     wait_until(lambda: lab.client.run(run.id).status == RunStatus.NEEDS_ATTENTION, what="doubt")

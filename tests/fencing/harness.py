@@ -167,7 +167,7 @@ class FenceLab:
 
     def events(self, run_id: str) -> list[RunEvent]:
         """The run's events."""
-        return self.c._store.run_events(run_id)
+        return self.c.store.run_events(run_id)
 
 
 def journal(steps: list[Step]) -> list[tuple[object, ...]]:

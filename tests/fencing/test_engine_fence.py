@@ -62,7 +62,7 @@ def _run(client: Client, make_executor: MakeExecutor, probe: LeaseProbe) -> str:
         tools=ToolRegistry([probe]),
     )
     config = WorkerConfig(max_runs=1, until_idle=True, poll_s=0.01, lease_s=1.0)
-    Worker(client._store, executor, config).run()
+    Worker(client.store, executor, config).run()
     return run_id
 
 
@@ -85,7 +85,7 @@ def test_an_effect_whose_run_was_taken_over_before_its_last_check_does_not_act(
         # As if this worker froze here: its lease ran out and worker B claimed the run.
         run = client.run(run_id)
         assert run.lease_owner is not None
-        lease = client._store.claim_run(run_id, "worker-b", time.time(), 30.0, [run.lease_owner])
+        lease = client.store.claim_run(run_id, "worker-b", time.time(), 30.0, [run.lease_owner])
         assert lease is not None and lease.epoch == 2
 
     probe = LeaseProbe(client, take_over)

@@ -23,7 +23,7 @@ MESSAGE = (
 @pytest.fixture
 def run_id(client: Client) -> str:
     run_id = client.start_run("Mail the Q3 figures", model="demo").id
-    client._store.record_event(
+    client.store.record_event(
         run_id, RunEventKind.LATE_EFFECT, MESSAGE, seq=2, data={"epoch": 1, "name": "send_email"}
     )
     return run_id

@@ -51,7 +51,7 @@ def test_a_frozen_worker_cannot_write_its_late_response_over_the_new_owner(
     a = lab.start()
     assert endpoint.gate.reached.wait(GATE_TIMEOUT_S), f"A never posted:\n{lab.tail()}"
     lab.freeze(a)
-    step = lab.c._store.get_step(run_id, POST_SEQ)
+    step = lab.c.store.get_step(run_id, POST_SEQ)
     assert (step.status, step.effect) == (StepStatus.STARTED, EffectClass.IDEMPOTENT)
     lab.wait_lease_expired(run_id)
 
@@ -60,7 +60,7 @@ def test_a_frozen_worker_cannot_write_its_late_response_over_the_new_owner(
     assert done.status == RunStatus.COMPLETED, done.status_message
     assert done.lease_epoch == 2
     before = journal(lab.steps(run_id))
-    assert '"replayed": true' in lab.c._store.get_step(run_id, POST_SEQ).output["content"]
+    assert '"replayed": true' in lab.c.store.get_step(run_id, POST_SEQ).output["content"]
 
     endpoint.gate.opened.set()  # A's response goes out while A is still frozen
     assert endpoint.gate.answered.wait(GATE_TIMEOUT_S)

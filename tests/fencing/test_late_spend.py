@@ -32,9 +32,9 @@ def take_over(client: Client, run_id: str) -> None:
     """Another worker claims the run (its lease epoch moves on), then lets it go."""
     run = client.run(run_id)
     assert run.lease_owner is not None
-    lease = client._store.claim_run(run_id, "worker-b", time.time(), 30.0, [run.lease_owner])
+    lease = client.store.claim_run(run_id, "worker-b", time.time(), 30.0, [run.lease_owner])
     assert lease is not None
-    client._store.release_run(run_id, "worker-b")
+    client.store.release_run(run_id, "worker-b")
 
 
 class TakenOverMidCall:
@@ -94,7 +94,7 @@ def test_the_spend_after_the_last_save_counts_in_the_cost_and_against_the_budget
     plan = Reply("Planning.", [("update_plan", {"items": [{"text": "order"}]})], cost=0.001)
     model = TakenOverMidCall(client, [plan, Reply("Done.", cost=0.001)])
     run_id = client.start_run("Order", model="demo", max_cost_usd=0.008).id
-    drain(client._store, make_executor(model))
+    drain(client.store, make_executor(model))
 
     (event,) = client.events(run_id)
     assert (event.data["cost_usd"], event.data["added_cost_usd"]) == (0.009, pytest.approx(0.005))
@@ -117,18 +117,18 @@ def test_a_call_left_open_keeps_what_it_saved_when_the_run_ends_without_it(
 ) -> None:
     run = client.start_run("Summarise", model="demo")
     # A worker started a model call, saved what it had spent so far, and died.
-    client._store.commit(
+    client.store.commit(
         run.id,
         intents=[StepIntent(1, StepKind.MODEL_CALL, "demo", {"model": "demo", "messages": 1})],
         patch=RunPatch(status=RunStatus.RUNNING, started_at=time.time()),
     )
-    client._store.save_partial(run.id, 1, "Half an ans", Usage(800, 40), 0.006)
+    client.store.save_partial(run.id, 1, "Half an ans", Usage(800, 40), 0.006)
     getattr(client, how)(run.id)
-    drain(client._store, make_executor(config=EngineConfig()))
+    drain(client.store, make_executor(config=EngineConfig()))
 
     ended = client.run(run.id)
     assert ended.status == (RunStatus.CANCELLED if how == "cancel" else RunStatus.STOPPED)
     assert ended.cost_usd == pytest.approx(0.006)
     assert ended.usage == Usage(800, 40)
-    step = client._store.get_step(run.id, 1)
+    step = client.store.get_step(run.id, 1)
     assert (step.status, step.cost_usd, step.usage) == (StepStatus.FAILED, 0.006, Usage(800, 40))

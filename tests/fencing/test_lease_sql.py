@@ -30,7 +30,7 @@ LEASE = 30.0
 
 def _taken_over(client: Client) -> tuple[str, Lease, Lease]:
     """A run that A claimed, with A's intent for step 1, then B claimed after A's expiry."""
-    store = client._store
+    store = client.store
     run_id = client.start_run("fenced", model="demo").id
     a = store.claim_run(run_id, "worker-a", T0, LEASE)
     assert a == Lease("worker-a", 1)
@@ -58,7 +58,7 @@ def _snapshot(store: SqlStore, run_id: str) -> tuple[object, ...]:
 
 
 def test_every_claim_takes_a_larger_epoch(client: Client) -> None:
-    store = client._store
+    store = client.store
     run_id = client.start_run("claimed", model="demo").id
     assert client.run(run_id).lease_epoch == 0
     epochs = []
@@ -72,7 +72,7 @@ def test_every_claim_takes_a_larger_epoch(client: Client) -> None:
 
 
 def test_a_worker_that_lost_the_run_writes_nothing(client: Client) -> None:
-    store = client._store
+    store = client.store
     run_id, a, _b = _taken_over(client)
     before = _snapshot(store, run_id)
 
@@ -97,7 +97,7 @@ def test_a_worker_that_lost_the_run_writes_nothing(client: Client) -> None:
 
 
 def test_the_new_owner_and_the_analyst_still_write(client: Client) -> None:
-    store = client._store
+    store = client.store
     run_id, _a, b = _taken_over(client)
     store.restart_step(run_id, 1, salvaged=None, lease=b)
     store.commit(run_id, outcome=StepOutcome(1, StepStatus.COMPLETED, {}), lease=b)
@@ -110,7 +110,7 @@ def test_the_new_owner_and_the_analyst_still_write(client: Client) -> None:
 
 
 def test_a_heartbeat_does_not_renew_a_lease_the_worker_lost(client: Client) -> None:
-    store = client._store
+    store = client.store
     run_id, _a, _b = _taken_over(client)
     mine = client.start_run("still A's", model="demo").id
     a2 = store.claim_run(mine, "worker-a", T0 + LEASE + 2, LEASE)
@@ -131,7 +131,7 @@ def test_a_heartbeat_does_not_renew_a_lease_the_worker_lost(client: Client) -> N
 
 
 def test_a_heartbeat_renews_only_at_the_epoch_it_claimed(client: Client) -> None:
-    store = client._store
+    store = client.store
     run_id = client.start_run("re-claimed", model="demo").id
     store.claim_run(run_id, "worker-a", T0, LEASE)
     store.release_run(run_id, "worker-a")
@@ -145,7 +145,7 @@ def test_a_heartbeat_renews_only_at_the_epoch_it_claimed(client: Client) -> None
 
 
 def test_a_run_lease_renews_before_an_effect_only_when_short(client: Client) -> None:
-    store = client._store
+    store = client.store
     run_id = client.start_run("effects", model="demo").id
     clock = FakeClock(T0)
     claim = store.claim_run(run_id, "worker-a", T0, LEASE)
@@ -171,7 +171,7 @@ def test_a_run_lease_renews_before_an_effect_only_when_short(client: Client) -> 
 
 
 def test_events_are_listed_and_move_the_run_for_the_views(client: Client) -> None:
-    store = client._store
+    store = client.store
     run_id = client.start_run("events", model="demo").id
     before = client.run(run_id).updated_at
     store.record_event(

@@ -71,7 +71,7 @@ def test_a_frozen_worker_drops_its_late_model_answer_and_its_cost_is_recorded(
         _freeze_until_b_completed(lab, a, run_id)
         done = lab.c.run(run_id)
         before = journal(lab.steps(run_id))
-        first = lab.c._store.get_step(run_id, 1)
+        first = lab.c.store.get_step(run_id, 1)
         assert (first.kind, first.attempt) == (StepKind.MODEL_CALL, 2)
         assert first.salvaged_usage.input_tokens == 1200  # A's spend so far, kept by B
 
@@ -139,7 +139,7 @@ def test_what_a_frozen_worker_spent_after_its_last_save_is_added_to_the_run_once
         _freeze_until_b_completed(lab, a, run_id)
         done = lab.c.run(run_id)
         before = journal(lab.steps(run_id))
-        kept = lab.c._store.get_step(run_id, 1)  # B kept what A had saved: the prompt
+        kept = lab.c.store.get_step(run_id, 1)  # B kept what A had saved: the prompt
         assert kept.salvaged_usage == Usage(1200, 1)
 
         gate.set()

@@ -54,7 +54,7 @@ def _freeze_a_mid_send(lab: FenceLab, hold: str) -> tuple[str, GatedSmtp, object
     a = lab.start()
     assert smtp.gate.reached.wait(GATE_TIMEOUT_S), f"A never reached the mail server:\n{lab.tail()}"
     lab.freeze(a)
-    step = lab.c._store.get_step(run_id, SEND_SEQ)
+    step = lab.c.store.get_step(run_id, SEND_SEQ)
     assert (step.name, step.status, step.effect) == (
         "send_email",
         StepStatus.STARTED,
@@ -101,7 +101,7 @@ def test_a_frozen_worker_never_sends_the_mail_the_analyst_skipped(lab: FenceLab)
     _decide_and_wake(lab, run_id, smtp, a, "skip")
 
     assert smtp.mails == []  # skipped: never sent, not even by the worker that woke up
-    step = lab.c._store.get_step(run_id, SEND_SEQ)
+    step = lab.c.store.get_step(run_id, SEND_SEQ)
     assert step.output["resolved"] == "skipped"
     (event,) = lab.events(run_id)
     assert event.kind == RunEventKind.ABANDONED_EFFECT and event.seq == SEND_SEQ
@@ -117,7 +117,7 @@ def test_after_a_retry_the_mail_goes_out_once_and_the_frozen_worker_gives_up(
     _decide_and_wake(lab, run_id, smtp, a, "retry")
 
     assert len(smtp.mails) == 1  # the retry's, and only it
-    step = lab.c._store.get_step(run_id, SEND_SEQ)
+    step = lab.c.store.get_step(run_id, SEND_SEQ)
     assert step.attempt == 2 and "sent 'Q3 figures'" in step.output["content"]
     (event,) = lab.events(run_id)
     assert event.kind == RunEventKind.ABANDONED_EFFECT and event.seq == SEND_SEQ
@@ -132,7 +132,7 @@ def test_a_mail_sent_by_a_frozen_worker_is_reported_not_written_over_the_decisio
     _decide_and_wake(lab, run_id, smtp, a, "mark_done")
 
     assert len(smtp.mails) == 1  # never twice
-    step = lab.c._store.get_step(run_id, SEND_SEQ)
+    step = lab.c.store.get_step(run_id, SEND_SEQ)
     assert step.output["resolved"] == "marked done"  # the analyst's word stands
     (event,) = lab.events(run_id)
     assert event.kind == RunEventKind.LATE_EFFECT and event.seq == SEND_SEQ

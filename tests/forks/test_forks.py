@@ -52,7 +52,7 @@ def setup(client: Client, make_executor: MakeExecutor, tmp_path: Path):  # type:
     model = ScriptedModel(_script)
     executor = make_executor(model, tools=tools)
     parent = client.start_run("Send", model="claude-haiku-4-5", tools=["send_message"])
-    drain(client._store, executor)
+    drain(client.store, executor)
     done = client.run(parent.id)
     assert done.status == RunStatus.COMPLETED, done.status_message
     kinds = [s.kind for s in client.steps(parent.id)]
@@ -61,7 +61,7 @@ def setup(client: Client, make_executor: MakeExecutor, tmp_path: Path):  # type:
 
 
 def _own_rows(client: Client, run_id: str) -> list[int]:
-    with client._db.read() as conn:
+    with client.store.db.read() as conn:
         return [
             int(r)
             for r in conn.execute(select(steps.c.seq).where(steps.c.run_id == run_id)).scalars()
@@ -73,7 +73,7 @@ def test_a_fork_with_a_note_reads_the_prefix_and_never_repeats_its_effect(setup)
     child = fork(client, parent.id, 2, note="say it more kindly")
     assert (child.forked_from, child.forked_at_seq) == (parent.id, 2)
     assert [f.id for f in forks_of(client, parent.id)] == [child.id]
-    drain(client._store, executor)
+    drain(client.store, executor)
     done = client.run(child.id)
     assert done.status == RunStatus.COMPLETED, done.status_message
     assert outbox.read_text().count("\n") == 1  # the prefix's send happened once, in the parent
@@ -82,7 +82,7 @@ def test_a_fork_with_a_note_reads_the_prefix_and_never_repeats_its_effect(setup)
     assert [s.run_id for s in journal[:2]] == [parent.id, parent.id]
     assert journal[2].kind == StepKind.STEER and journal[2].run_id == child.id
     assert min(_own_rows(client, child.id)) == 3  # no copied rows
-    timeline = readmodels.timeline_rows(client._db, child.id)
+    timeline = readmodels.timeline_rows(client.store.db, child.id)
     assert [r.seq for r in timeline] == [s.seq for s in journal]
     assert done.cost_usd == pytest.approx(sum(s.cost_usd for s in journal[2:]))
 
@@ -90,7 +90,7 @@ def test_a_fork_with_a_note_reads_the_prefix_and_never_repeats_its_effect(setup)
 def test_a_fork_with_edited_arguments_runs_the_edited_call(setup) -> None:  # type: ignore[no-untyped-def]
     client, executor, outbox, parent = setup
     child = fork(client, parent.id, 1, edited_arguments={"to": "cfo", "text": "hello"})
-    drain(client._store, executor)
+    drain(client.store, executor)
     done = client.run(child.id)
     assert done.status == RunStatus.COMPLETED, done.status_message
     lines = outbox.read_text().splitlines()
@@ -122,7 +122,7 @@ def test_a_fork_over_an_open_step_is_refused(client: Client) -> None:
     running = client.start_run("x", model="demo")
     waiting = client.start_run("y", model="demo")
     for run, kind in ((running, StepKind.TOOL_CALL), (waiting, StepKind.APPROVAL)):
-        client._store.commit(
+        client.store.commit(
             run.id, intents=[StepIntent(seq=1, kind=kind, name=str(kind), input={})]
         )
     with pytest.raises(InvalidInputError, match=r"step 1 of run \S+ is still running"):
@@ -159,7 +159,7 @@ def test_cli_rerun_records_the_original(client: Client) -> None:
 def test_the_archiver_keeps_a_parent_that_a_fork_reads(setup, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     client, _executor, _outbox, parent = setup
     child = fork(client, parent.id, 2, note="n")
-    result = Archiver(client._db, tmp_path / "archives").archive(before=float("inf"))
+    result = Archiver(client.store.db, tmp_path / "archives").archive(before=float("inf"))
     assert result.kept_for_forks == [parent.id]
     assert client.run(parent.id).id == parent.id
     assert [s.seq for s in client.steps(child.id)] == [1, 2, 3]

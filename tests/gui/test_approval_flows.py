@@ -44,7 +44,7 @@ def _waiting(
         for name, text in SOURCES.items():
             (ws / name).write_text(text)
         ids.append(client.start_run(f"Summarise the sources {i}", model="demo", workspace=ws).id)
-    drain(client._store, make_executor())
+    drain(client.store, make_executor())
     assert [client.run(i).status for i in ids] == [RunStatus.WAITING] * n
     qtbot.waitUntil(lambda: window.approvals_model.rowCount() == n)
     return ids
@@ -53,8 +53,8 @@ def _waiting(
 def _states(client: Client) -> dict[str, ApprovalState]:
     """Each run's approval state, counting a decision queued for the worker as made."""
     out = {}
-    for a in client._store.list_approvals(None):
-        queued = client._store.pending_commands(a.run_id)
+    for a in client.store.list_approvals(None):
+        queued = client.store.pending_commands(a.run_id)
         out[a.run_id] = ApprovalState.APPROVED if queued else a.state
     return out
 
@@ -88,13 +88,13 @@ def test_toolbar_approve_opens_the_call_and_decides_only_in_the_dialog(
     window.acts[Control.APPROVE].trigger()
     dialog = _dialog(qtbot, window)
     assert dialog.approval.run_id == run_id and "write_file" in dialog.windowTitle()
-    assert client._store.pending_commands(run_id) == []  # nothing decided by the action
+    assert client.store.pending_commands(run_id) == []  # nothing decided by the action
     assert _states(client) == {run_id: ApprovalState.PENDING}
 
     QTest.mouseClick(dialog.approve_button, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: window.approval_dialog is None)
-    drain(client._store, make_executor())
-    assert client._store.list_approvals(None)[0].state == ApprovalState.APPROVED
+    drain(client.store, make_executor())
+    assert client.store.list_approvals(None)[0].state == ApprovalState.APPROVED
 
 
 def test_toolbar_reject_shows_the_call_under_the_reason_prompt(
@@ -111,10 +111,10 @@ def test_toolbar_reject_shows_the_call_under_the_reason_prompt(
     QTest.keyClicks(prompt.text, "not now")
     QTest.mouseClick(prompt.ok, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: window.approval_dialog is None)
-    (approval,) = client._store.list_approvals(None)
-    assert client._store.pending_commands(run_id) != []
-    drain(client._store, make_executor())
-    (approval,) = client._store.list_approvals(None)
+    (approval,) = client.store.list_approvals(None)
+    assert client.store.pending_commands(run_id) != []
+    drain(client.store, make_executor())
+    (approval,) = client.store.list_approvals(None)
     assert approval.state == ApprovalState.REJECTED and approval.decision_note == "not now"
 
 
@@ -153,8 +153,8 @@ def test_several_selected_are_approved_after_one_confirmation_and_only_they(
     qtbot.waitUntil(lambda: window.commands.last_batch is not None)
     outcome = window.commands.last_batch
     assert outcome is not None and outcome.message() == "Approved 2 of 2 calls"
-    drain(client._store, make_executor())
-    states = {a.run_id: a.state for a in client._store.list_approvals(None)}
+    drain(client.store, make_executor())
+    states = {a.run_id: a.state for a in client.store.list_approvals(None)}
     assert states == {
         i: ApprovalState.APPROVED if i in chosen else ApprovalState.PENDING for i in ids
     }
@@ -211,14 +211,14 @@ def test_ctrl_return_after_an_edit_approves_the_edited_arguments(
     QTest.keyClick(content, Qt.Key.Key_Return, Qt.KeyboardModifier.ControlModifier)
     qtbot.waitUntil(lambda: "outside the workspace" in dialog.error.text())
     assert window.approval_dialog is dialog
-    assert client._store.pending_commands(run_id) == []
+    assert client.store.pending_commands(run_id) == []
 
     path.setText("report.md")
     content.setPlainText("EDITED WITH THE KEYBOARD\n")
     QTest.keyClick(content, Qt.Key.Key_Return, Qt.KeyboardModifier.ControlModifier)
     qtbot.waitUntil(lambda: window.approval_dialog is None)
-    drain(client._store, make_executor())
-    (approval,) = client._store.list_approvals(None)
+    drain(client.store, make_executor())
+    (approval,) = client.store.list_approvals(None)
     assert approval.state == ApprovalState.EDITED
     assert isinstance(approval.decided_arguments, dict)
     assert approval.decided_arguments["content"] == "EDITED WITH THE KEYBOARD\n"
@@ -285,7 +285,7 @@ def test_escape_with_typed_text_asks_and_keep_editing_keeps_it(
     assert question is not None and question.isVisible()
     QTest.mouseClick(question.discard_button, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: not prompt.isVisible())
-    assert client._store.pending_commands(client.runs()[0].id) == []  # nothing was sent
+    assert client.store.pending_commands(client.runs()[0].id) == []  # nothing was sent
 
 
 def test_escape_with_nothing_typed_closes_at_once(

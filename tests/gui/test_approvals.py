@@ -67,7 +67,7 @@ def test_inbox_badge_and_approve_through_the_dialog(
     assert window.approvals_model.rowCount() == 0
     assert window.side.tabText(window.side.indexOf(window.inbox)) == "Approvals"
     assert "## Conclusions" in (demo_ws / "report.md").read_text()
-    assert client._store.list_approvals(None)[0].state == ApprovalState.APPROVED
+    assert client.store.list_approvals(None)[0].state == ApprovalState.APPROVED
     qtbot.waitUntil(
         lambda: (
             window.notifier.last is not None and window.notifier.last.kind == NoticeKind.FINISHED
@@ -100,7 +100,7 @@ def test_edited_arguments_run_only_the_edited_call(
     writes = [s for s in client.steps(run_id) if s.name == "write_file"]
     assert len(writes) == 2  # the draft, then only the edited revision
     assert writes[1].input["arguments"]["content"] == "EDITED BY ANALYST\n"
-    assert client._store.list_approvals(None)[0].state == ApprovalState.EDITED
+    assert client.store.list_approvals(None)[0].state == ApprovalState.EDITED
 
 
 def test_invalid_edit_is_caught_by_the_tools_check(
@@ -113,7 +113,7 @@ def test_invalid_edit_is_caught_by_the_tools_check(
     qtbot.waitUntil(lambda: "✘" in dialog.check.text(), timeout=5000)
     assert "outside" in dialog.check.text() or "workspace" in dialog.check.text()
     QTest.mouseClick(dialog.close_button, Qt.MouseButton.LeftButton)
-    assert client._store.list_approvals()[0].state == ApprovalState.PENDING
+    assert client.store.list_approvals()[0].state == ApprovalState.PENDING
 
 
 def test_reject_asks_for_a_reason_that_reaches_the_agent(
@@ -130,7 +130,7 @@ def test_reject_asks_for_a_reason_that_reaches_the_agent(
     QTest.mouseClick(prompt.ok, Qt.MouseButton.LeftButton)
 
     wait_status(qtbot, window, run_id, RunStatus.COMPLETED)
-    (approval,) = client._store.list_approvals(None)
+    (approval,) = client.store.list_approvals(None)
     assert approval.state == ApprovalState.REJECTED
     assert approval.decision_note == "keep the draft wording"
     assert "Conclusions" not in (demo_ws / "report.md").read_text()  # the draft stays

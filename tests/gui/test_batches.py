@@ -39,7 +39,7 @@ def start_scheduler(client: Client, make_executor: MakeExecutor) -> Iterator[Sta
 
     def start(model: ModelPort | None = None) -> Worker:
         client.settings.ask_overwrite = False
-        worker = Worker(client._store, make_executor(model), WorkerConfig(max_runs=4, poll_s=0.05))
+        worker = Worker(client.store, make_executor(model), WorkerConfig(max_runs=4, poll_s=0.05))
         config = SchedulerConfig(sync_s=0.1, housekeeping_s=0.2, stuck_after_s=None)
         service = attach_scheduler(worker, client.settings, config=config)
         service.start()

@@ -155,7 +155,7 @@ def test_a_template_takes_the_effort_and_thinking(qtbot: QtBot, client: Client) 
 
 
 def _model_call(client: Client, run_id: str, seq: int, output: JSON, usage: Usage) -> None:
-    store = client._store
+    store = client.store
     store.commit(run_id, intents=[StepIntent(seq, StepKind.MODEL_CALL, "m", {"model": "m"})])
     store.commit(
         run_id, outcome=StepOutcome(seq, StepStatus.COMPLETED, output, usage=usage, cost_usd=0.01)
@@ -253,7 +253,7 @@ def test_a_server_compaction_shows_the_summary_the_api_wrote(qtbot: QtBot, clien
     }
     intent = StepIntent(1, StepKind.COMPACTION, "claude-sonnet-5-5", {"summarized_messages": 9},
                         status=StepStatus.COMPLETED, output=output)  # fmt: skip
-    client._store.commit(run.id, intents=[intent])
+    client.store.commit(run.id, intents=[intent])
     inspector = StepInspector()
     qtbot.addWidget(inspector)
     (entry,) = timeline_entries(client, run.id)

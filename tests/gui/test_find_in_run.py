@@ -26,7 +26,7 @@ def test_ctrl_f_in_a_run_steps_through_the_matching_steps(
         Reply("Reading the otters.", [("read_file", {"path": "alpha.md"})]),
         Reply("The quokka notes are read."),
     ]
-    drain(client._store, make_executor(ScriptedModel(replies)))
+    drain(client.store, make_executor(ScriptedModel(replies)))
     window = open_window()
     select(qtbot, window, run.id)
     qtbot.waitUntil(lambda: window.steps_model.rowCount() == client.run(run.id).last_seq)

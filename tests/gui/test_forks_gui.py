@@ -27,7 +27,7 @@ def _parent(client: Client) -> str:
         intent = StepIntent(
             seq=seq, kind=kind, name=name, input=input_, status=StepStatus.COMPLETED, output=output
         )
-        client._store.commit(run.id, intents=[intent])
+        client.store.commit(run.id, intents=[intent])
     return run.id
 
 
@@ -56,7 +56,7 @@ def test_fork_from_the_timeline_menu_then_links_both_ways_and_run_again(
     qtbot.waitUntil(lambda: len(client.forks_of(parent)) == 1)
     (child,) = client.forks_of(parent)
     assert child.forked_at_seq == 2
-    steer = client._store.get_step(child.id, 3)
+    steer = client.store.get_step(child.id, 3)
     assert steer.kind == StepKind.STEER and steer.input["text"] == "Read b.md too"
 
     qtbot.waitUntil(lambda: window.runs_model.get(child.id) is not None)
@@ -96,5 +96,5 @@ def test_a_refused_fork_is_shown_in_the_dialog(
     dialog.args.setPlainText('{"path": "b.md"}')
     dialog.fork_button.click()
     qtbot.waitUntil(lambda: len(client.forks_of(parent)) == 1)
-    approval = client._store.get_step(client.forks_of(parent)[0].id, 2)
+    approval = client.store.get_step(client.forks_of(parent)[0].id, 2)
     assert approval.output["decisions"][0]["arguments"] == {"path": "b.md"}

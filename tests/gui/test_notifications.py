@@ -231,7 +231,7 @@ def test_a_stall_is_noticed_once_and_again_after_progress(client: Client) -> Non
     from desktop_agent.client.views import RunRow
 
     run = client.start_run("Stall", model="demo")
-    client._store.commit(
+    client.store.commit(
         run.id,
         patch=__import__("desktop_agent.engine.ports", fromlist=["RunPatch"]).RunPatch(
             status=RunStatus.RUNNING, started_at=run.created_at

@@ -36,7 +36,7 @@ def test_recovery_summary_after_a_killed_worker(
 ) -> None:
     run = client.start_run("Interrupted by a crash", model="demo", workspace=demo_ws)
     stuck = client.start_run("Needs a decision", model="demo", workspace=demo_ws)
-    client._store.commit(
+    client.store.commit(
         stuck.id,
         patch=RunPatch(
             status=RunStatus.NEEDS_ATTENTION,

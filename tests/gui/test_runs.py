@@ -178,7 +178,7 @@ def _fail_first_model_call(client: Client, run_id: str) -> None:
 
     from desktop_agent.engine.ports import RunPatch, StepIntent, StepOutcome
 
-    store = client._store
+    store = client.store
     store.commit(
         run_id,
         intents=[StepIntent(1, StepKind.MODEL_CALL, "demo", {"model": "demo", "messages": 1})],

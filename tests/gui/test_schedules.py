@@ -174,7 +174,7 @@ def test_double_click_a_schedule_selects_its_newest_run(
     never = sched.add_schedule("Never fired", every_s=3600, options=RunOptions(model="demo"))
     run = client.start_run("Morning check", model="demo", workspace=demo_ws)
     fired = time.time() - 60
-    with client._db.write() as conn:  # as a firing records it
+    with client.store.db.write() as conn:  # as a firing records it
         conn.exec_driver_sql(
             "UPDATE schedules SET last_run_id = ?, last_fire_at = ?, fire_count = 1, "
             "version = version + 1, last_result = ? WHERE id = ?",
@@ -249,8 +249,8 @@ def test_watch_a_folder_through_the_dialog_then_pause_resume_and_remove(
 
 def _running_run_without_progress(client: Client, demo_ws: Path, minutes: float) -> str:
     run = client.start_run("Fetch the supplier catalogue", model="demo", workspace=demo_ws)
-    client._store.commit(run.id, patch=RunPatch(status=RunStatus.RUNNING, started_at=time.time()))
-    with client._db.write() as conn:
+    client.store.commit(run.id, patch=RunPatch(status=RunStatus.RUNNING, started_at=time.time()))
+    with client.store.db.write() as conn:
         conn.exec_driver_sql(
             "UPDATE runs SET updated_at = ? WHERE id = ?", (time.time() - minutes * 60, run.id)
         )
@@ -267,7 +267,7 @@ def test_a_stuck_run_gets_a_badge_and_a_status_line(
     qtbot.waitUntil(lambda: window.runs_model.rowCount() == 2)
     assert not views.stuck_note.isVisible()
 
-    alerts = ScheduleStore(client._db)
+    alerts = ScheduleStore(client.store.db)
     [flag] = alerts.flag_stuck(time.time(), 30 * 60)  # what the worker's scheduler does
     assert flag.run_id == run_id
     qtbot.waitUntil(lambda: run_id in views.badges.stuck)
@@ -289,7 +289,7 @@ def test_a_stuck_run_gets_a_badge_and_a_status_line(
     assert "a tool or the model may hang" in views.stuck_note.toolTip()
 
     # The flag clears once the run moves on.
-    client._store.commit(run_id, patch=RunPatch(status=RunStatus.CANCELLED))
+    client.store.commit(run_id, patch=RunPatch(status=RunStatus.CANCELLED))
     alerts.flag_stuck(time.time(), 30 * 60)
     qtbot.waitUntil(lambda: not views.stuck_note.isVisible())
     assert views.badges.badge_of(goal) is None

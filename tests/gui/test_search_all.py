@@ -21,9 +21,9 @@ def _two_runs(client: Client, make_executor: MakeExecutor, ws: Path) -> tuple[st
     (ws / "quokka.md").write_text("Field notes: the quokka population doubled on the island.\n")
     reader = client.start_run("Survey the island wildlife notes", model="demo", workspace=ws)
     read = [Reply("Reading.", [("read_file", {"path": "quokka.md"})]), Reply("Read.")]
-    drain(client._store, make_executor(ScriptedModel(read)))
+    drain(client.store, make_executor(ScriptedModel(read)))
     other = client.start_run("Count the otters", model="demo", workspace=ws)
-    drain(client._store, make_executor(ScriptedModel([Reply("Counted.")])))
+    drain(client.store, make_executor(ScriptedModel([Reply("Counted.")])))
     return reader.id, other.id
 
 

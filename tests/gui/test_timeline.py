@@ -17,7 +17,7 @@ from tests.gui.conftest import StartWorker, select, wait_status
 
 def _write_steps(client: Client, run_id: str, n: int) -> None:
     """A journal of ``n`` finished steps written directly (model call, tool call, ...)."""
-    store = client._store
+    store = client.store
     store.commit(run_id, patch=RunPatch(status=RunStatus.RUNNING, started_at=time.time()))
     for seq in range(1, n + 1):
         if seq % 2:
@@ -90,7 +90,7 @@ def test_follows_the_newest_step_unless_scrolled_away(
 
     bar.setValue(0)  # the analyst scrolls up to read
     assert not window.acts["follow"].isChecked()
-    client._store.commit(
+    client.store.commit(
         run.id,
         intents=[
             StepIntent(
@@ -108,7 +108,7 @@ def test_follows_the_newest_step_unless_scrolled_away(
 
     window.acts["follow"].trigger()  # back to following
     assert bar.value() == bar.maximum()
-    client._store.commit(
+    client.store.commit(
         run.id,
         intents=[
             StepIntent(

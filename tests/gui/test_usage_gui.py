@@ -21,7 +21,7 @@ def test_usage_shows_todays_spend_and_the_models(
 ) -> None:
     for model in ("claude-haiku-4-5", "claude-sonnet-4-5"):
         client.start_run(f"Spend on {model}", model=model)
-        drain(client._store, make_executor(ScriptedModel([Reply("Done.")])))
+        drain(client.store, make_executor(ScriptedModel([Reply("Done.")])))
     spent = sum(r.cost_usd for r in client.runs())
     window = open_window()
     view = window.open_usage()
@@ -57,7 +57,7 @@ def test_bars_per_model_and_the_month_against_the_cap(
     costs = {"claude-haiku-4-5": 0.25, "claude-sonnet-4-5": 0.75}
     for model, cost in costs.items():
         client.start_run(f"Spend on {model}", model=model)
-        drain(client._store, make_executor(ScriptedModel([Reply("Done.", cost=cost)])))
+        drain(client.store, make_executor(ScriptedModel([Reply("Done.", cost=cost)])))
     client.settings.monthly_spend_cap_usd = 4.0
     window = open_window()
     view = window.open_usage()

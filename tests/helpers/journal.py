@@ -15,7 +15,7 @@ from desktop_agent.engine.ports import RunPatch, StepIntent, StepOutcome
 
 
 def _model_call(client: Client, run_id: str, seq: int, *, salvaged: bool = False) -> None:
-    store = client._store
+    store = client.store
     content = [
         {"type": "text", "text": f"Looking at part {seq} of the sources."},
         {"type": "tool_use", "id": f"tu{seq}", "name": "read_file", "input": {"path": "a.md"}},
@@ -34,7 +34,7 @@ def _model_call(client: Client, run_id: str, seq: int, *, salvaged: bool = False
 
 def _tool_call(client: Client, intent: StepIntent, run_id: str) -> None:
     """A tool call recorded whole (intent and outcome in one record)."""
-    client._store.commit(run_id, intents=[intent])
+    client.store.commit(run_id, intents=[intent])
 
 
 def write_long_run(client: Client, run_id: str, steps: int, *, open_approval: bool = True) -> None:
@@ -46,7 +46,7 @@ def write_long_run(client: Client, run_id: str, steps: int, *, open_approval: bo
         steps: how many steps to write.
         open_approval: end with an approval that is still waiting (the run then waits).
     """
-    store = client._store
+    store = client.store
     store.commit(run_id, patch=RunPatch(status=RunStatus.RUNNING, started_at=time.time()))
     last = steps - 1 if open_approval else steps
     for seq in range(1, last + 1):

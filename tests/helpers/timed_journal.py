@@ -28,7 +28,7 @@ class Clock:
 
 def timed_store(client: Client, clock: Clock) -> SqlStore:
     """A store over the client's database stamping steps with ``clock``."""
-    return SqlStore(client._store.db, clock=clock)
+    return SqlStore(client.store.db, clock=clock)
 
 
 def model_call(

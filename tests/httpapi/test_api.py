@@ -65,7 +65,7 @@ def test_start_a_run_get_202_then_poll_it_to_the_end(
     assert body["status_url"] == f"/v1/runs/{body['id']}" == started.headers["location"]
     assert api.http.get(body["status_url"]).json()["status"] == "queued"
     client.settings.ask_overwrite = False
-    drain(client._store, make_executor())
+    drain(client.store, make_executor())
     run = api.http.get(body["status_url"]).json()
     assert run["status"] in ("completed", "waiting") and run["steps"] > 3
     first = api.http.get(f"/v1/runs/{body['id']}/steps", params={"limit": 2}).json()
@@ -83,13 +83,13 @@ def test_approve_with_edited_arguments_and_the_edited_call_is_what_ran(
     run = client.start_run("Rewrite", model="demo", workspace=workspace)
     write = Reply("Writing.", [("write_file", {"path": "report.md", "content": "draft\n"})])
     executor = make_executor(ScriptedModel([write, Reply("Done.")]))
-    drain(client._store, executor)
+    drain(client.store, executor)
     (pending,) = api.http.get("/v1/approvals").json()
     assert pending["tool"] == "write_file" and pending["run_id"] == run.id
     edited = {"path": "report.md", "content": "edited through the API\n"}
     decided = api.http.post(f"/v1/approvals/{pending['id']}/approve", json={"arguments": edited})
     assert decided.status_code == 202 and decided.json()["decision"] == "approve"
-    drain(client._store, executor)
+    drain(client.store, executor)
     assert (workspace / "report.md").read_text() == "edited through the API\n"
     assert client.run(run.id).status == RunStatus.COMPLETED
 
@@ -101,14 +101,14 @@ def test_commands_reject_and_errors_are_json_4xx(
                            approval_overrides={"write_file": "ask"})  # fmt: skip
     write = Reply("W.", [("write_file", {"path": "a.md", "content": "x\n"})])
     executor = make_executor(ScriptedModel([write, Reply("Ok.")]))
-    drain(client._store, executor)
+    drain(client.store, executor)
     (pending,) = client.approvals(ApprovalState.PENDING)
     no_reason = api.http.post(f"/v1/approvals/{pending.id}/reject", json={})
     assert no_reason.status_code == 400 and no_reason.json()["code"] == "invalid_input"
     rejected = api.http.post(f"/v1/approvals/{pending.id}/reject", json={"reason": "not now"})
     assert rejected.status_code == 202 and rejected.json()["queued"]
-    drain(client._store, executor)  # the worker carries the decision out
-    assert client._store.list_approvals(None, run.id)[0].state == ApprovalState.REJECTED
+    drain(client.store, executor)  # the worker carries the decision out
+    assert client.store.list_approvals(None, run.id)[0].state == ApprovalState.REJECTED
     assert not (workspace / "a.md").exists()
     finished = api.http.post(f"/v1/runs/{run.id}/pause")
     assert finished.status_code == 409 and finished.json()["code"] == "conflict"  # it ended
@@ -149,7 +149,7 @@ def test_the_event_stream_sends_steps_and_ends_with_the_run(
     api: Api, client: Client, make_executor: MakeExecutor
 ) -> None:
     run = client.start_run("Stream me", model="demo")
-    drain(client._store, make_executor(ScriptedModel([Reply("One."), Reply("Two.")])))
+    drain(client.store, make_executor(ScriptedModel([Reply("One."), Reply("Two.")])))
     events: list[str] = []
     with api.http.stream("GET", f"/v1/runs/{run.id}/events") as response:
         assert response.headers["content-type"].startswith("text/event-stream")

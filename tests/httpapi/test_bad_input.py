@@ -49,11 +49,11 @@ def world(client: Client, make_executor: MakeExecutor, workspace: Path) -> Itera
     from desktop_agent.client.schedules import RunOptions, Scheduling
 
     ended = client.start_run("Ended", model="demo")
-    drain(client._store, make_executor(ScriptedModel([Reply("Done.")])))
+    drain(client.store, make_executor(ScriptedModel([Reply("Done.")])))
     (workspace / "report.md").write_text("old\n")
     asking = client.start_run("Rewrite", model="demo", workspace=workspace)
     write = Reply("Writing.", [("write_file", {"path": "report.md", "content": "draft\n"})])
-    drain(client._store, make_executor(ScriptedModel([write, Reply("Done.")])))
+    drain(client.store, make_executor(ScriptedModel([write, Reply("Done.")])))
     (approval,) = client.approvals()
     queued = client.start_run("Queued", model="demo")
     schedule = Scheduling(client).add_schedule(

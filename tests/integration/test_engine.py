@@ -36,7 +36,7 @@ def test_demo_run_waits_for_approval_then_completes(
 ) -> None:
     run = client.start_run("Summarise the sources", model="demo", workspace=workspace)
     executor = make_executor()
-    drain(client._store, executor)
+    drain(client.store, executor)
 
     waiting = client.run(run.id)
     assert waiting.status == RunStatus.WAITING
@@ -48,7 +48,7 @@ def test_demo_run_waits_for_approval_then_completes(
     assert "Draft" in draft
 
     client.approve(approval.id)
-    drain(client._store, executor)
+    drain(client.store, executor)
     done = client.run(run.id)
     assert done.status == RunStatus.COMPLETED, done.status_message
     report = (workspace / "report.md").read_text()
@@ -76,16 +76,16 @@ def test_edited_approval_runs_only_the_edited_call(
 ) -> None:
     run = client.start_run("Summarise", model="demo", workspace=workspace)
     executor = make_executor()
-    drain(client._store, executor)
+    drain(client.store, executor)
     (approval,) = client.approvals()
     client.approve(approval.id, {"path": "report.md", "content": "EDITED BY ANALYST\n"})
-    drain(client._store, executor)
+    drain(client.store, executor)
     assert client.run(run.id).status == RunStatus.COMPLETED
     assert (workspace / "report.md").read_text() == "EDITED BY ANALYST\n"
     writes = [s for s in client.steps(run.id) if s.name == "write_file"]
     assert len(writes) == 2  # the draft, then only the edited revision
     assert writes[1].input["arguments"]["content"] == "EDITED BY ANALYST\n"
-    assert client._store.get_approval(approval.id).state == ApprovalState.EDITED
+    assert client.store.get_approval(approval.id).state == ApprovalState.EDITED
 
 
 def test_rejection_reason_reaches_the_model(client: Client, make_executor: MakeExecutor) -> None:
@@ -100,10 +100,10 @@ def test_rejection_reason_reaches_the_model(client: Client, make_executor: MakeE
     (ws / "x.md").write_text("old")
     run = client.start_run("Edit x", model="claude-haiku-4-5", workspace=ws)
     executor = make_executor(model)
-    drain(client._store, executor)
+    drain(client.store, executor)
     (approval,) = client.approvals()
     client.reject(approval.id, "keep the old wording")
-    drain(client._store, executor)
+    drain(client.store, executor)
     assert client.run(run.id).status == RunStatus.COMPLETED
     assert (ws / "x.md").read_text() == "old"
     last = model.requests[-1].messages[-1]
@@ -118,12 +118,12 @@ def test_decision_sent_before_the_worker_reaches_the_wait_is_kept(
 ) -> None:
     run = client.start_run("Summarise", model="demo", workspace=workspace)
     executor = make_executor()
-    drain(client._store, executor)
+    drain(client.store, executor)
     (approval,) = client.approvals()
     # The analyst decides while no worker runs; the command row waits in the database.
     client.approve(approval.id)
     assert client.run(run.id).status == RunStatus.WAITING
-    drain(client._store, executor)
+    drain(client.store, executor)
     assert client.run(run.id).status == RunStatus.COMPLETED
 
 
@@ -171,7 +171,7 @@ def test_steer_note_reaches_the_next_model_call(
     model = ScriptedModel([Reply("first", [("list_files", {})]), Reply("done")])
     run = client.start_run("Look", model="claude-haiku-4-5")
     client.steer(run.id, "focus on 2025")
-    drain(client._store, make_executor(model))
+    drain(client.store, make_executor(model))
     assert client.run(run.id).status == RunStatus.COMPLETED
     first_messages = model.requests[0].messages
     assert any("focus on 2025" in str(m["content"]) for m in first_messages)
@@ -189,7 +189,7 @@ def test_unsafe_effect_in_flight_needs_attention_then_skip(
     client._tools = tools
     run = client.start_run("Send", model="claude-haiku-4-5", tools=["send_message"])
     executor = make_executor(model, tools=tools)
-    store = client._store
+    store = client.store
     # Crash right after the intent of the unsafe step (the 2nd intent): no outcome recorded.
     cfg = EngineConfig(crash_hook=_raise_at("after_intent", 2), settings=_no_ask(client))
     with pytest.raises(_Crash):
@@ -223,13 +223,13 @@ def test_unsafe_effect_in_doubt_resolved_by_probe(
         make_executor(model, tools=tools, config=cfg).execute(run.id)
     assert outbox.read_text().count("\n") == 1  # the effect happened, its outcome was lost
     executor = make_executor(model, tools=tools)
-    drain(client._store, executor)
+    drain(client.store, executor)
     assert client.run(run.id).status == RunStatus.NEEDS_ATTENTION
     client.resolve(run.id, "probe")
-    drain(client._store, executor)
+    drain(client.store, executor)
     assert client.run(run.id).status == RunStatus.COMPLETED
     assert outbox.read_text().count("\n") == 1  # probing found it done: not sent twice
-    step = client._store.get_step(run.id, 2)
+    step = client.store.get_step(run.id, 2)
     assert step.status == StepStatus.COMPLETED
     assert "already happened" in step.output["content"]
 
@@ -242,9 +242,9 @@ def test_read_only_step_in_flight_is_executed_again(
     cfg = EngineConfig(crash_hook=_raise_at("after_effect", 2), settings=_no_ask(client))
     with pytest.raises(_Crash):
         make_executor(model, config=cfg).execute(run.id)
-    drain(client._store, make_executor(model))
+    drain(client.store, make_executor(model))
     assert client.run(run.id).status == RunStatus.COMPLETED
-    step = client._store.get_step(run.id, 2)
+    step = client.store.get_step(run.id, 2)
     assert step.attempt == 2
     assert "alpha.md" in step.output["content"]
 
@@ -258,11 +258,11 @@ def test_journal_that_does_not_match_is_flagged(
     with pytest.raises(_Crash):
         make_executor(model, config=cfg).execute(run.id)
     # Tamper: the open step claims a different tool than the model asked for.
-    with client._db.write() as conn:
+    with client.store.db.write() as conn:
         conn.exec_driver_sql(
             "UPDATE steps SET name = 'read_file' WHERE run_id = ? AND seq = 2", (run.id,)
         )
-    drain(client._store, make_executor(model))
+    drain(client.store, make_executor(model))
     flagged = client.run(run.id)
     assert flagged.status == RunStatus.NEEDS_ATTENTION
     assert "does not match" in flagged.status_message
@@ -273,13 +273,13 @@ def test_snapshot_restore_equals_full_fold(
 ) -> None:
     run = client.start_run("Summarise", model="demo", workspace=workspace)
     executor = make_executor(config=EngineConfig(snapshot_every=3))
-    drain(client._store, executor)
+    drain(client.store, executor)
     (approval,) = client.approvals()
     client.approve(approval.id)
-    drain(client._store, executor)
-    snap = client._store.load_snapshot(run.id)
+    drain(client.store, executor)
+    snap = client.store.load_snapshot(run.id)
     assert snap is not None and snap.seq > 3
-    restored, open_step = restore_state(client._store, client.run(run.id))
+    restored, open_step = restore_state(client.store, client.run(run.id))
     full = AgentState.initial(run.goal)
     for step in client.steps(run.id):
         apply_step(full, step)
@@ -298,17 +298,17 @@ def test_long_retry_after_hibernates_without_a_thread(
     run = client.start_run("Rate", model="claude-haiku-4-5")
     executor = make_executor(model, clock=clock)
     threads_before = threading.active_count()
-    drain(client._store, executor, clock=clock)
+    drain(client.store, executor, clock=clock)
     waiting = client.run(run.id)
     assert waiting.status == RunStatus.WAITING
     assert waiting.wait_reason == WaitReason.RATE_LIMIT
     assert waiting.wake_at == pytest.approx(clock.now() + 120, abs=1)
     assert threading.active_count() <= threads_before
     clock.advance(60)
-    drain(client._store, executor, clock=clock)
+    drain(client.store, executor, clock=clock)
     assert client.run(run.id).status == RunStatus.WAITING  # not due yet
     clock.advance(61)
-    drain(client._store, executor, clock=clock)
+    drain(client.store, executor, clock=clock)
     assert client.run(run.id).status == RunStatus.COMPLETED
     failed, ok = client.steps(run.id)
     assert failed.status == StepStatus.FAILED and "429" in (failed.error or "")
@@ -323,12 +323,12 @@ def test_step_budget_waits_then_extends(
     )
     run = client.start_run("Budget", model="claude-haiku-4-5", workspace=workspace, max_steps=4)
     executor = make_executor(model)
-    drain(client._store, executor)
+    drain(client.store, executor)
     held = client.run(run.id)
     assert held.status == RunStatus.WAITING and held.wait_reason == WaitReason.BUDGET
     assert "4 of 4 steps" in held.status_message
     client.extend_budget(run.id, steps=20)
-    drain(client._store, executor)
+    drain(client.store, executor)
     assert client.run(run.id).status == RunStatus.COMPLETED
 
 
@@ -364,11 +364,11 @@ def test_a_refused_request_waits_for_the_analyst_and_resume_retries(
     )
     run = client.start_run("Refused", model="claude-haiku-4-5")
     executor = make_executor(model)
-    drain(client._store, executor)
+    drain(client.store, executor)
     held = client.run(run.id)
     assert held.status == RunStatus.NEEDS_ATTENTION
     assert held.status_message == "400 prompt is too long"  # the port's words, as they are
     assert client.steps(run.id)[0].status == StepStatus.FAILED
-    client._store.add_command(run.id, CommandKind.RESUME)
-    drain(client._store, executor)
+    client.store.add_command(run.id, CommandKind.RESUME)
+    drain(client.store, executor)
     assert client.run(run.id).status == RunStatus.COMPLETED

@@ -41,11 +41,11 @@ def test_stop_keeps_a_partial_report_and_resume_continues_the_same_journal(
         "List", model=HAIKU, workspace=workspace, approval_overrides={"list_files": "ask"}
     )
     executor = make_executor(model)
-    drain(client._store, executor)
+    drain(client.store, executor)
     assert client.run(run.id).wait_reason == WaitReason.APPROVAL
 
     client.stop(run.id)
-    drain(client._store, executor)
+    drain(client.store, executor)
     stopped = client.run(run.id)
     assert stopped.status == RunStatus.STOPPED
     assert not stopped.status.is_terminal and stopped.status.is_resumable
@@ -62,11 +62,11 @@ def test_stop_keeps_a_partial_report_and_resume_continues_the_same_journal(
 
     # A note to a stopped run waits for it to go on: it wakes nothing.
     client.steer(run.id, "only count the Markdown files")
-    assert drain(client._store, executor).activations == 0
+    assert drain(client.store, executor).activations == 0
     assert client.run(run.id).status == RunStatus.STOPPED
 
     client.resume(run.id)
-    drain(client._store, executor)
+    drain(client.store, executor)
     waiting = client.run(run.id)
     assert (waiting.status, waiting.wait_reason) == (RunStatus.WAITING, WaitReason.APPROVAL)
     after = client.steps(run.id)
@@ -81,14 +81,14 @@ def test_stop_keeps_a_partial_report_and_resume_continues_the_same_journal(
 
     (pending,) = client.approvals()
     client.approve(pending.id)
-    drain(client._store, executor)
+    drain(client.store, executor)
     done = client.run(run.id)
     assert done.status == RunStatus.COMPLETED and done.finished_at is not None
     assert len(model.requests) == 2
     told = str(model.requests[1].messages)
     assert RESUMED_NOTE in told and "only count the Markdown files" in told
     assert [s.kind for s in client.steps(run.id)].count(StepKind.REPORT) == 1
-    assert client._store.pending_commands(run.id) == []
+    assert client.store.pending_commands(run.id) == []
 
 
 def test_a_resume_sent_right_after_a_stop_is_carried_out_not_dropped(
@@ -97,16 +97,16 @@ def test_a_resume_sent_right_after_a_stop_is_carried_out_not_dropped(
     model = ScriptedModel([Reply("Need input.", [("ask_user", {"question": "Which year?"})])])
     run = client.start_run("Ask", model=HAIKU, workspace=workspace)
     executor = make_executor(model)
-    drain(client._store, executor)
+    drain(client.store, executor)
     assert client.run(run.id).wait_reason == WaitReason.HUMAN_INPUT
-    client._store.add_command(run.id, CommandKind.STOP)
-    client._store.add_command(run.id, CommandKind.RESUME)
+    client.store.add_command(run.id, CommandKind.STOP)
+    client.store.add_command(run.id, CommandKind.RESUME)
     model.replies = [Reply("Going on without an answer.")]
-    drain(client._store, executor)
+    drain(client.store, executor)
     assert client.run(run.id).status == RunStatus.COMPLETED
     kinds = [s.kind for s in client.steps(run.id)]
     assert kinds.index(StepKind.REPORT) < kinds.index(StepKind.STEER)
-    with client._db.read() as conn:
+    with client.store.db.read() as conn:
         results = [
             r[0]
             for r in conn.exec_driver_sql(
@@ -121,12 +121,12 @@ def test_cancel_ends_a_stopped_run(
 ) -> None:
     run = client.start_run("Summarise", model="demo", workspace=workspace)
     executor = make_executor()
-    drain(client._store, executor)
+    drain(client.store, executor)
     client.stop(run.id)
-    drain(client._store, executor)
+    drain(client.store, executor)
     assert client.run(run.id).status == RunStatus.STOPPED
     client.cancel(run.id)
-    drain(client._store, executor)
+    drain(client.store, executor)
     ended = client.run(run.id)
     assert ended.status == RunStatus.CANCELLED and ended.finished_at is not None
     with pytest.raises(InvalidStateError, match="nothing to resume"):
@@ -138,12 +138,12 @@ def test_a_budget_extension_to_a_stopped_run_keeps_it_stopped(
 ) -> None:
     run = client.start_run("Summarise", model="demo", workspace=workspace, max_steps=50)
     executor = make_executor()
-    drain(client._store, executor)
+    drain(client.store, executor)
     client.stop(run.id)
-    drain(client._store, executor)
+    drain(client.store, executor)
     last = client.run(run.id).last_seq
     client.extend_budget(run.id, steps=5)
-    drain(client._store, executor)
+    drain(client.store, executor)
     still = client.run(run.id)
     assert still.status == RunStatus.STOPPED and still.budget.max_steps == 55
     assert still.last_seq == last

@@ -154,7 +154,7 @@ def test_a_run_adding_steps_moves_updated_at_once_a_second_and_the_token_every_s
 
 def test_the_run_list_shows_steps_added_between_moves_of_updated_at(client: Client) -> None:
     now = [5000.0]
-    store = client._store
+    store = client.store
     store.now = lambda: now[0]
     run = client.start_run("Fast loop", model="claude-haiku-4-5")
     intent = StepIntent(seq=1, kind=StepKind.TOOL_CALL, name="t", input={})

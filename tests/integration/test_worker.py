@@ -57,7 +57,7 @@ def test_two_workers_never_execute_the_same_run_at_once(
     threads = []
     for _ in range(2):
         ex = _Tracking(base.store, base.model_for, base.tools, base.clock, base.config)
-        w = Worker(client._store, ex, WorkerConfig(max_runs=4, poll_s=0.01, until_idle=True))
+        w = Worker(client.store, ex, WorkerConfig(max_runs=4, poll_s=0.01, until_idle=True))
         workers.append(w)
         threads.append(threading.Thread(target=w.run))
     for t in threads:
@@ -76,7 +76,7 @@ def test_until_idle_returns_when_only_waiting_runs_remain(
 ) -> None:
     run = client.start_run("Sleep", model="claude-haiku-4-5")
     model = ScriptedModel([Reply("wait a day", [("wait", {"seconds": 86400})])])
-    w = Worker(client._store, make_executor(model), WorkerConfig(poll_s=0.01, until_idle=True))
+    w = Worker(client.store, make_executor(model), WorkerConfig(poll_s=0.01, until_idle=True))
     runner = threading.Thread(target=w.run, daemon=True)
     runner.start()
     runner.join(timeout=30)  # returns at once when right; only a broken worker waits a day
@@ -125,7 +125,7 @@ def test_runs_of_a_killed_worker_are_recovered_without_waiting_out_the_lease(
     # expires for it, so it can only take the run over by seeing its owner dead.
     clock = FakeClock(time.time())
     config = WorkerConfig(poll_s=0.01, until_idle=True)
-    Worker(client._store, make_executor(clock=clock), config, clock=clock).run()
+    Worker(client.store, make_executor(clock=clock), config, clock=clock).run()
     assert clock.now() < held.lease_expires_at
     assert client.run(run.id).status == RunStatus.COMPLETED
     assert "Conclusions" in (ws / "report.md").read_text()

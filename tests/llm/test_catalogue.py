@@ -69,11 +69,11 @@ def test_a_worker_reads_the_catalogue_stores_it_and_reads_it_again_daily(
     client: Client, api: FakeAnthropic
 ) -> None:
     catalogue = Catalogue()
-    keeper = CatalogueKeeper(client._db, lambda: KEY, catalogue)
+    keeper = CatalogueKeeper(client.store.db, lambda: KEY, catalogue)
     now = time.time()
     _read(keeper, now)
     assert catalogue.source == "api" and catalogue.read_at == now
-    stored, read_at = load_models(client._db)
+    stored, read_at = load_models(client.store.db)
     assert read_at == now
     assert {m["id"] for m in stored} == {m.id for m in claude_contract.catalogue()}
     # Retired models are in it too, so a run naming one is refused with its replacement.
@@ -98,14 +98,14 @@ def test_a_404_naming_a_model_makes_the_worker_read_the_catalogue_again(
     client: Client, api: FakeAnthropic, make_model: MakeModel, make_executor: MakeExecutor
 ) -> None:
     catalogue = Catalogue()
-    keeper = CatalogueKeeper(client._db, lambda: KEY, catalogue)
+    keeper = CatalogueKeeper(client.store.db, lambda: KEY, catalogue)
     now = time.time()
     _read(keeper, now)
     claude = make_model(api)
     claude.on_unknown_model = keeper.unknown_model
     # A model this release does not know passes the checks; the API does not know it either.
     run = client.start_run("Look", model="claude-sonnet-9")
-    drain(client._store, make_executor(claude))
+    drain(client.store, make_executor(claude))
     held = client.run(run.id)
     assert held.status == RunStatus.NEEDS_ATTENTION
     assert held.status_message.startswith("The API does not know the model claude-sonnet-9")
@@ -116,17 +116,17 @@ def test_no_key_reads_nothing_and_a_refused_key_keeps_the_catalogue(
     client: Client, api: FakeAnthropic
 ) -> None:
     catalogue = Catalogue()
-    nothing = CatalogueKeeper(client._db, lambda: None, catalogue)
+    nothing = CatalogueKeeper(client.store.db, lambda: None, catalogue)
     nothing.tick(time.time())
     nothing.join()
     assert nothing.readings == 0 and api.side_requests == [] and catalogue.source == "snapshot"
 
-    refused = CatalogueKeeper(client._db, lambda: "sk-ant-api03-revoked-000000", catalogue)
+    refused = CatalogueKeeper(client.store.db, lambda: "sk-ant-api03-revoked-000000", catalogue)
     now = time.time()
     refused.tick(now)
     refused.join()
     assert refused.readings == 0 and catalogue.source == "snapshot"
-    assert load_models(client._db) == ([], 0.0)
+    assert load_models(client.store.db) == ([], 0.0)
     tried = len(api.side_requests)
     refused.tick(now + RETRY_AFTER_S - 1)  # a pause before the next attempt
     refused.join()
@@ -174,7 +174,7 @@ def test_a_run_that_waits_writes_its_cache_for_an_hour_priced_at_twice_the_input
     fake = FakeAnthropic([Stream([Text("Done.")])], cache=True).__enter__()
     try:
         run = client.start_run("Look", model="claude-opus-5-5", workspace=workspace)
-        drain(client._store, make_executor(make_model(fake)))
+        drain(client.store, make_executor(make_model(fake)))
     finally:
         fake.__exit__(None, None, None)
     call = client.steps(run.id)[0]

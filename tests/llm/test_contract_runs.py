@@ -179,7 +179,7 @@ def test_a_default_research_run_completes_on_every_current_model(
     client, make_executor, start_fake, make_model, notes = lab
     fake = start_fake(Research(turns=6))
     run = client.start_run("What did the market do in 2025?", model=model, workspace=notes)
-    drain(client._store, make_executor(make_model(fake)))
+    drain(client.store, make_executor(make_model(fake)))
 
     done = client.run(run.id)
     assert done.status == RunStatus.COMPLETED, done.status_message
@@ -213,7 +213,7 @@ def test_two_compactions_keep_every_request_valid(
         claude.catalogue = _without_server_compaction(model)
     on_server = claude.compacts_on_server(model)
     run = client.start_run("Survey the notes", model=model, workspace=notes)
-    drain(client._store, make_executor(claude))
+    drain(client.store, make_executor(claude))
 
     done = client.run(run.id)
     assert done.status == RunStatus.COMPLETED, done.status_message
@@ -266,7 +266,7 @@ def test_a_fallback_switch_and_back_keeps_every_request_valid(
     claude = make_model(fake, fallback=fallback, fallback_after=2, max_retries=3)
     claude.clock = lambda: now[0]
     run = client.start_run("Survey the notes", model=model, workspace=notes)
-    drain(client._store, make_executor(claude))
+    drain(client.store, make_executor(claude))
 
     done = client.run(run.id)
     assert done.status == RunStatus.COMPLETED, done.status_message
@@ -292,12 +292,12 @@ def test_a_fork_continues_with_every_request_valid(
     fake = start_fake(Research(turns=5))
     run = client.start_run("Survey the notes", model=model, workspace=notes)
     executor = make_executor(make_model(fake))
-    drain(client._store, executor)
+    drain(client.store, executor)
     assert client.run(run.id).status == RunStatus.COMPLETED
     # Fork after the third tool call with a note: the fork sends the parent's turns back.
     third_tool = [s.seq for s in client.steps(run.id) if s.kind == StepKind.TOOL_CALL][2]
     child = fork(client, run.id, third_tool, note="Also check file4.md")
-    drain(client._store, executor)
+    drain(client.store, executor)
 
     assert client.run(child.id).status == RunStatus.COMPLETED
     _no_refusal(fake)
@@ -335,7 +335,7 @@ def test_a_crash_in_the_middle_of_a_model_call_resumes_with_every_request_valid(
     crashing = make_executor(claude, config=config)
     with pytest.raises(_Crash):
         crashing.execute(run.id)
-    drain(client._store, make_executor(claude))
+    drain(client.store, make_executor(claude))
 
     done = client.run(run.id)
     assert done.status == RunStatus.COMPLETED, done.status_message
@@ -370,7 +370,7 @@ def test_a_restore_from_a_backup_resumes_with_every_request_valid(
             claude, config=EngineConfig(crash_hook=stop, settings=client.settings.engine_settings())
         ).execute(run.id)
     made = backup.make_backup(client.db_path)
-    drain(client._store, make_executor(claude))
+    drain(client.store, make_executor(claude))
     assert client.run(run.id).status == RunStatus.COMPLETED
     db_path = client.db_path
     client.close()
@@ -379,7 +379,7 @@ def test_a_restore_from_a_backup_resumes_with_every_request_valid(
     restored = Client(db_path, Settings.load(db_path))
     try:
         research.turn = 3  # the agent picks up where the backup left it
-        drain(restored._store, make_executor_for(restored, claude))
+        drain(restored.store, make_executor_for(restored, claude))
         assert restored.run(run.id).status == RunStatus.COMPLETED, restored.run(
             run.id
         ).status_message
@@ -393,7 +393,7 @@ def make_executor_for(client: Client, model: ClaudeModel) -> Any:
     from desktop_agent.worker.compose import build_executor
 
     return build_executor(
-        client._store,
+        client.store,
         client.settings,
         model_for=lambda _name: model,
         config=EngineConfig(settings=client.settings.engine_settings()),
@@ -423,13 +423,13 @@ def test_the_tool_list_sent_first_is_sent_for_the_whole_run(
         tools=["read_file", "wait", "web_search"],
     )
     settings = client.settings.engine_settings()
-    drain(client._store, make_executor(claude, clock=clock, config=Config(settings=settings)))
+    drain(client.store, make_executor(claude, clock=clock, config=Config(settings=settings)))
     assert client.run(run.id).status == RunStatus.WAITING
     # While it waits, the analyst turns web search on: the run's tools stay as they were
     # (its thinking is bound to them), new runs get the new list.
     clock.advance(61)
     changed = Config(settings={**settings, "web_search": True})
-    drain(client._store, make_executor(claude, clock=clock, config=changed), clock=clock)
+    drain(client.store, make_executor(claude, clock=clock, config=changed), clock=clock)
 
     assert client.run(run.id).status == RunStatus.COMPLETED, client.run(run.id).status_message
     _no_refusal(fake)
@@ -453,7 +453,7 @@ def test_an_edited_approval_and_a_steer_note_keep_every_request_valid(
         approval_overrides={"read_file": "ask"},
     )
     executor = make_executor(make_model(fake))
-    drain(client._store, executor)
+    drain(client.store, executor)
     waiting = client.run(run.id)
     assert waiting.status == RunStatus.WAITING, waiting.status_message
     (pending,) = client.approvals()
@@ -461,7 +461,7 @@ def test_an_edited_approval_and_a_steer_note_keep_every_request_valid(
     client.approve(pending.id, {"path": "notes/file4.md"}, "file4 is the newer note")
     client.steer(run.id, "Prefer the figures of file4.")
     for _ in range(6):
-        drain(client._store, executor)
+        drain(client.store, executor)
         for approval in client.approvals():
             client.approve(approval.id)
     done = client.run(run.id)

@@ -106,7 +106,7 @@ def _kill_spawned_workers(db: Path) -> None:
     """Kill workers the CLI started for ``db`` (detached, so not our direct children)."""
     c = Client(db)
     try:
-        workers = c._store.list_workers(include_stopped=True)
+        workers = c.store.list_workers(include_stopped=True)
     finally:
         c.close()
     for info, _ in workers:

@@ -21,7 +21,7 @@ def _first_request(
     model = ScriptedModel([Reply("Done.")])
     cfg = EngineConfig(settings=client.settings.engine_settings())
     run = client.start_run("Look", model="claude-sonnet-5-5", workspace=workspace, **options)  # type: ignore[arg-type]
-    drain(client._store, make_executor(model, config=cfg))
+    drain(client.store, make_executor(model, config=cfg))
     assert client.run(run.id).status == RunStatus.COMPLETED
     return model.requests[0]
 
@@ -88,7 +88,7 @@ def test_an_estimate_near_the_budget_is_checked_with_an_exact_count(
     # Far from the budget: the estimate decides, nothing is counted.
     far = CountingModel([Reply("Done.")])
     run = client.start_run("Look", model="claude-sonnet-5-5", workspace=workspace, max_cost_usd=1.0)
-    drain(client._store, make_executor(far))
+    drain(client.store, make_executor(far))
     assert client.run(run.id).status == RunStatus.COMPLETED and far.counted == []
     # The estimate ($0.012) would stop a $0.01 budget: near a limit the prompt is counted,
     # and the exact worst case ($0.0009) lets the call through.
@@ -96,6 +96,6 @@ def test_an_estimate_near_the_budget_is_checked_with_an_exact_count(
     run = client.start_run(
         "Look", model="claude-sonnet-5-5", workspace=workspace, max_cost_usd=0.01
     )
-    drain(client._store, make_executor(near))
+    drain(client.store, make_executor(near))
     assert client.run(run.id).status == RunStatus.COMPLETED
     assert len(near.counted) == 1

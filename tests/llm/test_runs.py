@@ -82,7 +82,7 @@ def test_multi_turn_tool_run_has_exact_costs_and_cache_usage(
     run = client.start_run(
         "Find the growth figure", model=SONNET, workspace=workspace, thinking_budget=2048
     )
-    drain(client._store, make_executor(make_model(fake)))
+    drain(client.store, make_executor(make_model(fake)))
 
     done = client.run(run.id)
     assert done.status == RunStatus.COMPLETED, done.status_message
@@ -167,7 +167,7 @@ def test_429_with_retry_after_120_hibernates_the_run_without_a_thread(
     run = client.start_run("Rate limited", model=SONNET)
     executor = make_executor(model, clock=clock)
     threads_before = threading.active_count()
-    drain(client._store, executor, clock=clock)
+    drain(client.store, executor, clock=clock)
 
     # Nothing slept through the 120 s: the run hibernates with its wake-up 120 s ahead on
     # the (frozen) clock, and the API saw the one request, not a retry after a wait.
@@ -180,11 +180,11 @@ def test_429_with_retry_after_120_hibernates_the_run_without_a_thread(
     assert len(fake.requests) == 1
 
     clock.advance(60)
-    drain(client._store, executor, clock=clock)
+    drain(client.store, executor, clock=clock)
     assert client.run(run.id).status == RunStatus.WAITING  # not due yet
     assert len(fake.requests) == 1
     clock.advance(61)
-    drain(client._store, executor, clock=clock)
+    drain(client.store, executor, clock=clock)
     assert client.run(run.id).status == RunStatus.COMPLETED
     failed, ok = client.steps(run.id)
     assert failed.status == StepStatus.FAILED and "429 rate_limit_error" in (failed.error or "")
@@ -208,7 +208,7 @@ def test_rejected_key_waits_for_credentials_and_resumes_after_key_set(
     model = ClaudeModel(keys.get, FallbackSettings(), base_url=fake.url, pacer=RateLimitPacer())
     executor = make_executor(model)
     run = client.start_run("Needs a key", model=SONNET)
-    drain(client._store, executor)
+    drain(client.store, executor)
 
     waiting = client.run(run.id)
     assert waiting.status == RunStatus.WAITING
@@ -219,14 +219,14 @@ def test_rejected_key_waits_for_credentials_and_resumes_after_key_set(
         "invalid x-api-key)"
     )
     assert "revoked" not in waiting.status_message
-    drain(client._store, executor)  # nothing changes without a key
+    drain(client.store, executor)  # nothing changes without a key
     assert client.run(run.id).status == RunStatus.WAITING
     assert len(fake.requests) == 1
 
     monkeypatch.setattr("sys.stdin", io.StringIO(good + "\n"))
     assert cli.main(["--db", str(client.db_path), "key", "set"]) == 0
     assert "resuming 1 run(s) that were waiting for a key" in capsys.readouterr().out
-    drain(client._store, executor)
+    drain(client.store, executor)
     assert client.run(run.id).status == RunStatus.COMPLETED
     assert fake.requests[-1].key == good
 
@@ -239,7 +239,7 @@ def test_no_key_at_all_says_how_to_set_one(
         KeyStore().get, FallbackSettings(), base_url=fake.url, pacer=RateLimitPacer()
     )
     run = client.start_run("No key", model=SONNET)
-    drain(client._store, make_executor(model))
+    drain(client.store, make_executor(model))
     waiting = client.run(run.id)
     assert waiting.wait_reason == WaitReason.CREDENTIALS
     assert "no API key: set one with `desktop-agent key set` or ANTHROPIC_API_KEY" in (
@@ -326,7 +326,7 @@ def test_compaction_near_a_tiny_window_continues_from_the_summary(
     model.catalogue = tiny_window(HAIKU, 4000)
     assert model.context_window(HAIKU) == 4000  # the adapter reports the catalogue's window
     run = client.start_run("Survey", model=HAIKU, workspace=workspace)
-    drain(client._store, make_executor(model))
+    drain(client.store, make_executor(model))
 
     done = client.run(run.id)
     assert done.status == RunStatus.COMPLETED, done.status_message
@@ -373,7 +373,7 @@ def test_fallback_model_is_recorded_as_the_model_used(
         policy=RetryPolicy(backoff_s=0.01),
     )
     run = client.start_run("Overloaded", model=SONNET)
-    drain(client._store, make_executor(model))
+    drain(client.store, make_executor(model))
     assert client.run(run.id).status == RunStatus.COMPLETED
     (step,) = client.steps(run.id)
     assert step.name == SONNET  # the run's model
@@ -406,11 +406,11 @@ def test_state_after_a_compaction_is_the_same_restored_or_folded(
     model = make_model(fake)
     model.catalogue = tiny_window(HAIKU, 4000)
     executor = make_executor(model, config=EngineConfig(snapshot_every=1))
-    drain(client._store, executor)
+    drain(client.store, executor)
     assert client.run(run.id).status == RunStatus.NEEDS_ATTENTION  # the call after compacting
     assert client.steps(run.id)[10].kind == StepKind.COMPACTION
 
-    restored, _ = restore_state(client._store, client.run(run.id))
+    restored, _ = restore_state(client.store, client.run(run.id))
     full = AgentState.initial(run.goal)
     for step in client.steps(run.id):
         apply_step(full, step)

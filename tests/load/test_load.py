@@ -85,9 +85,9 @@ def test_many_concurrent_demo_runs_all_complete_with_bounded_threads_and_memory(
             (ws / f"s{j}.md").write_text(f"# S{j}\nRun {i} source {j} says {i + j}%.\n")
         ids.append(client.start_run(f"Summarise batch {i}", model="demo", workspace=ws).id)
 
-    executor = build_executor(client._store, settings, model_for=lambda _name: SlowDemo())
+    executor = build_executor(client.store, settings, model_for=lambda _name: SlowDemo())
     worker = Worker(
-        client._store, executor, WorkerConfig(max_runs=RUNS, until_idle=True, poll_s=0.02)
+        client.store, executor, WorkerConfig(max_runs=RUNS, until_idle=True, poll_s=0.02)
     )
     proc = psutil.Process()
     gc.collect()

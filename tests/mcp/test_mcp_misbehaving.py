@@ -44,7 +44,7 @@ def test_a_50_mb_answer_is_cut_at_the_limit_and_the_session_goes_on(
         Reply("Done."),
     ]
     run = start_run(client, hub, "Fetch it all", ["glossary__huge", "glossary__lookup"])
-    drain(client._store, make_executor(ScriptedModel(replies), tools=registry_with(hub)))
+    drain(client.store, make_executor(ScriptedModel(replies), tools=registry_with(hub)))
     assert client.run(run.id).status == RunStatus.COMPLETED
     (huge, lookup) = tool_steps(client, run.id)
     assert not huge[2], huge[1][-300:]

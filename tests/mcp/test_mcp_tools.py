@@ -61,7 +61,7 @@ def test_a_read_only_tool_runs_in_a_run_and_its_result_reaches_the_journal(
     hub = hub_for(stdio_server())
     run = start_run(client, hub, "Define cobalt", ["glossary__lookup"])
     replies = [Reply("Looking it up.", [("glossary__lookup", {"word": "cobalt"})]), Reply("Done.")]
-    drain(client._store, make_executor(ScriptedModel(replies), tools=registry_with(hub)))
+    drain(client.store, make_executor(ScriptedModel(replies), tools=registry_with(hub)))
     assert client.run(run.id).status == RunStatus.COMPLETED
     assert tool_steps(client, run.id) == [
         ("glossary__lookup", "cobalt: a metal used in batteries", False)
@@ -79,13 +79,13 @@ def test_an_unsafe_tool_asks_first_and_carries_the_steps_idempotency_key(
         tools=registry_with(hub),
     )
     run = start_run(client, hub, "Tell the team", ["glossary__post"])
-    drain(client._store, executor)
+    drain(client.store, executor)
     assert client.run(run.id).status == RunStatus.WAITING  # ask_unsafe: nothing sent yet
     assert not server_log.exists()
     (pending,) = client.approvals(ApprovalState.PENDING)
     assert pending.tool == "glossary__post"
     client.approve(pending.id)
-    drain(client._store, executor)
+    drain(client.store, executor)
     assert client.run(run.id).status == RunStatus.COMPLETED
     (posted,) = [json.loads(line) for line in server_log.read_text().splitlines()]
     (step,) = [
@@ -110,7 +110,7 @@ def test_failures_are_error_results_and_the_run_goes_on(
     run = start_run(
         client, hub, "Try the glossary", ["glossary__broken", "glossary__slow", "glossary__lookup"]
     )
-    drain(client._store, make_executor(ScriptedModel(replies), tools=registry_with(hub)))
+    drain(client.store, make_executor(ScriptedModel(replies), tools=registry_with(hub)))
     assert client.run(run.id).status == RunStatus.COMPLETED
     (broken, slow, lookup) = tool_steps(client, run.id)
     assert broken[2] and "broken" in broken[1]
@@ -155,20 +155,20 @@ def test_a_changed_tool_is_caught_by_the_definition_check(
     first = hub_for(stdio_server())
     run = start_run(client, first, "Define words", ["glossary__lookup", "ask_user"])
     ask = Reply("Which word?", [("ask_user", {"question": "Which word?"})])
-    drain(client._store, make_executor(ScriptedModel([ask]), tools=registry_with(first)))
+    drain(client.store, make_executor(ScriptedModel([ask]), tools=registry_with(first)))
     assert client.run(run.id).wait_reason is not None  # waits for the answer
     monkeypatch.setenv("MCP_TEST_VARIANT", "2")  # the server is upgraded meanwhile
     upgraded = hub_for(stdio_server())
     client.answer(run.id, "cobalt")
     done = ScriptedModel([Reply("Done.")])
-    drain(client._store, make_executor(done, tools=registry_with(upgraded)))
+    drain(client.store, make_executor(done, tools=registry_with(upgraded)))
     waiting = client.run(run.id)
     assert waiting.status == RunStatus.NEEDS_ATTENTION
     assert "agent definition changed" in waiting.status_message
     assert "glossary__lookup" in waiting.status_message
-    assert client._store.runnable_runs(time.time()) == []  # the answer waits for the decision
+    assert client.store.runnable_runs(time.time()) == []  # the answer waits for the decision
     client.resolve(run.id, "accept")
-    drain(client._store, make_executor(done, tools=registry_with(upgraded)))
+    drain(client.store, make_executor(done, tools=registry_with(upgraded)))
     finished = client.run(run.id)
     assert finished.status == RunStatus.COMPLETED
     assert dict(finished.spec.tools)["glossary__lookup"] == next(

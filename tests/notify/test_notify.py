@@ -40,7 +40,7 @@ def events(server: HttpServer) -> list[dict[str, object]]:
 def work(client: Client, executor: RunExecutor, notifier: Notifier) -> None:
     """A worker that runs until idle, then delivers what it has to tell."""
     worker = Worker(
-        client._store,
+        client.store,
         executor,
         WorkerConfig(until_idle=True, poll_s=0.01),
         notifier=notifier,
@@ -54,7 +54,7 @@ def test_needs_you_then_finished_reach_the_webhook(
     url = hook.url("/hooks/T0KEN-abc")
     executor = make_executor()
     run = client.start_run("Summarise the sources", model="demo", workspace=workspace)
-    work(client, executor, build_notifier(client._store, webhook_url=url, stall_minutes=30))
+    work(client, executor, build_notifier(client.store, webhook_url=url, stall_minutes=30))
     (needs,) = events(hook)
     assert needs["event"] == "needs_you" and needs["run_id"] == run.id
     assert needs["status"] == "waiting" and needs["wait_reason"] == "approval"
@@ -62,14 +62,14 @@ def test_needs_you_then_finished_reach_the_webhook(
     assert hook.requests[0].headers["content-type"] == "application/json"
 
     # A new worker (as after a restart) does not tell again what was already told.
-    work(client, executor, build_notifier(client._store, webhook_url=url, stall_minutes=30))
+    work(client, executor, build_notifier(client.store, webhook_url=url, stall_minutes=30))
     client.steer(run.id, "keep it short")  # wakes the run; it still waits for the decision
-    work(client, executor, build_notifier(client._store, webhook_url=url, stall_minutes=30))
+    work(client, executor, build_notifier(client.store, webhook_url=url, stall_minutes=30))
     assert len(events(hook)) == 1
 
     (approval,) = client.approvals()
     client.approve(approval.id)
-    work(client, executor, build_notifier(client._store, webhook_url=url, stall_minutes=30))
+    work(client, executor, build_notifier(client.store, webhook_url=url, stall_minutes=30))
     finished = events(hook)[-1]
     assert finished["event"] == "finished" and finished["status"] == "completed"
     assert finished["title"] == "Summarise the sources"
@@ -82,7 +82,7 @@ def test_a_failed_run_is_told_and_listeners_hear_everything(
     run = client.start_run("Fail", model="claude-haiku-4-5")
     heard: list[Notification] = []
     notifier = build_notifier(
-        client._store, webhook_url=hook.url("/hooks/T0KEN-abc"), stall_minutes=None
+        client.store, webhook_url=hook.url("/hooks/T0KEN-abc"), stall_minutes=None
     )
     notifier.add_listener(heard.append)
 
@@ -108,10 +108,10 @@ def test_a_slow_or_broken_webhook_never_blocks_and_is_only_logged(
 
     hook.routes["/hooks/T0KEN-abc"] = held
     run = client.start_run("Slow hook", model="demo")
-    client._store.commit(run.id, patch=RunPatch(status=RunStatus.COMPLETED))
+    client.store.commit(run.id, patch=RunPatch(status=RunStatus.COMPLETED))
     url = hook.url("/hooks/T0KEN-abc")
-    notifier = Notifier(client._store, webhook_url=url, timeout_s=30)
-    slow = Notifier(client._store, webhook_url=url, timeout_s=0.2)
+    notifier = Notifier(client.store, webhook_url=url, timeout_s=30)
+    slow = Notifier(client.store, webhook_url=url, timeout_s=0.2)
     with caplog.at_level(logging.WARNING, logger="desktop_agent.worker.notify"):
         try:
             notifier.on_activation_end(run.id)
@@ -128,7 +128,7 @@ def test_a_slow_or_broken_webhook_never_blocks_and_is_only_logged(
     assert slow.webhook is not None and slow.webhook.failed == 1  # the timeout
     logged = " ".join(r.getMessage() for r in caplog.records)
     assert "webhook at 127.0.0.1 failed" in logged and "T0KEN" not in logged
-    unreachable = Notifier(client._store, webhook_url="http://127.0.0.1:9/x", timeout_s=0.2)
+    unreachable = Notifier(client.store, webhook_url="http://127.0.0.1:9/x", timeout_s=0.2)
     unreachable.on_activation_end(run.id)
     unreachable.close()
     assert unreachable.webhook is not None and unreachable.webhook.failed == 1
@@ -137,9 +137,9 @@ def test_a_slow_or_broken_webhook_never_blocks_and_is_only_logged(
 def test_no_progress_for_n_minutes_is_told_once(client: Client, hook: HttpServer) -> None:
     clock = FakeClock()
     run = client.start_run("Stuck", model="demo")
-    client._store.commit(run.id, patch=RunPatch(status=RunStatus.RUNNING))
+    client.store.commit(run.id, patch=RunPatch(status=RunStatus.RUNNING))
     heard: list[Notification] = []
-    notifier = build_notifier(client._store, webhook_url="", stall_minutes=30, clock=clock)
+    notifier = build_notifier(client.store, webhook_url="", stall_minutes=30, clock=clock)
     notifier.add_listener(heard.append)
     t0 = clock.now()
     notifier.tick(t0)

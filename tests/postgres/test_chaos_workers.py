@@ -376,7 +376,7 @@ class Analyst:
                 continue
             if (run.id, seq) in self.decided:
                 continue  # our decision is not applied yet
-            step = self.lab.client._store.get_step(run.id, seq)
+            step = self.lab.client.store.get_step(run.id, seq)
             marker = next(
                 (a.marker for a in self.lab.plans.get(run.id, []) if a.marker in str(step.input)),
                 "",

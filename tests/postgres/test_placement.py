@@ -59,11 +59,11 @@ def test_a_worker_elsewhere_leaves_a_run_placed_on_this_machine(
     mine = client.start_run("Mine", model="demo", placement="host:desk-1")
     anywhere = client.start_run("Anywhere", model="demo", placement="any")
     monkeypatch.setenv("DESKTOP_AGENT_HOST", "laptop-2")  # a worker on another machine
-    drain(client._store, make_executor())
+    drain(client.store, make_executor())
     assert client.run(anywhere.id).status in (RunStatus.COMPLETED, RunStatus.WAITING)
     assert client.run(mine.id).status == RunStatus.QUEUED  # not its to take
     monkeypatch.setenv("DESKTOP_AGENT_HOST", "desk-1")  # a worker on the run's machine
-    drain(client._store, make_executor())
+    drain(client.store, make_executor())
     assert client.run(mine.id).status != RunStatus.QUEUED
 
 

@@ -46,7 +46,7 @@ def _plan(db: Database, sql: str) -> str:
 
 
 def test_the_search_reads_the_gin_index_of_migration_0008(client: Client) -> None:
-    with client._db.read() as conn:
+    with client.store.db.read() as conn:
         (definition,) = conn.execute(
             text("SELECT indexdef FROM pg_indexes WHERE indexname = :name"),
             {"name": search_index.PG_INDEX},
@@ -61,12 +61,12 @@ def test_the_search_reads_the_gin_index_of_migration_0008(client: Client) -> Non
     assert generated.startswith("to_tsvector('simple'::regconfig, translate(body, ")
 
     query = search_index.pg_query(search_index.terms('heron "part 12" otter*'))
-    with client._db.read() as conn:
+    with client.store.db.read() as conn:
         stmt = search_index.pg_candidates(conn, query, search_index.SearchFilters(), 1000)
         dialect = conn.dialect  # the driver's own, as the search compiles for
     assert stmt is not None
     sql = str(stmt.compile(dialect=dialect, compile_kwargs={"literal_binds": True}))
-    plan = _plan(client._db, sql)
+    plan = _plan(client.store.db, sql)
     # Rare words (here: no statistics yet): the index's bitmap, not a scan of every row.
     assert f"Bitmap Index Scan on {search_index.PG_INDEX}" in plan, plan
 
@@ -75,7 +75,7 @@ def test_two_indexers_at_once_index_each_step_once(client: Client) -> None:
     runs = [client.start_run(f"Chart the heron sightings {k}", model="demo") for k in range(6)]
     for run in runs:
         write_long_run(client, run.id, 120)
-    url = client._db.settings.url
+    url = client.store.db.settings.url
     dbs = [Database(DbSettings(url)) for _ in range(2)]
     start = threading.Barrier(2)
     indexed: list[int] = []
@@ -98,7 +98,7 @@ def test_two_indexers_at_once_index_each_step_once(client: Client) -> None:
     assert not errors, errors
     assert sum(indexed) >= 6 * 119  # between them, every finished step
 
-    with client._db.read() as conn:
+    with client.store.db.read() as conn:
         doubled = conn.execute(
             text(
                 "SELECT run_id, seq, source, count(*) FROM search_docs "
@@ -143,12 +143,12 @@ def test_a_big_catch_up_refreshes_the_statistics_the_planner_chooses_by(
     run = client.start_run("Chart the heron sightings", model="demo")
     write_long_run(client, run.id, 60)
     monkeypatch.setattr(search_index, "ANALYZE_AFTER", 1000)
-    assert search_index.catch_up(client._db) < 1000
-    assert not _analyzed(client._db)  # a small catch-up leaves it to autovacuum
+    assert search_index.catch_up(client.store.db) < 1000
+    assert not _analyzed(client.store.db)  # a small catch-up leaves it to autovacuum
 
     other = client.start_run("Chart the otter sightings", model="demo")
     write_long_run(client, other.id, 60)
     monkeypatch.setattr(search_index, "ANALYZE_AFTER", 50)
-    assert search_index.catch_up(client._db) >= 50
+    assert search_index.catch_up(client.store.db) >= 50
     # ANALYZE reports to the server's statistics itself; polled, in case that lags.
-    wait_until(lambda: _analyzed(client._db), what="search_docs analyzed")
+    wait_until(lambda: _analyzed(client.store.db), what="search_docs analyzed")

@@ -86,7 +86,7 @@ def test_a_worker_started_while_the_server_is_down_waits_and_then_runs(
                 timeout=60,
                 what=f"the run to complete once the server is back:\n{log.read_text()}",
             )
-            assert any(i.pid == proc.pid for i, _ in client._store.list_workers())
+            assert any(i.pid == proc.pid for i, _ in client.store.list_workers())
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(30) == 0, log.read_text()
     finally:

@@ -101,9 +101,9 @@ def _line_of(path: Path, index: int) -> bytes:
 def test_a_refused_commit_writes_no_line(client: Client) -> None:
     run = client.start_run("x", model="demo")
     ledger = EffectLedger.beside(client.db_path)
-    client._store.commit(run.id, intents=[effect(1)])
+    client.store.commit(run.id, intents=[effect(1)])
     with pytest.raises(IntegrityError):
-        client._store.commit(run.id, intents=[effect(1)])  # the same step twice: refused
+        client.store.commit(run.id, intents=[effect(1)])  # the same step twice: refused
     read = ledger.read()
     assert read is not None and [(e.run, e.seq) for e in read.entries] == [(run.id, 1)]
     assert mode(ledger.path) == 0o600

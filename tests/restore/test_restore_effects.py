@@ -73,7 +73,7 @@ def test_restoring_the_backup_taken_before_the_posts_resends_none(lab: RestoreLa
     assert code == 0, err
     assert "it waits while step 3 is in doubt and is delivered once you decide" in out
     lab.work()
-    assert lab.client._store.get_command(1).result == ""  # not applied yet
+    assert lab.client.store.get_command(1).result == ""  # not applied yet
     assert lab.steps(runs[3])[-1].name == RESTORE_STEP
 
     # The analyst decides, as after a crash.
@@ -235,7 +235,7 @@ def test_an_idempotent_effect_open_in_the_restored_journal_is_not_redone_unasked
     settings.idempotent_post_prefixes = [lab.server.url("/orders/")]
     settings.save(lab.db)  # this endpoint honours keys: a POST to it is idempotent
     assert lab.worker(DESKTOP_AGENT_CRASH_AT="after_effect:2") == -signal.SIGKILL
-    assert lab.client._store.get_step(r, 2).effect == EffectClass.IDEMPOTENT
+    assert lab.client.store.get_step(r, 2).effect == EffectClass.IDEMPOTENT
     b = lab.backup()
 
     lab.restore(b)
@@ -247,7 +247,7 @@ def test_an_idempotent_effect_open_in_the_restored_journal_is_not_redone_unasked
     lab.resolve(r, "skip")
     lab.work()
     assert lab.keys(r) == [f"{r}:2"] and lab.run(r).status == RunStatus.COMPLETED
-    assert lab.client._store.get_step(r, 2).output["resolved"] == "skipped"
+    assert lab.client.store.get_step(r, 2).output["resolved"] == "skipped"
 
 
 @pytest.mark.parametrize("how", ["resolve retry", "idempotent, by itself"])

@@ -87,7 +87,7 @@ class Rig:
 
     def statuses(self) -> dict[str, RunStatus]:
         """Every run's status, read cheaply (tests poll this while the worker works)."""
-        with self.client._db.read() as conn:
+        with self.client.store.db.read() as conn:
             rows = conn.exec_driver_sql("SELECT id, status FROM runs").all()
         return {str(r[0]): RunStatus(r[1]) for r in rows}
 
@@ -162,10 +162,10 @@ def make_rig(client: Client, clock: FakeClock) -> Iterator[RigFactory]:
         on_stuck: Callable[..., None] | None = None,
     ) -> Rig:
         the_clock: Clock = SystemClock() if real_time else clock
-        client._store.now = the_clock.now
+        client.store.now = the_clock.now
         settings = engine_settings or client.settings.engine_settings()
         executor = build_executor(
-            client._store,
+            client.store,
             client.settings,
             clock=the_clock,
             tools=tools,
@@ -173,7 +173,7 @@ def make_rig(client: Client, clock: FakeClock) -> Iterator[RigFactory]:
             config=EngineConfig(settings=dict(settings)),
         )
         worker = Worker(
-            client._store,
+            client.store,
             executor,
             WorkerConfig(max_runs=max_runs, poll_s=poll_s),
             clock=the_clock,

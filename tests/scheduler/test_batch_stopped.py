@@ -70,7 +70,7 @@ def test_a_stopped_item_counts_as_stopped_and_resumes_into_done(
         0,
     )
     assert not progress.finished  # a stopped item is not done
-    with client._db.read() as conn:
+    with client.store.db.read() as conn:
         stored = conn.exec_driver_sql(
             "SELECT status FROM batch_items WHERE batch_id = ? AND idx = 0", (batch.id,)
         ).scalar()

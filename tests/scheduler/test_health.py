@@ -85,8 +85,8 @@ def test_runs_of_a_worker_whose_lease_expired_are_recovered_by_the_next(
     now = clock.now()
     run = client.start_run("orphan", model=HAIKU)
     gone = WorkerInfo("elsewhere:4242:abcdef", "elsewhere", 4242, now - 60, now)
-    client._store.register_worker(gone, 0.0)
-    assert client._store.claim_run(run.id, gone.id, now, 30.0)
+    client.store.register_worker(gone, 0.0)
+    assert client.store.claim_run(run.id, gone.id, now, 30.0)
     rig = make_rig(ScriptedModel([Reply("done")]), poll_s=0.05)
     rig.settle()
     assert client.run(run.id).lease_owner == gone.id  # its lease still holds
@@ -96,10 +96,10 @@ def test_runs_of_a_worker_whose_lease_expired_are_recovered_by_the_next(
     rig.wait_status(run.id, RunStatus.COMPLETED)
     # The worker lets go of the lease after the activation ends (on its next poll).
     wait_until(lambda: client.run(run.id).lease_owner is None, what="the lease released")
-    assert [i.id for i, _ in client._store.list_workers()].count(gone.id) == 1
+    assert [i.id for i, _ in client.store.list_workers()].count(gone.id) == 1
 
     clock.advance(91)  # three leases without a heartbeat: the worker is dead
     wait_until(
-        lambda: gone.id not in [i.id for i, _ in client._store.list_workers()],
+        lambda: gone.id not in [i.id for i, _ in client.store.list_workers()],
         what="the dead worker marked stopped",
     )

@@ -49,7 +49,7 @@ def wait_for_worker(client: Client, proc: subprocess.Popen[bytes], kids: Childre
     """Wait until the child worker is registered (and so has started its scheduler)."""
     wait_until(
         lambda: (
-            proc.poll() is None and any(i.pid == proc.pid for i, _ in client._store.list_workers())
+            proc.poll() is None and any(i.pid == proc.pid for i, _ in client.store.list_workers())
         ),
         what=f"worker {proc.pid} to start:\n{kids.log()}",
     )
@@ -94,7 +94,7 @@ def test_wake_ups_that_fell_due_while_the_worker_was_down_fire_once_at_restart(
     }
     # First activations here (a scripted model stands in for the demo), until each waits.
     drain(
-        client._store,
+        client.store,
         make_executor(ScriptedModel(first_moves), config=EngineConfig(settings=engine)),
     )
     reasons = {k: client.run(v).wait_reason for k, v in runs.items()}
@@ -136,7 +136,7 @@ def test_wake_ups_that_fell_due_while_the_worker_was_down_fire_once_at_restart(
     assert t3.status == RunStatus.WAITING and t3.wake_at == pytest.approx(t0 + 3 * HOUR)
     fired = Scheduling(client).schedule(schedule.id)
     assert fired.fire_count == 1 and "2 firings coalesced" in fired.last_result
-    (approval,) = client._store.list_approvals(None, runs["approval"])
+    (approval,) = client.store.list_approvals(None, runs["approval"])
     assert approval.state == ApprovalState.EXPIRED and "(approve)" in approval.decision_note
     assert (ws / "x.md").read_text() == "by default\n"
     for key in ("t1", "t2"):
@@ -259,5 +259,5 @@ def test_a_file_dropped_while_the_worker_was_down_starts_exactly_one_run(
     assert run.goal == "Summarise while-down.md"
     assert (Path(run.workspace) / "while-down.md").read_text() == dropped.read_text()
     assert "while-down.md" in (Path(run.workspace) / "report.md").read_text()
-    seen = {Path(k.path).name for k in sched._store.seen_files(watch.id)}
+    seen = {Path(k.path).name for k in sched.store.seen_files(watch.id)}
     assert seen == {"before.md", "while-down.md"}

@@ -22,10 +22,10 @@ FAKE_KEY = "sk-ant-api03-" + "x" * 24
 
 
 def _finished_run(client: Client, make_executor: MakeExecutor, clock: FakeClock, goal: str) -> str:
-    client._store.now = clock.now
+    client.store.now = clock.now
     run = client.start_run(goal, model=HAIKU)
     client.steer(run.id, f"use the key {FAKE_KEY} if asked")  # must never reach an archive
-    drain(client._store, make_executor(ScriptedModel([Reply("done")]), clock=clock), clock=clock)
+    drain(client.store, make_executor(ScriptedModel([Reply("done")]), clock=clock), clock=clock)
     assert client.run(run.id).status == RunStatus.COMPLETED
     return run.id
 
@@ -55,7 +55,7 @@ def test_old_finished_runs_are_archived_then_removed(
     assert FAKE_KEY.encode() not in text and "[redacted]" in str(record["commands"])
 
     assert {r.id for r in client.runs()} == {recent, active}
-    with client._db.read() as conn:
+    with client.store.db.read() as conn:
         for table in ("steps", "commands", "snapshots", "approvals"):
             n = conn.exec_driver_sql(f"SELECT count(*) FROM {table} WHERE run_id = ?", (old,))
             assert n.scalar() == 0, table

@@ -186,11 +186,11 @@ def test_firings_missed_while_no_worker_ran_fire_once_at_start(client: Client) -
     sched = Scheduling(client)
     s = sched.add_schedule("Digest", every_s=HOUR, options=RunOptions(model=HAIKU))
     created = time.time() - 3.5 * HOUR  # made three and a half hours ago; no worker since
-    with client._db.write() as conn:
+    with client.store.db.write() as conn:
         conn.exec_driver_sql("UPDATE schedules SET created_at = ? WHERE id = ?", (created, s.id))
 
     def start() -> SchedulerService:
-        port = DbSchedulerPort(client._store, SystemClock(), client.db_path.parent)
+        port = DbSchedulerPort(client.store, SystemClock(), client.db_path.parent)
         service = SchedulerService(
             port,
             SystemClock(),

@@ -136,7 +136,7 @@ def test_an_approval_deadline_applies_its_default_action(
     assert rig.status(run.id) == RunStatus.WAITING
     clock.advance(1)
     rig.wait_status(run.id, RunStatus.COMPLETED)
-    decided = client._store.get_approval(approval.id)
+    decided = client.store.get_approval(approval.id)
     assert decided.state == ApprovalState.EXPIRED
     assert decided.decided_at == approval.deadline
     assert f"default action ({default})" in decided.decision_note

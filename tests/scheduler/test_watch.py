@@ -65,7 +65,7 @@ def test_each_new_file_starts_one_run(client: Client, make_rig: RigFactory, tmp_
     assert len(rig.runs(schedule_id=watch.id)) == 3
     rig.sched.resume_watch(watch.id)
     wait_until(lambda: len(rig.runs(schedule_id=watch.id)) == 4, what="c.pdf after resume")
-    seen = rig.sched._store.seen_files(watch.id)
+    seen = rig.sched.store.seen_files(watch.id)
     assert sorted(Path(k.path).name for k in seen) == [
         "a.pdf",
         "a.pdf",

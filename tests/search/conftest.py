@@ -42,7 +42,7 @@ class Corpus:
 
 def finish(client: Client, make_executor: MakeExecutor, replies: list[Reply]) -> None:
     """Run every runnable run with these scripted answers until none is runnable."""
-    drain(client._store, make_executor(ScriptedModel(replies)))
+    drain(client.store, make_executor(ScriptedModel(replies)))
 
 
 def start(client: Client, goal: str, workspace: Path, model: str = HAIKU, **more: Any) -> Run:

@@ -41,10 +41,10 @@ def test_runs_recorded_before_the_upgrade_are_found(tmp_path: Path) -> None:
 
     client = Client(path)  # upgrades to 0004: empty index
     try:
-        with client._db.read() as conn:
+        with client.store.db.read() as conn:
             assert conn.exec_driver_sql("SELECT count(*) FROM search_docs").scalar() == 0
         # The backfill, in transactions of at most 100 steps.
-        assert search_index.catch_up(client._db, batch_steps=100) >= STEPS - 1
+        assert search_index.catch_up(client.store.db, batch_steps=100) >= STEPS - 1
         assert {h.kind for h in client.search("heron")} == {"goal"}
         assert [h.seq for h in client.search('"part 1111"')] == [1111]
     finally:
@@ -54,6 +54,6 @@ def test_runs_recorded_before_the_upgrade_are_found(tmp_path: Path) -> None:
 def test_catch_up_indexes_only_what_is_new(client: Client) -> None:
     run = client.start_run("Count the otters", model="demo")
     write_long_run(client, run.id, 30)
-    assert search_index.catch_up(client._db) >= 29
-    assert search_index.catch_up(client._db) <= 1  # at most the open approval, again
+    assert search_index.catch_up(client.store.db) >= 29
+    assert search_index.catch_up(client.store.db) <= 1  # at most the open approval, again
     assert [h.seq for h in client.search('"part 21"')] == [21]

@@ -258,12 +258,12 @@ def test_the_indexer_keeps_each_runs_document_range(client: Client) -> None:
     write_long_run(client, first.id, 30)
     second = client.start_run("Tally the godwits", model="demo")
     write_long_run(client, second.id, 30)
-    search.catch_up(client._db, batch_steps=7)
+    search.catch_up(client.store.db, batch_steps=7)
     goal_id = (search_docs.c.run_id == first.id) & (search_docs.c.source == "run")
-    with client._db.read() as conn:
+    with client.store.db.read() as conn:
         before = conn.execute(select(search_docs.c.id).where(goal_id)).scalar_one()
-    search.catch_up(client._db, [first.id])  # its goal and open step again, after the second
-    with client._db.read() as conn:
+    search.catch_up(client.store.db, [first.id])  # its goal and open step again, after the second
+    with client.store.db.read() as conn:
         d, r = search_docs.c, search_runs.c
         actual = select(d.run_id, func.min(d.id), func.max(d.id)).group_by(d.run_id)
         held = select(r.run_id, r.first_doc_id, r.last_doc_id)

@@ -26,12 +26,12 @@ def test_schedule_and_batch_filters_keep_only_their_runs(
     sched = Scheduling(client, time.time)
     options = RunOptions(model=HAIKU, workspace=str(ws))
     schedule = sched.add_schedule("Morning pelican census", every_s=3600, options=options)
-    fired = sched._store.fire_schedule(schedule, time.time(), 1, time.time(), make_run_in(ws))
+    fired = sched.store.fire_schedule(schedule, time.time(), 1, time.time(), make_run_in(ws))
     assert fired.run_id
     lines = tmp_path / "items.txt"
     lines.write_text("north shore\nsouth shore\n")
     batch = sched.start_batch("Pelican census of {item}", lines=lines, options=options)
-    started = sched._store.pump(make_run_in(ws), time.time())
+    started = sched.store.pump(make_run_in(ws), time.time())
     assert len(started) == 2
     loose = client.start_run("Pelican census by hand", model=HAIKU, workspace=ws)
     finish(client, make_executor, [Reply("Counted.")])

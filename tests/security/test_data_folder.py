@@ -120,7 +120,7 @@ def test_key_is_nowhere_and_the_data_folder_is_private(tmp_path: Path, fake: Fak
     )
     assert shown.returncode == 0, shown.stderr
     assert KEY not in shown.stdout + shown.stderr
-    archive = Archiver(client._db, data / "archives").archive(time.time() + 60)
+    archive = Archiver(client.store.db, data / "archives").archive(time.time() + 60)
     assert archive.path is not None and len(archive.run_ids) == 2
     assert KEY not in json.dumps(read_archive(archive.path))
     client.close()

@@ -114,7 +114,7 @@ def test_private_addresses_are_not_fetched_unless_allowed(
 
 
 def _command_rows(client: Client) -> int:
-    with client._db.read() as conn:
+    with client.store.db.read() as conn:
         return int(conn.exec_driver_sql("SELECT count(*) FROM commands").scalar() or 0)
 
 
@@ -153,7 +153,7 @@ def test_injected_instructions_cannot_approve_or_change_policy(
     assert _command_rows(client) == 0
     # Another activation (as a worker would do on its next poll) changes nothing.
     assert executor.execute(run.id) == RunStatus.WAITING
-    assert client._store.get_approval(approval.id).state == ApprovalState.PENDING
+    assert client.store.get_approval(approval.id).state == ApprovalState.PENDING
     assert _command_rows(client) == 0
     assert client.run(run.id).spec == run.spec  # no policy override appeared
     assert client.run(run.id).spec.approval_overrides == ()

@@ -101,10 +101,10 @@ def leaky_run(client: Client, make_executor: MakeExecutor, workspace: Path) -> s
         Reply(text, [("write_file", {"path": "copy.md", "content": notes})]),
         Reply("Done."),
     ]
-    drain(client._store, make_executor(ScriptedModel(replies)))
+    drain(client.store, make_executor(ScriptedModel(replies)))
     for approval in client.approvals():
         client.approve(approval.id)
-    drain(client._store, make_executor(ScriptedModel(replies[2:])))
+    drain(client.store, make_executor(ScriptedModel(replies[2:])))
     assert client.run(run.id).status == RunStatus.COMPLETED
     steps = json.dumps([s.output for s in client.steps(run.id)], default=str)
     assert "Xv4Tn8Rb" in steps  # the journal holds the keys: the exports must not
@@ -167,7 +167,7 @@ def test_the_upgrade_removes_half_keys_from_the_search_index(tmp_path: Path, bac
     with postgres.database_for(folder, backend):
         path = folder / "desktop-agent.db"
         client = Client(path)
-        db = client._db
+        db = client.store.db
         tail = TAILS["lf"]
         row = {"run_id": "r1", "seq": 3, "source": "step", "kind": "tool_call", "tool": "x"}
         bodies = {
@@ -187,7 +187,7 @@ def test_the_upgrade_removes_half_keys_from_the_search_index(tmp_path: Path, bac
 
         client = Client(path)  # upgraded again
         try:
-            with client._db.read() as conn:
+            with client.store.db.read() as conn:
                 docs = conn.execute(select(search_docs.c.id, search_docs.c.body)).all()
             assert sorted(b for _i, b in docs) == sorted(
                 [f"token {REDACTED}\n{PROSE}", bodies["clean"]]

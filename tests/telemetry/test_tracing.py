@@ -33,7 +33,7 @@ def _noting_run(client: Client, make_executor: MakeExecutor, ws: Path) -> str:
         Reply(f"Noting {SECRET}.", [("append_note", {"path": "notes.md", "text": "71%"})]),
         Reply("Done."),
     ]
-    drain(client._store, make_executor(ScriptedModel(replies)))
+    drain(client.store, make_executor(ScriptedModel(replies)))
     assert client.run(run.id).status == RunStatus.COMPLETED
     return run.id
 
@@ -43,7 +43,7 @@ def test_a_run_is_one_trace_with_a_span_per_step_and_genai_attributes(
 ) -> None:
     run_id = _noting_run(client, make_executor, workspace)
     exporter = InMemorySpanExporter()
-    tracer = RunTracer(client._store, exporter, batch=False)
+    tracer = RunTracer(client.store, exporter, batch=False)
     assert tracer.tick() == client.run(run_id).last_seq + 1  # every step, and the run
     spans = {s.name: s for s in exporter.get_finished_spans()}
     root = spans["run Note the vendor share"]
@@ -69,7 +69,7 @@ def test_content_only_when_asked_and_never_a_key(
 ) -> None:
     _noting_run(client, make_executor, workspace)
     exporter = InMemorySpanExporter()
-    tracer = RunTracer(client._store, exporter, include_content=True, batch=False)
+    tracer = RunTracer(client.store, exporter, include_content=True, batch=False)
     tracer.tick()
     chat: Any = next(s for s in exporter.get_finished_spans() if s.name.startswith("chat"))
     completion = chat.attributes["gen_ai.completion"]
@@ -84,19 +84,19 @@ def test_a_run_that_waits_and_resumes_elsewhere_stays_one_trace(
     run = client.start_run("Rewrite the report", model=HAIKU, workspace=workspace)
     write = Reply("Writing.", [("write_file", {"path": "report.md", "content": "new\n"})])
     executor = make_executor(ScriptedModel([write, Reply("Written.")]))
-    drain(client._store, executor)
+    drain(client.store, executor)
     assert client.run(run.id).status == RunStatus.WAITING  # asks before overwriting
     cursor = tmp_path / "traces.json"
     first = InMemorySpanExporter()
-    before = RunTracer(client._store, first, cursor, batch=False)
+    before = RunTracer(client.store, first, cursor, batch=False)
     before.tick()
     before.close()
     (pending,) = client.approvals(ApprovalState.PENDING)
     client.approve(pending.id)
-    drain(client._store, executor)
+    drain(client.store, executor)
     assert client.run(run.id).status == RunStatus.COMPLETED
     second = InMemorySpanExporter()
-    after = RunTracer(client._store, second, cursor, batch=False)  # another worker, later
+    after = RunTracer(client.store, second, cursor, batch=False)  # another worker, later
     after.tick()
     after.close()
     spans = [*first.get_finished_spans(), *second.get_finished_spans()]
@@ -141,7 +141,7 @@ def test_spans_reach_a_real_otlp_receiver(
     client: Client, make_executor: MakeExecutor, workspace: Path, receiver: str
 ) -> None:
     run_id = _noting_run(client, make_executor, workspace)
-    tracer = start_tracing(client._store, receiver, False, client.db_path.parent)
+    tracer = start_tracing(client.store, receiver, False, client.db_path.parent)
     assert tracer is not None
     tracer.close()  # sends what is left
     spans = [
@@ -160,7 +160,7 @@ def test_a_collector_that_is_down_or_misnamed_never_stops_the_worker(
     client: Client, make_executor: MakeExecutor, workspace: Path
 ) -> None:
     _noting_run(client, make_executor, workspace)
-    tracer = start_tracing(client._store, "http://127.0.0.1:9", False, client.db_path.parent)
+    tracer = start_tracing(client.store, "http://127.0.0.1:9", False, client.db_path.parent)
     assert tracer is not None
     tracer.close()  # the export fails, quietly
-    assert start_tracing(client._store, "ftp://collector", False, client.db_path.parent) is None
+    assert start_tracing(client.store, "ftp://collector", False, client.db_path.parent) is None

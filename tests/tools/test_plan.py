@@ -33,7 +33,7 @@ def test_the_plan_survives_restarts_and_compaction_and_is_shown(
     model.window = 200  # every call comes close to the window: compaction follows soon
     run = client.start_run("Memo", model="claude-haiku-4-5")
     cfg = EngineConfig(settings=client.settings.engine_settings(), snapshot_every=2)
-    drain(client._store, make_executor(model, config=cfg))
+    drain(client.store, make_executor(model, config=cfg))
     done = client.run(run.id)
     assert done.status == RunStatus.COMPLETED, done.status_message
     kinds = [s.kind for s in client.steps(run.id)]
@@ -43,12 +43,12 @@ def test_the_plan_survives_restarts_and_compaction_and_is_shown(
     assert "Summary of the work so far" in first
     assert "- [x] Collect sources" in first and "- [ ] Write the memo" in first
     # Restored from snapshot + journal, the plan is the same working memory.
-    state, _open = restore_state(client._store, client.run(run.id))
+    state, _open = restore_state(client.store, client.run(run.id))
     assert state.scalars.plan == [
         {"text": "Collect sources", "done": True},
         {"text": "Write the memo", "done": False},
     ]
-    assert client._store.load_snapshot(run.id) is not None
+    assert client.store.load_snapshot(run.id) is not None
     # What the run header reads.
     delta = RunsTracker(client).poll()
     assert delta is not None

@@ -113,7 +113,7 @@ def test_a_plugin_tool_runs_in_a_real_run(
         ]
     )
     run = client.start_run("Shout", model="claude-haiku-4-5", tools=["shout"])
-    drain(client._store, make_executor(model, tools=registry))
+    drain(client.store, make_executor(model, tools=registry))
     assert client.run(run.id).status == RunStatus.COMPLETED
     ok, bad = model.requests[1].messages[-1]["content"]
     assert ok["content"] == "HI HI" and not ok["is_error"]

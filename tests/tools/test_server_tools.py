@@ -75,7 +75,7 @@ def test_web_search_is_offered_only_when_enabled(
     plain = client.start_run("Search", model="claude-haiku-4-5")
     assert "web_search" not in plain.spec.tool_names  # not a default while disabled
     model = ServerToolModel()
-    drain(client._store, make_executor(model))
+    drain(client.store, make_executor(model))
     assert all(t["name"] != "web_search" for t in model.requests[0].tools)
 
     client.settings.web_search = True
@@ -83,7 +83,7 @@ def test_web_search_is_offered_only_when_enabled(
     enabled = client.start_run("Search", model="claude-haiku-4-5")
     assert "web_search" in enabled.spec.tool_names
     model = ServerToolModel()
-    drain(client._store, make_executor(model))
+    drain(client.store, make_executor(model))
     sent = [t for t in model.requests[0].tools if t["name"] == "web_search"]
     assert sent == [{"type": "web_search_20250305", "name": "web_search", "max_uses": 3}]
     assert all("input_schema" in t for t in model.requests[0].tools if t["name"] != "web_search")
@@ -93,7 +93,7 @@ def test_server_tool_blocks_are_not_tool_uses(client: Client, make_executor: Mak
     client.settings.web_search = True
     run = client.start_run("What did the cloud market do?", model="claude-haiku-4-5")
     model = ServerToolModel()
-    drain(client._store, make_executor(model))
+    drain(client.store, make_executor(model))
     done = client.run(run.id)
     assert done.status == RunStatus.COMPLETED, done.status_message
     steps = client.steps(run.id)
@@ -115,5 +115,5 @@ def test_disabling_web_search_later_withdraws_it(
     client.start_run("Search", model="claude-haiku-4-5")
     client.settings.web_search = False
     model = ServerToolModel()
-    drain(client._store, make_executor(model))
+    drain(client.store, make_executor(model))
     assert all(t["name"] != "web_search" for r in model.requests for t in r.tools)

@@ -124,8 +124,9 @@ def test_the_gui_and_the_cli_never_touch_the_clients_state(tmp_path: Path) -> No
         client.close()
     hidden = state - PUBLIC_STATE
     assert hidden, "the client keeps no state of its own?"
+    hidden |= {"store"}  # the seam for tests and benchmarks (Client.store, Scheduling.store)
     reaches = []
-    for path in _sources("gui/**/*.py", "cli/**/*.py"):
+    for path in _sources("gui/**/*.py", "cli/**/*.py", "httpapi/**/*.py"):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if not isinstance(node, ast.Attribute) or node.attr not in hidden:
                 continue
@@ -133,6 +134,18 @@ def test_the_gui_and_the_cli_never_touch_the_clients_state(tmp_path: Path) -> No
                 continue  # the caller's own attribute of the same name
             reaches.append(f"{path.relative_to(REPO)}:{node.lineno} .{node.attr}")
     assert not reaches, "the GUI and the CLI call the client's methods; these reach past them"
+
+
+def test_tests_and_benchmarks_reach_the_journal_through_the_documented_seam() -> None:
+    private = []
+    bench = [p for p in (REPO / "bench").rglob("*.py") if "out" not in p.relative_to(REPO).parts]
+    for path in sorted([*(REPO / "tests").rglob("*.py"), *bench]):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Attribute) and node.attr in ("_store", "_db"):
+                if isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"):
+                    continue
+                private.append(f"{path.relative_to(REPO)}:{node.lineno} .{node.attr}")
+    assert not private, "use Client.store / Scheduling.store, not the private state"
 
 
 def _builds_worker_argv(node: ast.AST) -> bool:

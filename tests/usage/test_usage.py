@@ -30,7 +30,7 @@ def _run(client: Client, make_executor: MakeExecutor, model: str, cost: float) -
         Reply("Plan.", [plan], usage=spent, cost=cost),
         Reply("Done.", usage=spent, cost=cost),
     ]
-    drain(client._store, make_executor(ScriptedModel(replies)))
+    drain(client.store, make_executor(ScriptedModel(replies)))
     return run.id
 
 
