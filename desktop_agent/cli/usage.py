@@ -70,6 +70,8 @@ def cmd_usage(args: argparse.Namespace, out: Out) -> int:
     start = time.strftime("%Y-%m-%d", time.localtime(since))
     echo(f"since {start} (days in local time, {time.strftime('%Z')}):", file=out.stream)
     echo(_line("total", usage.total), file=out.stream)
+    if usage.simulated.calls or usage.simulated.runs:
+        echo(_line("simulated (demo, not counted)", usage.simulated), file=out.stream)
     groups = (
         ("day", "per day", usage.by_day, str),
         ("model", "per model", usage.by_model, model_label),

@@ -9,13 +9,14 @@ model, schedule and batch; no tokens), on the day they were created: the only da
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from desktop_agent.domain import DEMO_MODEL
 from desktop_agent.persistence import usage as usage_rows
 from desktop_agent.persistence.db import Database
+from desktop_agent.persistence.mapping import spec_model
 from desktop_agent.persistence.readmodels import RunKeys
 from desktop_agent.persistence.usage import ArchivedSpend, SpendRow, month_start
 
@@ -77,6 +78,8 @@ class Usage:
         month: spent since the start of this calendar month (local time).
         month_start: when this month started (seconds since the epoch).
         cap_usd: the monthly spend cap (None: none set).
+        simulated: what runs of the offline demo model "spent" in the period: simulated
+            dollars, shown apart and counted in none of the above.
     """
 
     since: float
@@ -88,6 +91,7 @@ class Usage:
     month: float = 0.0
     month_start: float = 0.0
     cap_usd: float | None = None
+    simulated: Total = field(default_factory=Total)
 
     def group(self, by: str) -> dict[str, Total]:
         """The totals grouped ``by`` one of :data:`GROUPS`."""
@@ -117,14 +121,8 @@ class Usage:
                 "cost_usd": round(self.month, 6),
                 "cap_usd": self.cap_usd,
             },
+            "simulated": self.simulated.to_json(),
         }
-
-
-def _model_of(spec: str) -> str:
-    try:
-        return str(json.loads(spec).get("model", "?"))
-    except (ValueError, AttributeError):
-        return "?"
 
 
 def _day(at: float) -> str:
@@ -141,17 +139,24 @@ def totals(
     of = {k.run_id: k for k in keys}
     usage = Usage(since)
     for row in rows:
+        key = of.get(row.run_id)
+        model = spec_model(key.spec) if key is not None else "?"
+        if model == DEMO_MODEL:
+            usage.simulated.add(row)
+            continue
         usage.total.add(row)
         usage.by_day.setdefault(_day(row.finished_at), Total()).add(row)
-        key = of.get(row.run_id)
         if key is None:
             continue
-        usage.by_model.setdefault(_model_of(key.spec), Total()).add(row)
+        usage.by_model.setdefault(model, Total()).add(row)
         if key.schedule_id:
             usage.by_schedule.setdefault(key.schedule_id, Total()).add(row)
         if key.batch_id:
             usage.by_batch.setdefault(key.batch_id, Total()).add(row)
     for gone in archived:
+        if gone.model == DEMO_MODEL:
+            usage.simulated.add_archived(gone)
+            continue
         usage.total.add_archived(gone)
         usage.by_day.setdefault(_day(gone.created_at), Total()).add_archived(gone)
         usage.by_model.setdefault(gone.model or "?", Total()).add_archived(gone)
@@ -177,8 +182,9 @@ def usage_since(
         [a for a in archived if a.created_at >= since],
     )
     usage.month_start = first
-    usage.month = sum(r.cost_usd for r in rows if r.finished_at >= first) + sum(
-        a.cost_usd for a in archived if a.created_at >= first
-    )
+    demo = {k.run_id for k in keys if spec_model(k.spec) == DEMO_MODEL}
+    usage.month = sum(
+        r.cost_usd for r in rows if r.finished_at >= first and r.run_id not in demo
+    ) + sum(a.cost_usd for a in archived if a.created_at >= first and a.model != DEMO_MODEL)
     usage.cap_usd = cap_usd
     return usage

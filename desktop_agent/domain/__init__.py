@@ -13,6 +13,7 @@ from desktop_agent.domain.enums import (
     WaitReason,
 )
 from desktop_agent.domain.models import (
+    DEMO_MODEL,
     JSON,
     AgentSpec,
     Approval,
@@ -28,6 +29,7 @@ from desktop_agent.domain.models import (
 )
 
 __all__ = [
+    "DEMO_MODEL",
     "JSON",
     "AgentSpec",
     "Approval",

@@ -22,6 +22,11 @@ JSON = Any
 """A value that ``json.dumps`` accepts."""
 
 
+DEMO_MODEL = "demo"
+"""The offline demo model's id. What it "spends" is simulated: it counts against its run's
+own budget (so that budgets can be tried), never in usage totals or the monthly cap."""
+
+
 @dataclass(frozen=True, slots=True)
 class Usage:
     """Token counts of one model call or a sum of them."""
@@ -255,7 +260,7 @@ class Run:
     @property
     def is_demo(self) -> bool:
         """Whether the run is driven by the offline demo model."""
-        return self.spec.model == "demo"
+        return self.spec.model == DEMO_MODEL
 
 
 @dataclass(frozen=True, slots=True)

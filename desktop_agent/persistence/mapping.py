@@ -258,3 +258,12 @@ def run_values(run: Run) -> dict[str, Any]:
         "forked_from": run.forked_from,
         "forked_at_seq": run.forked_at_seq,
     }
+
+
+def spec_model(spec: str, unknown: str = "?") -> str:
+    """The model a run's stored spec names (``unknown`` when it cannot be read)."""
+    try:
+        value = json.loads(spec)
+    except ValueError:
+        return unknown
+    return str(value.get("model", unknown)) if isinstance(value, dict) else unknown

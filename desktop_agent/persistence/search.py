@@ -90,6 +90,7 @@ from sqlalchemy.sql.elements import BindParameter, ColumnClause, ColumnElement
 from desktop_agent.domain.errors import InvalidInputError
 from desktop_agent.domain.text import check_text
 from desktop_agent.persistence.db import Database
+from desktop_agent.persistence.mapping import spec_model
 from desktop_agent.persistence.redaction import redact
 from desktop_agent.persistence.tables import (
     approvals,
@@ -329,14 +330,6 @@ def _doc(
     }
 
 
-def _model_of(spec: str) -> str:
-    try:
-        value = json.loads(spec)
-    except ValueError:
-        return ""
-    return str(value.get("model", "")) if isinstance(value, dict) else ""
-
-
 # --------------------------------------------------------------------------- indexing
 
 
@@ -513,7 +506,7 @@ def _save_progress(conn: Connection, run: RowMapping, mark: int, doc_ids: tuple[
         "goal": run["goal"],
         "title": run["title"],
         "status": run["status"],
-        "model": _model_of(str(run["spec"])),
+        "model": spec_model(str(run["spec"]), ""),
         "cost_usd": run["cost_usd"],
         "schedule_id": run["schedule_id"],
         "batch_id": batch,

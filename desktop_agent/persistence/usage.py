@@ -17,8 +17,9 @@ from typing import NamedTuple
 from sqlalchemy import delete, func, insert, or_, select, true
 from sqlalchemy.engine import Connection
 
-from desktop_agent.domain import RunStatus
+from desktop_agent.domain import DEMO_MODEL, RunStatus
 from desktop_agent.persistence.db import Database
+from desktop_agent.persistence.mapping import spec_model
 from desktop_agent.persistence.readmodels import CHUNK, RunKeys
 from desktop_agent.persistence.tables import runs, search_runs, spend_reservations, steps
 
@@ -134,7 +135,8 @@ class MonthSpend:
     A model call must not scan the journal, so the total is kept per run: one indexed read
     of the runs touched this month (id and running cost), and a sum over one run's steps
     (its primary key) only for a run whose cost moved since the last check, typically the
-    run asking. Archived runs created this month count with their whole cost.
+    run asking. Archived runs created this month count with their whole cost. Runs of the
+    offline demo model count nothing: their dollars are simulated.
 
     Calls in flight hold their worst case (:meth:`reserve`), so that runs asking at the same
     moment, in one worker or several, cannot each find room for the same last dollars.
@@ -146,6 +148,7 @@ class MonthSpend:
         self._lock = threading.Lock()
         self._month = 0.0
         self._runs: dict[str, tuple[float, float]] = {}  # run id -> (run cost, month's part)
+        self._demo: dict[str, bool] = {}  # run id -> driven by the demo model (never changes)
 
     def cap_usd(self) -> float | None:
         """The cap as the settings say now."""
@@ -227,13 +230,17 @@ class MonthSpend:
             runs.c.updated_at >= start - TOUCH_MARGIN_S, runs.c.cost_usd > 0
         )
         archived = select(func.coalesce(func.sum(r.cost_usd), 0.0)).where(
-            r.archived == true(), r.created_at >= start
+            r.archived == true(),
+            r.created_at >= start,
+            or_(r.model.is_(None), r.model != DEMO_MODEL),
         )
         if start != self._month:
-            self._month, self._runs = start, {}
+            self._month, self._runs, self._demo = start, {}, {}
         total = float(conn.execute(archived).scalar_one())
         moved: dict[str, float] = {}
-        present = conn.execute(touched).all()
+        rows = [(str(run_id), float(cost)) for run_id, cost in conn.execute(touched)]
+        self._learn_demo(conn, [run_id for run_id, _ in rows])
+        present = [(run_id, cost) for run_id, cost in rows if not self._demo.get(run_id, False)]
         for run_id, cost in present:
             known = self._runs.get(run_id)
             if known is None or known[0] != cost:
@@ -242,6 +249,16 @@ class MonthSpend:
             self._runs[run_id] = (moved[run_id], part)
         total += sum(self._runs[str(r)][1] for r, _cost in present)
         return total
+
+    def _learn_demo(self, conn: Connection, run_ids: list[str]) -> None:
+        """Note which of ``run_ids`` (not known yet) the demo model drives."""
+        unknown = [run_id for run_id in run_ids if run_id not in self._demo]
+        for first in range(0, len(unknown), CHUNK):
+            chunk = unknown[first : first + CHUNK]
+            for run_id, spec in conn.execute(
+                select(runs.c.id, runs.c.spec).where(runs.c.id.in_(chunk))
+            ):
+                self._demo[str(run_id)] = spec_model(spec) == DEMO_MODEL
 
     @staticmethod
     def _parts(conn: Connection, start: float, moved: dict[str, float]) -> dict[str, float]:

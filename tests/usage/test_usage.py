@@ -120,3 +120,36 @@ def test_cli_table_shows_the_month_against_the_cap_and_refuses_a_bad_date(
     assert len(bad.stderr.strip().splitlines()) == 1 and "is not a date" in bad.stderr
     bad_by = cli(client.db_path, "usage", "--by", "week")
     assert bad_by.returncode == 2
+
+
+def test_the_demo_models_simulated_dollars_are_shown_apart_and_never_count(
+    client: Client, make_executor: MakeExecutor
+) -> None:
+    from desktop_agent.gui.views.usage import simulated_text
+    from desktop_agent.persistence.usage import MonthSpend
+
+    demo_gone = _run(client, make_executor, "demo", 2.0)
+    assert Scheduling(client, lambda: time.time() + 60).archive(0).path is not None
+    real = _run(client, make_executor, HAIKU, 0.25)
+    demo = _run(client, make_executor, "demo", 1.0)
+
+    usage = client.usage(0.0)
+    assert usage.total.cost_usd == pytest.approx(0.5) and usage.total.runs == {real}
+    assert usage.simulated.cost_usd == pytest.approx(2.0 + 4.0)  # one from the search index
+    assert usage.simulated.runs == {demo, demo_gone}
+    assert set(usage.by_model) == {HAIKU}
+    assert sum(t.cost_usd for t in usage.by_day.values()) == pytest.approx(0.5)
+    assert usage.month == pytest.approx(0.5)
+    assert "$6.00 simulated by the demo model in 2 run(s)" in simulated_text(usage)
+
+    cap = MonthSpend(client.store.db, lambda: 1.0)
+    assert cap.month_spent_usd(time.time()) == pytest.approx(0.5)
+    assert cap.reserve(real, 0.4, time.time(), hold=False).granted  # 6.9 if demo counted
+
+    table = cli(client.db_path, "usage").stdout.splitlines()
+    assert "total" in table[1] and "$0.50" in table[1]
+    assert "simulated (demo, not counted)" in table[2] and "$6.00" in table[2]
+    data = json.loads(cli(client.db_path, "usage", "--json").stdout)
+    assert data["total"]["cost_usd"] == pytest.approx(0.5)
+    assert data["simulated"]["cost_usd"] == pytest.approx(6.0)
+    assert data["month"]["cost_usd"] == pytest.approx(0.5)

@@ -128,6 +128,17 @@ def month_text(usage: Usage) -> str:
     return f"{month} so far: {spent} of the {format_usd(usage.cap_usd)} monthly cap ({share:.0f}%)"
 
 
+def simulated_text(usage: Usage) -> str:
+    """The demo model's simulated spend, said apart ("" when there is none)."""
+    sim = usage.simulated
+    if not sim.calls and not sim.runs:
+        return ""
+    return (
+        f" (not counted: {format_usd(sim.cost_usd)} simulated by the demo model in "
+        f"{len(sim.runs)} run(s))"
+    )
+
+
 def _item(label: str, t: Total) -> QTreeWidgetItem:
     return QTreeWidgetItem(
         [label, format_usd(t.cost_usd), f"{t.input_tokens:,}", f"{t.output_tokens:,}",
@@ -217,7 +228,7 @@ class UsageWindow(QWidget):
         t = usage.total
         self.total.setText(
             f"{format_usd(t.cost_usd)} in {t.calls} model call(s) of {len(t.runs)} run(s); "
-            f"{t.input_tokens:,} tokens in, {t.output_tokens:,} out"
+            f"{t.input_tokens:,} tokens in, {t.output_tokens:,} out" + simulated_text(usage)
         )
         self.show_month(usage)
         self.show_chart(usage)
