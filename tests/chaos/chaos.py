@@ -420,7 +420,7 @@ class Driver:
             if not self._holds_write_lock(pid):
                 break
             self.lab.workers.signal(pid, signal.SIGCONT)
-            time.sleep(0.002)
+            time.sleep(0.002)  # a moment to finish its commit: part of the freeze, not a wait
             self.lab.workers.signal(pid, signal.SIGSTOP)
         held = [r for r in self.lab.runs() if owner_pid(r.lease_owner) == pid]
         ids = [r.id for r in held]

@@ -111,7 +111,7 @@ def _run_chaos(lab: ChaosLab, driver: Driver, analyst: Analyst) -> list[str]:
             late = time.monotonic() - chaos_end
             if late >= 0 and (driver.took_over or late >= CHAOS_S):
                 break  # the time is up (and a frozen worker lost a run, or twice the time)
-            time.sleep(0.1)
+            time.sleep(0.1)  # the chaos lasts a time: its length is the experiment, not a wait
         driver.calm()
         try:
             wait_until(

@@ -23,7 +23,7 @@ from desktop_agent.cli import AUTOSTART_ENV
 from desktop_agent.client.api import Client
 from desktop_agent.config import Settings
 from desktop_agent.domain import RunStatus, StepKind, WaitReason
-from tests.helpers.polling import wait_until
+from tests.helpers.polling import wait_status, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -118,9 +118,7 @@ def test_approve_with_no_worker_alive_starts_one_and_the_run_completes(
     )
     assert match, approved.stdout
     pid = int(match.group(1))
-    wait_until(
-        lambda: check.run(run_id).status == RunStatus.COMPLETED, 60, f"run {run_id} completed"
-    )
+    wait_status(check, run_id, RunStatus.COMPLETED, timeout=60, what=f"run {run_id} completed")
     assert check.worker_status().alive and check.worker_status().worker.pid == pid  # type: ignore[union-attr]
 
     # With a live worker, a decision says nothing extra (and --json says no worker started).
@@ -131,9 +129,7 @@ def test_approve_with_no_worker_alive_starts_one_and_the_run_completes(
     data = json.loads(again.stdout)
     assert data["decision"] == "approved" and data["worker_started"] is None
     assert data["worker"] == ""
-    wait_until(
-        lambda: check.run(second).status == RunStatus.COMPLETED, 60, f"run {second} completed"
-    )
+    wait_status(check, second, RunStatus.COMPLETED, timeout=60, what=f"run {second} completed")
 
 
 def test_stop_and_resume_with_no_worker_are_carried_out(
@@ -145,7 +141,7 @@ def test_stop_and_resume_with_no_worker_are_carried_out(
     stopped = cli("stop", run_id, "--json")
     assert stopped.returncode == 0, stopped.stderr
     assert isinstance(json.loads(stopped.stdout)["worker_started"], int)
-    wait_until(lambda: check.run(run_id).status == RunStatus.STOPPED, 60, "the run stopped")
+    wait_status(check, run_id, RunStatus.STOPPED, timeout=60, what="the run stopped")
     shown = cli("show", run_id)
     assert "stopped" in shown.stdout and f"desktop-agent resume {run_id}" in shown.stdout
     assert check.steps(run_id)[-1].kind == StepKind.REPORT
@@ -162,7 +158,7 @@ def test_stop_and_resume_with_no_worker_are_carried_out(
     (approval,) = check.approvals()
     approved = cli("approve", approval.id, "--json")
     assert isinstance(json.loads(approved.stdout)["worker_started"], int), approved.stdout
-    wait_until(lambda: check.run(run_id).status == RunStatus.COMPLETED, 60, "run completed")
+    wait_status(check, run_id, RunStatus.COMPLETED, timeout=60, what="run completed")
     kinds = [s.kind for s in check.steps(run_id)]
     assert kinds.count(StepKind.REPORT) == 1 and kinds.index(StepKind.REPORT) < len(kinds) - 1
 
@@ -178,8 +174,6 @@ def test_run_detach_starts_a_worker_when_none_lives_and_the_run_completes(
     started = json.loads(queued.stdout)
     assert started["worker_started"] in cli.started
     assert started["worker"] == f"started a background worker (pid {started['worker_started']})"
-    wait_until(
-        lambda: check.run(started["id"]).status == RunStatus.COMPLETED,
-        timeout=60,
-        what="the detached run to complete",
+    wait_status(
+        check, started["id"], RunStatus.COMPLETED, timeout=60, what="the detached run to complete"
     )

@@ -15,7 +15,7 @@ import pytest
 
 from desktop_agent.client.api import Client
 from desktop_agent.config import Settings
-from tests.helpers.polling import wait_until
+from tests.helpers.polling import wait_worker
 
 
 def _thread_nices(pid: int) -> dict[int, int]:
@@ -38,7 +38,7 @@ def test_a_worker_started_nicer_runs_every_thread_at_that_priority(tmp_path: Pat
     pid = client.spawn_worker(nice=3)
     proc = psutil.Process(pid)
     try:
-        wait_until(lambda: client.worker_status().alive, what="the worker to report in")
+        wait_worker(client, pid)
         nices = _thread_nices(pid)
         assert len(nices) >= 2, nices  # its pool and heartbeat threads, not only the main one
         assert set(nices.values()) == {ours + 3}, nices

@@ -64,10 +64,12 @@ def _progress(lab: Lab) -> int:
 
 
 def _wait_for_progress(lab: Lab, proc: subprocess.Popen[bytes], before: int, where: str) -> None:
+    """Wait until the child committed one more step intent, or ended (this test's own event)."""
     wait_until(
         lambda: proc.poll() is not None or _progress(lab) > before,
         what=f"a worker to make progress ({where})",
         poll=0.003,  # soon after: the kill should land while runs are mid-way
+        last=lambda: f"step intents {_progress(lab)}, {before} before; worker {proc.returncode}",
     )
 
 
@@ -88,7 +90,7 @@ def test_random_sigkills_lose_nothing_and_repeat_at_most_the_step_in_flight(
         before = _progress(lab)
         with lab.child(**ENV) as proc:
             _wait_for_progress(lab, proc, before, where)
-            time.sleep(rng.uniform(0.0, MAX_DELAY_S))
+            time.sleep(rng.uniform(0.0, MAX_DELAY_S))  # the seeded kill moment, not a wait
             if proc.poll() is not None:
                 assert proc.returncode == 0, lab.last_log()
                 continue

@@ -23,6 +23,7 @@ from desktop_agent.persistence import backup
 from desktop_agent.persistence.db import Database, DbSettings
 from desktop_agent.worker.worker import Worker, WorkerConfig
 from tests.conftest import MakeExecutor
+from tests.helpers.polling import wait_worker
 
 
 def _revision(path: Path) -> str:
@@ -148,8 +149,7 @@ def test_restore_is_refused_while_a_worker_uses_the_database(
     thread = threading.Thread(target=worker.run)
     thread.start()
     try:
-        while not client.store.list_workers():
-            threading.Event().wait(0.02)
+        wait_worker(client)
         code = cli.main(["--db", str(client.db_path), "db", "restore", "--yes"])
     finally:
         worker.stop()

@@ -23,7 +23,6 @@ import os
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -41,7 +40,7 @@ from desktop_agent.tools.registry import ToolRegistry
 from desktop_agent.worker.compose import build_executor
 from desktop_agent.worker.worker import Worker, WorkerConfig
 from tests.helpers.fakes import QuietTool, ScriptedModel, call_once
-from tests.helpers.polling import wait_for, wait_until
+from tests.helpers.polling import wait_for, wait_status, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 SOURCES = {f"s{i}.md": f"# Source {i}\nSource {i} finds {i * 3}% growth. More.\n" for i in range(3)}
@@ -157,7 +156,7 @@ def test_full_database_pauses_the_run_and_it_resumes_when_space_returns(
     lab.start_worker()
     monkeypatch.delenv(MAX_PAGES_ENV)
 
-    wait_until(lambda: lab.client.run(run.id).status == RunStatus.PAUSED, what="a pause")
+    wait_status(lab.client, run.id, RunStatus.PAUSED, what="a pause")
     paused = lab.client.run(run.id)
     assert paused.status_message.startswith("Paused: the disk is full"), paused.status_message
     assert "nothing committed was lost" in paused.status_message.lower()
@@ -174,7 +173,7 @@ def test_full_database_pauses_the_run_and_it_resumes_when_space_returns(
 
     with lab.client.store.db.write() as conn:  # space comes back
         conn.exec_driver_sql("DELETE FROM ballast")
-    wait_until(lambda: lab.client.run(run.id).status == RunStatus.COMPLETED, what="completion")
+    wait_status(lab.client, run.id, RunStatus.COMPLETED, what="completion")
     assert_finished_intact(lab, run.id, before)
 
 
@@ -239,7 +238,7 @@ def test_an_outcome_the_full_disk_kept_from_the_journal_is_put_to_the_analyst_as
     with lab.client.store.db.write() as conn:  # space comes back; the run resumes by itself
         conn.exec_driver_sql("DELETE FROM ballast")
 
-    wait_until(lambda: lab.client.run(run.id).status == RunStatus.NEEDS_ATTENTION, what="doubt")
+    wait_status(lab.client, run.id, RunStatus.NEEDS_ATTENTION, what="doubt")
     held = lab.client.run(run.id)
     assert held.attention_seq == 2
     assert held.status_message == (
@@ -249,7 +248,7 @@ def test_an_outcome_the_full_disk_kept_from_the_journal_is_put_to_the_analyst_as
     )
     assert tool.sent == 1
     lab.client.resolve(run.id, "mark_done")
-    wait_until(lambda: lab.client.run(run.id).status == RunStatus.COMPLETED, what="completion")
+    wait_status(lab.client, run.id, RunStatus.COMPLETED, what="completion")
     assert tool.sent == 1
 
 
@@ -270,12 +269,12 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
         pytest.skip(f"cannot mount a small file system here: {done.stderr.strip()}")
     try:
         yield mount
-    finally:
-        for _ in range(50):
-            if subprocess.run(["umount", str(mount)], capture_output=True, check=False).returncode:
-                time.sleep(0.1)
-            else:
-                break
+    finally:  # a file still open a moment after the test keeps the mount busy
+        wait_until(
+            lambda: not subprocess.run(["umount", str(mount)], capture_output=True).returncode,
+            what=f"the small disk at {mount.name} to unmount",
+            poll=0.1,
+        )
 
 
 def test_real_enospc_pauses_the_run_and_it_resumes_when_space_returns(
@@ -316,7 +315,7 @@ def test_real_enospc_pauses_the_run_and_it_resumes_when_space_returns(
         assert "warning: the disk holding the database is full" in shown.stderr
         before = committed(lab.client, run.id)
         ballast.unlink()  # space comes back
-        wait_until(lambda: lab.client.run(run.id).status == RunStatus.COMPLETED, 60, "completion")
+        wait_status(lab.client, run.id, RunStatus.COMPLETED, timeout=60, what="completion")
         assert_finished_intact(lab, run.id, before)
     finally:
         lab.close()
@@ -441,7 +440,7 @@ def test_database_locked_by_another_process_writers_wait_retry_and_the_user_is_t
         model.gate.set()
         _reap(locker.proc, *(p for p in (impatient, patient, reader) if p is not None))
 
-    wait_until(lambda: lab.client.run(run.id).status == RunStatus.COMPLETED, 60, "completion")
+    wait_status(lab.client, run.id, RunStatus.COMPLETED, timeout=60, what="completion")
     assert_finished_intact(lab, run.id, before)
     notes = [s for s in lab.client.steps(run.id) if s.kind == "steer"]
     assert [s.input["text"] for s in notes] == ["mind the dates"]  # the waiting write landed
@@ -464,7 +463,7 @@ def test_damaged_database_is_reported_with_the_offer_and_restored_from_the_backu
 ) -> None:
     first = lab.client.start_run("Summarise the sources", model="demo", workspace=lab.ws)
     lab.start_worker(backup_every_s=3600)
-    wait_until(lambda: lab.client.run(first.id).status == RunStatus.COMPLETED, what="first run")
+    wait_status(lab.client, first.id, RunStatus.COMPLETED, what="first run")
     lab.close()
     lab.workers.clear()
     made = subprocess.run(

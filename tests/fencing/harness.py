@@ -13,15 +13,13 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from desktop_agent.client.api import Client
 from desktop_agent.config import Settings
-from desktop_agent.domain import Run, RunEvent, Step
-from tests.helpers.polling import wait_for
+from desktop_agent.domain import RunEvent, Step
 from tests.helpers.sqlite_locks import stop_outside_writes
 
 REPO = Path(__file__).resolve().parents[2]
@@ -148,16 +146,6 @@ class FenceLab:
     def wake(proc: subprocess.Popen[bytes]) -> None:
         """SIGCONT the child: it goes on from where it was frozen."""
         os.kill(proc.pid, signal.SIGCONT)
-
-    def wait_lease_expired(self, run_id: str) -> Run:
-        """Wait until the frozen worker's lease on the run has run out (read in the DB)."""
-
-        def expired() -> Run | None:
-            run = self.c.run(run_id)
-            gone = run.lease_expires_at is not None and run.lease_expires_at < time.time()
-            return run if gone else None
-
-        return wait_for(expired, what=f"the lease on run {run_id} to expire")
 
     # ------------------------------------------------------------------ state
 

@@ -21,6 +21,7 @@ import pytest
 from desktop_agent.domain import EffectClass, RunEventKind, RunStatus, StepStatus
 from tests.fencing.harness import FenceLab, fence_lab, journal, lab_settings
 from tests.fencing.sinks import GATE_TIMEOUT_S, KeyedEndpoint
+from tests.helpers.polling import wait_lease_expired
 
 pytestmark = pytest.mark.crash
 
@@ -53,7 +54,7 @@ def test_a_frozen_worker_cannot_write_its_late_response_over_the_new_owner(
     lab.freeze(a)
     step = lab.c.store.get_step(run_id, POST_SEQ)
     assert (step.status, step.effect) == (StepStatus.STARTED, EffectClass.IDEMPOTENT)
-    lab.wait_lease_expired(run_id)
+    wait_lease_expired(lab.c, run_id)
 
     lab.run_worker()  # B: repeats the POST with the same key, completes the run
     done = lab.c.run(run_id)

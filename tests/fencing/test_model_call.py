@@ -22,7 +22,7 @@ from desktop_agent.llm.pricing import model_info
 from tests.fencing.harness import FenceLab, fence_lab, journal, lab_settings
 from tests.fencing.sinks import KeyedEndpoint
 from tests.helpers.fake_anthropic import FakeAnthropic, Reply, Stream, Text, Thinking, ToolUse
-from tests.helpers.polling import wait_until
+from tests.helpers.polling import wait_lease_expired, wait_until
 
 pytestmark = pytest.mark.crash
 
@@ -166,7 +166,7 @@ def test_what_a_frozen_worker_spent_after_its_last_save_is_added_to_the_run_once
 
 def _freeze_until_b_completed(lab: FenceLab, a: Any, run_id: str) -> None:
     lab.freeze(a)
-    lab.wait_lease_expired(run_id)
+    wait_lease_expired(lab.c, run_id)
     lab.run_worker()  # B: issues the call again and completes the run
     done = lab.c.run(run_id)
     assert done.status == RunStatus.COMPLETED, f"{done.status_message}\n{lab.tail()}"

@@ -23,6 +23,7 @@ import pytest
 from desktop_agent.domain import EffectClass, RunEventKind, RunStatus, StepStatus
 from tests.fencing.harness import FenceLab, fence_lab, journal, lab_settings
 from tests.fencing.sinks import GATE_TIMEOUT_S, GatedSmtp
+from tests.helpers.polling import wait_lease_expired
 
 pytestmark = pytest.mark.crash
 
@@ -60,7 +61,7 @@ def _freeze_a_mid_send(lab: FenceLab, hold: str) -> tuple[str, GatedSmtp, object
         StepStatus.STARTED,
         EffectClass.UNSAFE,
     )
-    held = lab.wait_lease_expired(run_id)
+    held = wait_lease_expired(lab.c, run_id)
     assert held.lease_epoch == 1
 
     lab.run_worker()  # B: claims the run, finds the send in doubt

@@ -21,6 +21,7 @@ from desktop_agent.domain import RunStatus
 from tests.fencing.child_worker import MAIL
 from tests.fencing.harness import FenceLab, fence_lab, lab_settings
 from tests.fencing.sinks import GATE_TIMEOUT_S, Gate, GatedSmtp
+from tests.helpers.polling import wait_lease_expired
 
 pytestmark = pytest.mark.crash
 
@@ -56,7 +57,7 @@ def test_a_killed_fork_resumes_without_redoing_the_prefix(lab: FenceLab) -> None
         os.kill(a.pid, signal.SIGKILL)
         a.wait()
         smtp.gate.opened.set()
-        lab.wait_lease_expired(child.id)
+        wait_lease_expired(lab.c, child.id)
 
         lab.run_worker()
         held = lab.c.run(child.id)

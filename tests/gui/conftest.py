@@ -28,6 +28,7 @@ from desktop_agent.gui.mainwindow import MainWindow
 from desktop_agent.llm.demo import DemoModel
 from desktop_agent.worker.worker import Worker
 from tests.conftest import MakeExecutor
+from tests.helpers.polling import DEFAULT_TIMEOUT_S, qt_wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -87,15 +88,28 @@ def window(open_window: OpenWindow) -> MainWindow:
 
 
 def wait_status(
-    qtbot: QtBot, window: MainWindow, run_id: str, *statuses: RunStatus, timeout: int = 10_000
+    qtbot: QtBot,
+    window: MainWindow,
+    run_id: str,
+    *statuses: RunStatus,
+    timeout: float = DEFAULT_TIMEOUT_S,
 ) -> Run:
-    """Wait until the run list shows ``run_id`` in one of ``statuses``."""
+    """Wait until the run list shows ``run_id`` in one of ``statuses``.
+
+    Not :func:`tests.helpers.polling.wait_status`: this waits for what the window shows
+    (its poll, in the Qt event loop), not for what the database holds.
+    """
 
     def shown() -> bool:
         row = window.runs_model.get(run_id)
         return row is not None and row.run.status in statuses
 
-    qtbot.waitUntil(shown, timeout=timeout)
+    def listed() -> str:
+        row = window.runs_model.get(run_id)
+        return "not listed" if row is None else f"listed as {row.run.status}"
+
+    wanted = " or ".join(str(s) for s in statuses)
+    qt_wait_until(qtbot, shown, timeout, f"the run list to show {run_id} {wanted}", last=listed)
     row = window.runs_model.get(run_id)
     assert row is not None
     return row.run

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import gc
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -22,6 +21,7 @@ from desktop_agent.client.api import Client
 from desktop_agent.client.views import default_tool_names
 from desktop_agent.gui.dialogs.new_run import NewRunDialog
 from desktop_agent.gui.mainwindow import MainWindow
+from tests.helpers.polling import wait_until
 
 # A few references to None come and go with what a poll or a model read holds at the
 # moment of counting; a dialog built per opening took ~460 each time.
@@ -39,14 +39,18 @@ def _open_and_cancel(window: MainWindow, times: int) -> None:
 def _settle(window: MainWindow) -> None:
     """Serve events until no background task is pending.
 
-    Not ``qtbot.waitUntil``: each of its waits builds a Python-made QEventLoop and
-    QTimer, and those keep references to None themselves (PySide6 6.11), which the count
-    below would charge to the dialog.
+    Not ``qtbot.waitUntil`` (nor ``qt_wait_until``, which serves events with ``qtbot.wait``):
+    each of their waits builds a Python-made QEventLoop and QTimer, and those keep
+    references to None themselves (PySide6 6.11), which the count below would charge to
+    the dialog. The application's own event loop serves the events between tries instead.
     """
-    deadline = time.monotonic() + 30
-    while window.tasks.busy and time.monotonic() < deadline:
-        QApplication.processEvents(QEventLoop.ProcessEventsFlag.AllEvents, 20)
-    assert not window.tasks.busy
+    wait_until(
+        lambda: not window.tasks.busy,
+        what="the window's background tasks to finish",
+        pause=lambda s: QApplication.processEvents(
+            QEventLoop.ProcessEventsFlag.AllEvents, round(s * 1000)
+        ),
+    )
 
 
 def _dialogs() -> int:

@@ -38,6 +38,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 from tests.helpers import claude_contract as contract
 from tests.helpers.claude_contract import ApiError, Binding, Segment
+from tests.helpers.polling import DEFAULT_TIMEOUT_S, wait_until
 
 # --------------------------------------------------------------------------- script
 
@@ -347,15 +348,19 @@ class FakeAnthropic:
         with self._lock:
             return [r.body for r in self.requests]
 
-    def wait_requests(self, n: int, timeout: float = 10.0) -> None:
+    def wait_requests(self, n: int, timeout: float = DEFAULT_TIMEOUT_S) -> None:
         """Block until ``n`` requests arrived."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+
+        def arrived() -> int:
             with self._lock:
-                if len(self.requests) >= n:
-                    return
-            time.sleep(0.01)
-        raise AssertionError(f"the fake API got {len(self.requests)} requests, expected {n}")
+                return len(self.requests)
+
+        wait_until(
+            lambda: arrived() >= n,
+            timeout,
+            f"{n} requests to the fake API",
+            last=lambda: f"{arrived()} requests",
+        )
 
     # ------------------------------------------------------------------ handling
 
@@ -718,7 +723,7 @@ class FakeAnthropic:
             _, name, data = event
             self._send(h, name, data)
             if reply.delay:
-                time.sleep(reply.delay)
+                time.sleep(reply.delay)  # a slow stream is what the reply simulates
 
     @staticmethod
     def _send(h: BaseHTTPRequestHandler, name: str, data: dict[str, Any]) -> None:

@@ -324,7 +324,7 @@ def test_slow_headers_are_cut_off_and_a_slow_body_is_408(
                 sock.sendall(b"X")
             except OSError:
                 break
-            time.sleep(0.5)
+            time.sleep(0.5)  # the slow client's pace is what is tested
         assert sock.recv(100) == b""  # closed
         assert time.monotonic() - started < 5
     monkeypatch.setattr(inputs, "BODY_TIMEOUT_S", 0.5)

@@ -22,13 +22,7 @@ from desktop_agent.engine.state import AgentState, apply_step
 from desktop_agent.tools.registry import ToolRegistry, builtin_tools
 from tests.conftest import MakeExecutor, drain
 from tests.helpers.fakes import FakeClock, Reply, ScriptedModel, UnsafeTool
-from tests.helpers.polling import wait_until
-
-
-def _wait_status(client: Client, run_id: str, statuses: set[RunStatus]) -> None:
-    wait_until(
-        lambda: client.run(run_id).status in statuses, what=f"run {run_id} to be in {statuses}"
-    )
+from tests.helpers.polling import wait_status, wait_until
 
 
 def test_demo_run_waits_for_approval_then_completes(
@@ -135,7 +129,7 @@ def test_pause_and_resume_at_step_boundaries(
     worker = run_worker_thread(make_executor(model))  # type: ignore[operator]
     wait_until(lambda: client.run(run.id).last_seq >= 4, what="a few steps")
     client.pause(run.id)
-    _wait_status(client, run.id, {RunStatus.PAUSED})
+    wait_status(client, run.id, RunStatus.PAUSED)
     paused_at = client.run(run.id).last_seq
     asked = len(model.requests)
     polls = worker.polls
@@ -146,7 +140,7 @@ def test_pause_and_resume_at_step_boundaries(
     client.resume(run.id)
     wait_until(lambda: client.run(run.id).last_seq > paused_at + 2, what="steps after resume")
     client.cancel(run.id)
-    _wait_status(client, run.id, {RunStatus.CANCELLED})
+    wait_status(client, run.id, RunStatus.CANCELLED)
 
 
 def test_cancel_interrupts_a_model_call_and_writes_a_partial_report(
@@ -157,7 +151,7 @@ def test_cancel_interrupts_a_model_call_and_writes_a_partial_report(
     run_worker_thread(make_executor(model))  # type: ignore[operator]
     wait_until(lambda: model.requests, what="the model call to start")
     client.cancel(run.id)
-    _wait_status(client, run.id, {RunStatus.CANCELLED})
+    wait_status(client, run.id, RunStatus.CANCELLED)
     # Interrupted, not waited out: the 30 s call never gave its answer, its step failed.
     steps = client.steps(run.id)
     assert steps[0].kind == StepKind.MODEL_CALL and steps[0].status == StepStatus.FAILED

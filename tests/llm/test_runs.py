@@ -25,7 +25,7 @@ from desktop_agent.worker.worker import Worker
 from tests.conftest import MakeExecutor, drain
 from tests.helpers.fake_anthropic import Reply, Status, Stream, Text, Thinking, ToolUse
 from tests.helpers.fakes import FakeClock, MemoryKeyring
-from tests.helpers.polling import wait_until
+from tests.helpers.polling import wait_status, wait_until
 from tests.llm.conftest import KEY, FallbackSettings, MakeModel, StartFake
 
 pytestmark = pytest.mark.filterwarnings("ignore:The model .* is deprecated:DeprecationWarning")
@@ -271,7 +271,7 @@ def test_streamed_text_is_visible_in_the_journal_before_the_call_finishes(
     assert answer.startswith(step.partial_text)
     assert len(step.partial_text) < len(answer)
     gate.set()
-    wait_until(lambda: client.run(run.id).status == RunStatus.COMPLETED, what="completion")
+    wait_status(client, run.id, RunStatus.COMPLETED, what="completion")
     (step,) = client.steps(run.id)
     assert step.output["content"] == [{"type": "text", "text": answer}]
 
@@ -288,7 +288,7 @@ def test_cancel_interrupts_a_streaming_call(
     run_worker_thread(make_executor(make_model(fake)))
     wait_until(lambda: bool(client.steps(run.id) and client.steps(run.id)[0].partial_text))
     client.cancel(run.id)
-    wait_until(lambda: client.run(run.id).status == RunStatus.CANCELLED, what="cancellation")
+    wait_status(client, run.id, RunStatus.CANCELLED, what="cancellation")
     first = client.steps(run.id)[0]
     assert first.status == StepStatus.FAILED and first.error == "cancelled"
     # Cut mid-answer, not after the whole answer: part of the text, and the server was

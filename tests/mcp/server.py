@@ -67,7 +67,7 @@ def post(text: str, ctx: Context) -> str:
 @server.tool(annotations=ToolAnnotations(read_only_hint=True))
 def slow(seconds: float) -> str:
     """Take a while."""
-    time.sleep(seconds)
+    time.sleep(seconds)  # the slow tool the tests call: its slowness is the point
     return "done"
 
 

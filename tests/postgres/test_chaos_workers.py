@@ -332,7 +332,7 @@ def _drive(lab: Lab, rng: random.Random, log: list[str]) -> None:
                 lab.workers.signal(pid, signal.SIGSTOP)
                 thaw[pid] = time.monotonic() + rng.uniform(0.3, 2 * LEASE_S)
                 stamp(f"SIGSTOP slot {struck} pid {pid}")
-        time.sleep(rng.uniform(0.5, 1.8))
+        time.sleep(rng.uniform(0.5, 1.8))  # the pace of the strikes: chance, not a wait
     lab.strikes.armed = False
     for pid in list(thaw):
         lab.workers.signal(pid, signal.SIGCONT)

@@ -95,10 +95,6 @@ class Rig:
         """The run's status now."""
         return self.client.run(run_id).status
 
-    def wait_status(self, run_id: str, status: RunStatus, timeout: float = 30.0) -> None:
-        """Wait until the run has ``status``."""
-        wait_until(lambda: self.status(run_id) == status, timeout, f"run {run_id} {status}")
-
     def settle(self, worker: bool = True) -> None:
         """Let due jobs run and the worker go idle (for assertions that nothing happened).
 
@@ -297,7 +293,8 @@ class Children:
         base = since or Counter()
         wait_until(
             lambda: all(self.rounds()[kind] >= base[kind] + n for kind, n in more.items()),
-            what=f"the child worker's rounds {more} (has {dict(self.rounds())}):\n{self.log()}",
+            what=f"the child worker's rounds {more} after {dict(base)}",
+            last=lambda: f"{dict(self.rounds())}\n{self.log()}",
         )
 
 

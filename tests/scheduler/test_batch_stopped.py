@@ -17,7 +17,7 @@ from desktop_agent.domain import RunStatus
 from desktop_agent.domain.errors import InvalidStateError
 from desktop_agent.domain.scheduling import ItemStatus
 from tests.helpers.fakes import ScriptedModel
-from tests.helpers.polling import wait_until
+from tests.helpers.polling import wait_status, wait_until
 from tests.scheduler.conftest import RigFactory, ask_then_done
 
 HAIKU = "claude-haiku-4-5"
@@ -39,16 +39,16 @@ def test_a_stopped_item_counts_as_stopped_and_resumes_into_done(
     wait_until(lambda: run_of(0) is not None, what="item 0 dispatched")
     first = run_of(0)
     assert first is not None
-    rig.wait_status(first, RunStatus.WAITING)
+    wait_status(rig.client, first, RunStatus.WAITING)
     client.stop(first)
     rig.worker.nudge()
-    rig.wait_status(first, RunStatus.STOPPED)
+    wait_status(rig.client, first, RunStatus.STOPPED)
 
     # The stopped item gives its slot to the next one.
     wait_until(lambda: run_of(1) is not None, what="item 1 dispatched after the stop")
     second = run_of(1)
     assert second is not None
-    rig.wait_status(second, RunStatus.WAITING)
+    wait_status(rig.client, second, RunStatus.WAITING)
     progress = rig.sched.batch_progress(batch.id)
     assert (progress.stopped, progress.running, progress.completed) == (1, 1, 0)
     assert "1 stopped" in progress.describe() and not progress.finished
@@ -60,7 +60,7 @@ def test_a_stopped_item_counts_as_stopped_and_resumes_into_done(
 
     client.answer(second, "yes")
     rig.worker.nudge()
-    rig.wait_status(second, RunStatus.COMPLETED)
+    wait_status(rig.client, second, RunStatus.COMPLETED)
     rig.settle()
     progress = rig.sched.batch_progress(batch.id)
     assert (progress.completed, progress.stopped, progress.running, progress.pending) == (
@@ -78,7 +78,7 @@ def test_a_stopped_item_counts_as_stopped_and_resumes_into_done(
 
     client.resume(first)
     rig.worker.nudge()
-    rig.wait_status(first, RunStatus.COMPLETED)
+    wait_status(rig.client, first, RunStatus.COMPLETED)
     wait_until(lambda: rig.sched.batch_progress(batch.id).finished, what="batch finished")
     final = rig.sched.batch_progress(batch.id)
     assert (final.completed, final.stopped) == (2, 0)

@@ -12,6 +12,7 @@ from desktop_agent.engine.ports import ToolContext, ToolResult
 from desktop_agent.scheduler.service import SchedulerConfig
 from desktop_agent.tools.registry import ToolRegistry, builtin_tools
 from tests.helpers.fakes import FakeClock, Reply, ScriptedModel
+from tests.helpers.polling import wait_status
 from tests.scheduler.conftest import RigFactory, wait_until
 
 HAIKU = "claude-haiku-4-5"
@@ -74,7 +75,7 @@ def test_a_run_without_progress_is_flagged_and_told_once(
         assert rig.status(run.id) == RunStatus.RUNNING
     finally:
         tool.release.set()
-    rig.wait_status(run.id, RunStatus.COMPLETED)
+    wait_status(rig.client, run.id, RunStatus.COMPLETED)
     wait_until(lambda: rig.sched.stuck_runs() == [], what="the flag to clear")
     assert len(told) == 1
 
@@ -93,7 +94,7 @@ def test_runs_of_a_worker_whose_lease_expired_are_recovered_by_the_next(
     assert client.run(run.id).status == RunStatus.QUEUED
 
     clock.advance(31)  # the lease expires: the run is free for the next worker
-    rig.wait_status(run.id, RunStatus.COMPLETED)
+    wait_status(rig.client, run.id, RunStatus.COMPLETED)
     # The worker lets go of the lease after the activation ends (on its next poll).
     wait_until(lambda: client.run(run.id).lease_owner is None, what="the lease released")
     assert [i.id for i, _ in client.store.list_workers()].count(gone.id) == 1

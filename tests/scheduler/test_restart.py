@@ -9,7 +9,6 @@ when it starts. Each is expected to happen exactly once, also across a further r
 from __future__ import annotations
 
 import os
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,6 +24,7 @@ from desktop_agent.engine.ports import ModelRequest
 from tests.conftest import MakeExecutor, drain
 from tests.helpers import postgres
 from tests.helpers.fakes import Reply, ScriptedModel
+from tests.helpers.polling import wait_worker
 from tests.scheduler.conftest import Children, kill, wait_until
 
 pytestmark = pytest.mark.crash
@@ -43,16 +43,6 @@ Journal = list[tuple[int, str, str, str, int]]
 
 def journal(client: Client, run_id: str) -> Journal:
     return [(s.seq, str(s.kind), s.name, str(s.status), s.attempt) for s in client.steps(run_id)]
-
-
-def wait_for_worker(client: Client, proc: subprocess.Popen[bytes], kids: Children) -> None:
-    """Wait until the child worker is registered (and so has started its scheduler)."""
-    wait_until(
-        lambda: (
-            proc.poll() is None and any(i.pid == proc.pid for i, _ in client.store.list_workers())
-        ),
-        what=f"worker {proc.pid} to start:\n{kids.log()}",
-    )
 
 
 def demo_finishes_alone(client: Client) -> None:
@@ -113,7 +103,7 @@ def test_wake_ups_that_fell_due_while_the_worker_was_down_fire_once_at_restart(
         return [r for r in client.runs() if r.schedule_id == schedule.id]
 
     with children.worker() as proc:  # nothing is due yet
-        wait_for_worker(client, proc, children)
+        wait_worker(client, proc=proc, log=children.log)
         # Its scheduler built every job from the database and ran its first housekeeping
         # and a sync, and the worker polled three times: anything due would have started.
         children.wait_rounds(housekeeping=1, sync=1, poll=3)
@@ -147,7 +137,7 @@ def test_wake_ups_that_fell_due_while_the_worker_was_down_fire_once_at_restart(
     before["scheduled"] = journal(client, scheduled()[0].id)
 
     with children.worker(offset_s=2.5 * HOUR) as proc:  # and once more: nothing fires again
-        wait_for_worker(client, proc, children)
+        wait_worker(client, proc=proc, log=children.log)
         children.wait_rounds(housekeeping=1, sync=2, poll=3)
         kill(proc)
     after = {k: journal(client, v) for k, v in runs.items()}
@@ -234,7 +224,7 @@ def test_a_file_dropped_while_the_worker_was_down_starts_exactly_one_run(
         return [r for r in client.runs() if r.schedule_id == watch.id]
 
     with children.worker() as proc:
-        wait_for_worker(client, proc, children)
+        wait_worker(client, proc=proc, log=children.log)
         children.wait_rounds(scan=2, poll=3)  # the first scan only notes what is there
         kill(proc)
     assert started() == []
@@ -252,7 +242,7 @@ def test_a_file_dropped_while_the_worker_was_down_starts_exactly_one_run(
         children.wait_rounds(children.rounds(), scan=3)  # several more scans
         kill(proc)
     with children.worker() as proc:
-        wait_for_worker(client, proc, children)
+        wait_worker(client, proc=proc, log=children.log)
         children.wait_rounds(scan=3, poll=3)
         kill(proc)
     (run,) = started()

@@ -16,6 +16,7 @@ from desktop_agent.engine.ports import ModelRequest, SystemClock
 from desktop_agent.scheduler.service import SchedulerConfig, SchedulerService
 from desktop_agent.worker.scheduling import DbSchedulerPort
 from tests.helpers.fakes import FakeClock, Reply, ScriptedModel
+from tests.helpers.polling import wait_status
 from tests.scheduler.conftest import RigFactory, answered, wait_until
 
 HAIKU = "claude-haiku-4-5"
@@ -56,7 +57,7 @@ def test_an_interval_schedule_starts_runs_from_its_template_at_its_times(
     clock.advance(1)
     wait_until(lambda: len(rig.runs(schedule_id=s.id)) == 1, what="the first firing")
     (first,) = rig.runs(schedule_id=s.id)
-    rig.wait_status(first.id, RunStatus.COMPLETED)
+    wait_status(rig.client, first.id, RunStatus.COMPLETED)
     assert first.goal == "Write the digest"
     assert first.created_at == s.created_at + HOUR
     assert first.model == HAIKU and first.spec.tool_names == ("list_files",)
@@ -65,7 +66,7 @@ def test_an_interval_schedule_starts_runs_from_its_template_at_its_times(
     clock.advance(HOUR)
     wait_until(lambda: len(rig.runs(schedule_id=s.id)) == 2, what="the second firing")
     # Ended first: a firing while it is active is skipped (the schedule's overlap policy).
-    rig.wait_status(rig.runs(schedule_id=s.id)[1].id, RunStatus.COMPLETED)
+    wait_status(rig.client, rig.runs(schedule_id=s.id)[1].id, RunStatus.COMPLETED)
     # Three firings fall due while the clock jumps: one run, not three.
     clock.advance(3 * HOUR + 60)
     wait_until(lambda: len(rig.runs(schedule_id=s.id)) == 3, what="the coalesced firing")
@@ -110,7 +111,7 @@ def test_overlap_skip_drops_a_firing_while_the_previous_run_is_active(
     clock.advance(HOUR)
     wait_until(lambda: len(rig.runs(schedule_id=s.id)) == 1, what="the first run")
     (first,) = rig.runs(schedule_id=s.id)
-    rig.wait_status(first.id, RunStatus.WAITING)
+    wait_status(rig.client, first.id, RunStatus.WAITING)
 
     clock.advance(HOUR)
     wait_until(lambda: rig.sched.schedule(s.id).skipped == 1, what="a skipped firing")
@@ -119,7 +120,7 @@ def test_overlap_skip_drops_a_firing_while_the_previous_run_is_active(
 
     client.answer(first.id, "yes")
     rig.worker.nudge()
-    rig.wait_status(first.id, RunStatus.COMPLETED)
+    wait_status(rig.client, first.id, RunStatus.COMPLETED)
     rig.settle()
     assert len(rig.runs(schedule_id=s.id)) == 1  # a skipped firing is not made up later
     clock.advance(HOUR)
@@ -136,7 +137,7 @@ def test_overlap_queue_starts_the_firing_when_the_previous_run_ends(
     clock.advance(HOUR)
     wait_until(lambda: len(rig.runs(schedule_id=s.id)) == 1, what="the first run")
     (first,) = rig.runs(schedule_id=s.id)
-    rig.wait_status(first.id, RunStatus.WAITING)
+    wait_status(rig.client, first.id, RunStatus.WAITING)
 
     clock.advance(HOUR)
     wait_until(lambda: rig.sched.schedule(s.id).queued == 1, what="a queued firing")
@@ -243,4 +244,4 @@ def test_an_interval_schedule_fires_on_real_time(client: Client, make_rig: RigFa
     slot = fired.last_fire_at - s.created_at
     assert slot == pytest.approx(round(slot), abs=1e-6) and round(slot) >= fired.fire_count
     for run in runs:
-        rig.wait_status(run.id, RunStatus.COMPLETED)
+        wait_status(rig.client, run.id, RunStatus.COMPLETED)

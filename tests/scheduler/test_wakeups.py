@@ -16,6 +16,7 @@ from desktop_agent.domain import ApprovalState, RunStatus, StepKind, StepStatus,
 from desktop_agent.domain.errors import RateLimitedError
 from desktop_agent.engine.ports import ModelRequest
 from tests.helpers.fakes import FakeClock, Reply, ScriptedModel
+from tests.helpers.polling import wait_status
 from tests.scheduler.conftest import RigFactory, answered, goal_number, wait_until
 
 HAIKU = "claude-haiku-4-5"
@@ -96,12 +97,12 @@ def test_a_timer_wakes_its_run_on_time_through_a_real_apscheduler_job(
     run = client.start_run("nap 1", model=HAIKU, tools=["wait"])
     # The worker polls once an hour: only the scheduler's job can wake the run in time.
     rig = make_rig(model, real_time=True, poll_s=3600.0)
-    wait_until(lambda: rig.status(run.id) == RunStatus.WAITING, 10, "the run to sleep")
+    wait_status(rig.client, run.id, RunStatus.WAITING, what="the run to sleep")
     wake_at = client.run(run.id).wake_at
     assert wake_at is not None
     # The scheduler sets the job once it hears the activation ended, just after the status.
     wait_until(lambda: f"wake:{run.id}" in rig.service.job_ids(), 10, "the wake-up job")
-    rig.wait_status(run.id, RunStatus.COMPLETED, timeout=30)
+    wait_status(rig.client, run.id, RunStatus.COMPLETED)
     (sleep,) = [s for s in client.steps(run.id) if s.kind == StepKind.SLEEP]
     assert sleep.finished_at is not None
     assert wake_at <= sleep.finished_at  # not before its time
@@ -135,7 +136,7 @@ def test_an_approval_deadline_applies_its_default_action(
     rig.settle()
     assert rig.status(run.id) == RunStatus.WAITING
     clock.advance(1)
-    rig.wait_status(run.id, RunStatus.COMPLETED)
+    wait_status(rig.client, run.id, RunStatus.COMPLETED)
     decided = client.store.get_approval(approval.id)
     assert decided.state == ApprovalState.EXPIRED
     assert decided.decided_at == approval.deadline
@@ -156,12 +157,12 @@ def test_a_rate_limit_wait_is_woken_by_the_scheduler(
     )
     run = client.start_run("rate", model=HAIKU)
     rig = make_rig(model)
-    wait_until(lambda: rig.status(run.id) == RunStatus.WAITING, 10, "the rate-limit wait")
+    wait_status(rig.client, run.id, RunStatus.WAITING, what="the rate-limit wait")
     held = client.run(run.id)
     assert held.wait_reason == WaitReason.RATE_LIMIT and held.wake_at == clock.now() + 900
     clock.advance(899)
     rig.settle()
     assert rig.status(run.id) == RunStatus.WAITING
     clock.advance(1)
-    rig.wait_status(run.id, RunStatus.COMPLETED)
+    wait_status(rig.client, run.id, RunStatus.COMPLETED)
     assert len(model.requests) == 2

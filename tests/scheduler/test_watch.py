@@ -13,6 +13,7 @@ from desktop_agent.client.schedules import RunOptions
 from desktop_agent.domain import RunStatus
 from desktop_agent.domain.errors import InvalidInputError
 from tests.helpers.fakes import Reply, ScriptedModel
+from tests.helpers.polling import wait_status
 from tests.scheduler.conftest import RigFactory, wait_until
 
 HAIKU = "claude-haiku-4-5"
@@ -44,7 +45,7 @@ def test_each_new_file_starts_one_run(client: Client, make_rig: RigFactory, tmp_
     runs = rig.runs(schedule_id=watch.id)  # which found nothing new
     assert sorted(r.goal for r in runs) == ["Summarise a.pdf", "Summarise b.pdf"]
     for run in runs:
-        rig.wait_status(run.id, RunStatus.COMPLETED)
+        wait_status(rig.client, run.id, RunStatus.COMPLETED)
         name = run.goal.split()[-1]
         copy = Path(run.workspace) / name
         assert copy.read_text() == (inbox / name).read_text()

@@ -29,7 +29,7 @@ from tests.helpers.fakes import FakeClock
 from tests.store.runs import LEASE_S, T0, new_run
 
 
-def _wait_at_approvals(store: SqlStore, count: int, first: int = 0) -> list[str]:
+def _hibernated_at_approvals(store: SqlStore, count: int, first: int = 0) -> list[str]:
     """``count`` runs hibernated at their approvals (no wake time, no lease)."""
     ids = [f"run-{i:05d}" for i in range(first, first + count)]
     for run_id in ids:
@@ -83,12 +83,12 @@ def test_a_poll_with_nothing_to_claim_reads_no_more_with_1000_runs_waiting_than_
 ) -> None:
     if not store.db.is_sqlite:
         pytest.skip("virtual-machine steps are SQLite's")
-    _wait_at_approvals(store, 10)
+    _hibernated_at_approvals(store, 10)
     poll = _poll(store)
     poll()  # connections opened, statements compiled
     with _counted(store) as few:
         assert poll() == []
-    _wait_at_approvals(store, 990, first=10)
+    _hibernated_at_approvals(store, 990, first=10)
     poll()
     with _counted(store) as many:
         assert poll() == []
@@ -101,7 +101,7 @@ def test_a_poll_with_nothing_to_claim_reads_no_more_with_1000_runs_waiting_than_
 
 
 def test_runs_with_work_are_still_found_among_the_waiting(store: SqlStore) -> None:
-    waiting = _wait_at_approvals(store, 200)
+    waiting = _hibernated_at_approvals(store, 200)
     new_run(store, "queued", created_at=T0 + 1)
     store.add_command(waiting[7], CommandKind.APPROVE, {"approval": "a", "reason": ""})
     store.add_command(waiting[9], CommandKind.STEER, {"text": "a note waits"})
@@ -129,7 +129,7 @@ def test_an_idle_worker_sends_no_claim_until_the_database_changes_or_a_wake_time
     path = store.db.settings.sqlite_path
     if path is None:
         pytest.skip("the change probe reads a SQLite file")
-    waiting = _wait_at_approvals(store, 1000)
+    waiting = _hibernated_at_approvals(store, 1000)
     clock = FakeClock()
     worker = Worker(store, _Idle(), WorkerConfig(poll_s=0.01), clock=clock)  # type: ignore[arg-type]
     worker.gate = ClaimGate(ChangeProbe.open(path), recheck_s=3600.0)

@@ -74,7 +74,7 @@ class HttpServer:
                 if callable(reply):
                     reply = reply(req)
                 if reply.delay:
-                    time.sleep(reply.delay)
+                    time.sleep(reply.delay)  # a slow server is what the reply simulates
                 try:
                     self.send_response(reply.status)
                     for name, value in reply.headers.items():
