@@ -38,7 +38,7 @@ class ActionButton(QToolButton):
     def sync(self) -> None:
         """Copy the action's look and state (each setter does nothing when unchanged)."""
         a = self.action
-        self.setText(a.iconText())
+        self.setText(a.iconText().replace("&", "&&"))  # shown as is: no mnemonic
         self.setIcon(a.icon())
         self.setToolTip(a.toolTip())
         self.setStatusTip(a.statusTip())

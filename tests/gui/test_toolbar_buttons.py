@@ -37,6 +37,8 @@ def test_a_toolbar_button_shows_its_action_and_a_click_triggers_it(
 ) -> None:
     button = _button(window, "inbox")
     assert button.text() == "Approvals inbox"  # the icon text: no mnemonic's "&"
+    # "&Edit && approve…": a literal "&" is kept (doubled: a button's text has mnemonics)
+    assert _button(window, Control.EDIT).text() == "Edit && approve"
     assert "Ctrl+I" in button.toolTip()
     triggered: list[bool] = []
     window.acts["inbox"].triggered.connect(lambda: triggered.append(True))
