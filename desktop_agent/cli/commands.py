@@ -31,6 +31,7 @@ from desktop_agent.cli.output import (
     EXIT_OK,
     EXIT_USAGE,
     Out,
+    clients_closed,
     echo,
     event_line,
     exit_code,
@@ -39,6 +40,7 @@ from desktop_agent.cli.output import (
     json_line,
     model_label,
     next_step_hint,
+    open_client,
     status_label,
     step_line,
     usd,
@@ -225,10 +227,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _client(args: argparse.Namespace) -> Client:
-    from desktop_agent import config
-    from desktop_agent.client.api import Client
-
-    return Client(config.resolve_db_path(getattr(args, "db", None)))
+    return open_client(args)  # closed by main() when the command ends
 
 
 def cmd_run(args: argparse.Namespace, out: Out) -> int:
@@ -776,7 +775,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
         out = Out(bool(getattr(args, "json", False)))
         command = args.command or "gui"
-        return COMMANDS[command](args, out)
+        with clients_closed():
+            return COMMANDS[command](args, out)
     except (DesktopAgentError, CliError) as exc:
         _error(out, str(exc), getattr(exc, "code", "error"))
         return EXIT_USAGE

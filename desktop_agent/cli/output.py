@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import contextvars
 import json
 import math
 import re
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
 from desktop_agent.domain import (
@@ -27,6 +29,40 @@ if TYPE_CHECKING:
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_WAITING = 0, 1, 2, 3
 """Exit codes: done, failed or cancelled, bad input or environment, waits for the analyst."""
+
+_COMMAND_CLIENTS: contextvars.ContextVar[list[Client] | None] = contextvars.ContextVar(
+    "command_clients", default=None
+)
+"""The clients the command in progress opened (in this thread), closed when it ends."""
+
+
+def open_client(args: argparse.Namespace) -> Client:
+    """A client on the database ``--db`` names; :func:`clients_closed` closes it."""
+    from desktop_agent import config
+    from desktop_agent.client.api import Client
+
+    client = Client(config.resolve_db_path(getattr(args, "db", None)))
+    opened = _COMMAND_CLIENTS.get()
+    if opened is not None:
+        opened.append(client)
+    return client
+
+
+@contextlib.contextmanager
+def clients_closed() -> Iterator[None]:
+    """Close the clients :func:`open_client` gave out inside, however the command ended.
+
+    A command run as its own process would release them at exit anyway; a command run
+    in a process that goes on (the tests call ``main``) would leave its connections open.
+    """
+    opened: list[Client] = []
+    token = _COMMAND_CLIENTS.set(opened)
+    try:
+        yield
+    finally:
+        _COMMAND_CLIENTS.reset(token)
+        for client in opened:
+            client.close()
 
 
 def usd(text: str) -> float:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from desktop_agent.cli import backup as cli_backup
 from desktop_agent.cli.models import add_run_options, effort_of, say_notice, thinking_of
-from desktop_agent.cli.output import echo, usd
+from desktop_agent.cli.output import echo, open_client, usd
 from desktop_agent.cli.workers import worker_for_new_runs
 from desktop_agent.domain.units import format_duration, parse_duration
 
@@ -136,11 +136,9 @@ def _options(args: argparse.Namespace) -> RunOptions:
 
 
 def _scheduling(args: argparse.Namespace) -> Scheduling:
-    from desktop_agent import config
-    from desktop_agent.client.api import Client
     from desktop_agent.client.schedules import Scheduling
 
-    return Scheduling(Client(config.resolve_db_path(getattr(args, "db", None))))
+    return Scheduling(open_client(args))  # closed by main() when the command ends
 
 
 def _worker_note(sched: Scheduling, args: argparse.Namespace) -> str:
