@@ -33,6 +33,10 @@ from desktop_agent.worker.compose import build_executor
 from desktop_agent.worker.worker import Worker, WorkerConfig
 from tests.helpers.fakes import FakeClock, MemoryKeyring
 
+# The hygiene checks (tests/hygiene/plugin.py): a test fails when it leaves a thread, a
+# child process, a Qt window or a database open. pytester runs their own tests.
+pytest_plugins = ["pytester", "tests.hygiene.plugin"]
+
 
 @pytest.fixture(autouse=True)
 def memory_keyring() -> Iterator[MemoryKeyring]:
