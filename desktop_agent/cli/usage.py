@@ -38,6 +38,17 @@ def add_parsers(add: AddParser) -> None:
         choices=("day", "model", "schedule", "batch"),
         help="show only these totals (default: all of them)",
     )
+    p.add_argument(
+        "--cap",
+        metavar="USD|off",
+        help="set the monthly spend cap (dollars, e.g. 50), or turn it off; workers apply it "
+        "at their next check",
+    )
+    p.add_argument(
+        "--resume-held",
+        action="store_true",
+        help="resume the runs the monthly cap holds (after raising it)",
+    )
 
 
 def _line(label: str, t: Total) -> str:
@@ -51,6 +62,8 @@ def cmd_usage(args: argparse.Namespace, out: Out) -> int:
     from desktop_agent.client.api import Client
     from desktop_agent.client.search import date_range
 
+    if getattr(args, "cap", None) is not None or getattr(args, "resume_held", False):
+        return _cmd_cap(args, out)
     since, _ = date_range(time.time(), since=args.since)
     assert since is not None
     client = Client(config.resolve_db_path(getattr(args, "db", None)))
@@ -89,6 +102,70 @@ def cmd_usage(args: argparse.Namespace, out: Out) -> int:
         echo("  nothing was spent in this period", file=out.stream)
     echo(_month_line(usage), file=out.stream)
     return EXIT_OK
+
+
+def _cmd_cap(args: argparse.Namespace, out: Out) -> int:
+    """``--cap`` and ``--resume-held``: set the cap, resume what it held, say where it stands."""
+    from desktop_agent import config
+    from desktop_agent.client.api import Client
+    from desktop_agent.client.cap import parse_cap
+
+    cap = parse_cap(args.cap) if args.cap is not None else None  # a bad value changes nothing
+    client = Client(config.resolve_db_path(getattr(args, "db", None)))
+    try:
+        if args.cap is not None:
+            client.set_monthly_cap(cap)
+        resumed = client.resume_held_by_cap() if args.resume_held else []
+        report = client.cap_report()
+    finally:
+        client.close()
+    held = [r for r in report.held if r.id not in {x.id for x in resumed}]
+    if out.as_json:
+        out.emit(
+            "",
+            {
+                "cap_usd": report.cap_usd,
+                "month_spent_usd": round(report.spent_usd, 6),
+                "resumed": [r.id for r in resumed],
+                "held": [r.id for r in held],
+            },
+        )
+        return EXIT_OK
+    if args.cap is not None:
+        said = f"set to {format_usd(report.cap_usd)}" if report.cap_usd else "turned off"
+        echo(f"Monthly spend cap {said}.", file=out.stream)
+    echo(_cap_line(report.spent_usd, report.cap_usd), file=out.stream)
+    if args.resume_held:
+        if resumed:
+            echo(
+                f"Resumed {len(resumed)} run(s) the cap held: each goes on if the cap leaves "
+                "room for its next call, else waits again.",
+                file=out.stream,
+            )
+            for run in resumed:
+                echo(f"  {run.id[:8]}  {run.title or run.goal}", file=out.stream)
+        else:
+            echo("No run waits for the monthly cap.", file=out.stream)
+    elif held:
+        echo(
+            f"{len(held)} run(s) wait for the cap; resume them with "
+            "`desktop-agent usage --resume-held`:",
+            file=out.stream,
+        )
+        for run in held:
+            echo(f"  {run.id[:8]}  {run.title or run.goal}", file=out.stream)
+    return EXIT_OK
+
+
+def _cap_line(spent_usd: float, cap_usd: float | None) -> str:
+    month = time.strftime("%B %Y", time.localtime())
+    if cap_usd is None:
+        return f"{month} so far: {format_usd(spent_usd)} (no monthly spend cap set)"
+    share = spent_usd / cap_usd * 100 if cap_usd > 0 else 100.0
+    return (
+        f"{month} so far: {format_usd(spent_usd)} of the {format_usd(cap_usd)} monthly cap "
+        f"({share:.0f}%)"
+    )
 
 
 def _month_line(usage: Usage) -> str:

@@ -15,6 +15,7 @@ from desktop_agent.domain.enums import (
 from desktop_agent.domain.models import (
     DEMO_MODEL,
     JSON,
+    MONTHLY_CAP_REACHED,
     AgentSpec,
     Approval,
     Budget,
@@ -31,6 +32,7 @@ from desktop_agent.domain.models import (
 __all__ = [
     "DEMO_MODEL",
     "JSON",
+    "MONTHLY_CAP_REACHED",
     "AgentSpec",
     "Approval",
     "ApprovalPolicy",

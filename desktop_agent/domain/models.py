@@ -26,6 +26,10 @@ DEMO_MODEL = "demo"
 """The offline demo model's id. What it "spends" is simulated: it counts against its run's
 own budget (so that budgets can be tried), never in usage totals or the monthly cap."""
 
+MONTHLY_CAP_REACHED = "Monthly spend cap reached"
+"""How the status message of a run the monthly spend cap holds begins (what lifts it is a
+higher cap, not a bigger budget: the app offers *Raise the cap…* on such a run)."""
+
 
 @dataclass(frozen=True, slots=True)
 class Usage:

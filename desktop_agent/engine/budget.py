@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from desktop_agent.domain import JSON, RunStatus, Step, StepKind, WaitReason
+from desktop_agent.domain import JSON, MONTHLY_CAP_REACHED, RunStatus, Step, StepKind, WaitReason
 from desktop_agent.domain.units import format_duration, format_usd
 from desktop_agent.engine import fencing
 from desktop_agent.engine.commands import boundary
@@ -183,7 +183,7 @@ def describe(report: JSON) -> str:
         held = month.get("held_usd") or 0.0
         in_flight = f" (and {format_usd(held)} held by calls in flight)" if held else ""
         return (
-            f"Monthly spend cap reached: {format_usd(month['spent_usd'])} of "
+            f"{MONTHLY_CAP_REACHED}: {format_usd(month['spent_usd'])} of "
             f"{format_usd(month['cap_usd'])} spent this month{in_flight}; raise the cap in "
             "Settings and resume, or stop"
         )

@@ -16,12 +16,15 @@ from PySide6.QtCore import QObject, Qt, Signal, Slot
 from PySide6.QtWidgets import QWidget
 
 from desktop_agent.client.api import Client
+from desktop_agent.client.cap import CapReport
 from desktop_agent.client.checks import CheckResult, check_arguments, final_check
 from desktop_agent.client.messages import note_delivery, plain_error
 from desktop_agent.client.views import ToolInfo, model_notice
 from desktop_agent.domain import JSON, Approval, ApprovalState, Run
 from desktop_agent.domain.errors import DesktopAgentError
+from desktop_agent.domain.units import format_usd
 from desktop_agent.gui.dialogs.approval import ApprovalDialog
+from desktop_agent.gui.dialogs.cap import CapDialog
 from desktop_agent.gui.dialogs.new_run import NewRunRequest
 from desktop_agent.gui.dialogs.prompts import BudgetDialog, MessageDialog, ResolveDialog, TextPrompt
 from desktop_agent.gui.diffview import DiskFile, read_target, written_file
@@ -315,7 +318,68 @@ class RunCommands(QObject):
         )
 
     def extend_budget(self, run: Run) -> None:
-        """Ask how much to add, then extend."""
+        """Ask how much to add, then extend; for a run the monthly cap holds, the cap dialog.
+
+        Whether the cap holds the run is read off the GUI thread first (its last step).
+        """
+
+        def read() -> CapReport | None:
+            return self.client.cap_report() if self.client.waits_for_monthly_cap(run) else None
+
+        def opened(report: CapReport | None) -> None:
+            if report is not None:
+                self.open_cap_dialog(report)
+            else:
+                self._open_budget_dialog(run)
+
+        self.tasks.submit(read, opened, lambda exc: self.failed.emit(plain_error(exc)))
+
+    def raise_cap(self) -> None:
+        """Open the cap dialog (this month, the cap, the runs it holds)."""
+
+        def opened(report: CapReport) -> None:
+            self.open_cap_dialog(report)
+
+        self.tasks.submit(
+            self.client.cap_report, opened, lambda exc: self.failed.emit(plain_error(exc))
+        )
+
+    def open_cap_dialog(self, report: CapReport) -> CapDialog:
+        """Show ``report`` with a new cap to save, then the resume of the held runs."""
+        dialog = CapDialog(report, self.window)
+
+        def raise_to(usd: float) -> None:
+            cap = usd or None
+            self.tasks.submit(
+                lambda: self.client.set_monthly_cap(cap),
+                lambda settings: saved(settings.monthly_spend_cap_usd),
+                lambda exc: dialog.show_error(plain_error(exc)),
+            )
+
+        def saved(cap: float | None) -> None:
+            self.done.emit(f"Monthly spend cap {f'set to {format_usd(cap)}' if cap else 'off'}")
+            dialog.cap_saved(cap)
+
+        def resume() -> None:
+            def resumed(runs: list[Run]) -> None:
+                dialog.accept()
+                self.done.emit(
+                    f"Resumed {len(runs)} run{'s' if len(runs) != 1 else ''} the cap held"
+                )
+
+            def refused(exc: Exception) -> None:
+                dialog.show_error(plain_error(exc))
+                self.failed.emit(plain_error(exc))
+
+            self.tasks.submit(self.client.resume_held_by_cap, resumed, refused)
+
+        dialog.raise_requested.connect(raise_to)
+        dialog.resume_requested.connect(resume)
+        self.dialog = dialog
+        dialog.open()
+        return dialog
+
+    def _open_budget_dialog(self, run: Run) -> None:
         dialog = BudgetDialog(self.window)
 
         def submitted(cost: float, steps: int, time_s: float, tokens: int) -> None:

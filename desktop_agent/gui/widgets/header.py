@@ -22,7 +22,7 @@ from PySide6.QtWidgets import (
 )
 
 from desktop_agent.client.views import RunRow, cache_words, model_label, run_settings_words
-from desktop_agent.domain import Approval, Run, RunStatus, WaitReason
+from desktop_agent.domain import MONTHLY_CAP_REACHED, Approval, Run, RunStatus, WaitReason
 from desktop_agent.domain.placement import describe
 from desktop_agent.gui import fmt, resources, theme
 from desktop_agent.gui.controls import Control
@@ -359,8 +359,11 @@ class RunHeader(QWidget):
                 question = run.status_message.removeprefix("Question for you: ")
                 self.banner.show_wait(f"The agent asks you: {question}", "Answer", "answer")
             elif run.wait_reason == WaitReason.BUDGET:
-                text = f"Budget reached: {run.status_message}"
-                self.banner.show_wait(text, "Extend budget", "budget")
+                if run.status_message.startswith(MONTHLY_CAP_REACHED):
+                    self.banner.show_wait(run.status_message, "Raise the cap…", "budget")
+                else:
+                    text = f"Budget reached: {run.status_message}"
+                    self.banner.show_wait(text, "Extend budget", "budget")
             else:
                 self.banner.hide()
         else:
