@@ -24,6 +24,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from desktop_agent import memory
 from desktop_agent.client import forks as client_forks
 from desktop_agent.client.api import Client, WorkerStatus
 from desktop_agent.client.checks import RecoveryReport, recovery_report
@@ -166,6 +167,7 @@ class MainWindow(QMainWindow):
         self.notifier.open_requested.connect(self._on_notice_open_requested)
         self.notifier.review_requested.connect(self._on_notice_review_requested)
         self._stalled: dict[str, int] = {}
+        self._ticks = 0
         self._clock = QTimer(self)
         self._clock.setInterval(1000)
         self._clock.timeout.connect(self._on_clock_timeout)
@@ -506,6 +508,9 @@ class MainWindow(QMainWindow):
 
     @Slot()
     def _on_clock_timeout(self) -> None:
+        self._ticks += 1
+        if self._ticks % memory.TRIM_EVERY_S == 0:  # one tick a second
+            memory.release_free_memory()
         self.runs_model.refresh_times()
         self.approvals_model.refresh_times()
         self.detail.tick()
