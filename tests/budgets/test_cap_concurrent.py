@@ -122,7 +122,7 @@ def test_ten_concurrent_runs_spend_at_most_the_cap(lab: Lab, tmp_path: Path) -> 
             # Round 1: every run asks at once; the fake answers nobody yet.
             wait_until(
                 lambda: _checked(workers) and _settled(client, ids, lab.fake, 0),
-                timeout=90,
+                timeout=240,
                 what="every run to have its call in flight or to wait for the cap",
             )
             in_flight = len(lab.fake.requests)
@@ -143,7 +143,7 @@ def test_ten_concurrent_runs_spend_at_most_the_cap(lab: Lab, tmp_path: Path) -> 
             lab.gate.set()
             wait_until(
                 lambda: sum(client.run(i).status == RunStatus.COMPLETED for i in ids) == 3,
-                timeout=60,
+                timeout=240,
                 what="the three calls in flight to finish",
             )
             assert _month_spent(client) == pytest.approx(0.60, abs=0.01)
@@ -154,7 +154,7 @@ def test_ten_concurrent_runs_spend_at_most_the_cap(lab: Lab, tmp_path: Path) -> 
                 client.resume(r.id)
             wait_until(
                 lambda: _checked(workers) and _round_over(client, ids),
-                timeout=60,
+                timeout=240,
                 what="every resume to be taken up, and no run to move any more",
             )
             completed = [i for i in ids if client.run(i).status == RunStatus.COMPLETED]
