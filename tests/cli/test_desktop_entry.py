@@ -298,6 +298,8 @@ def test_the_installed_entry_launches_the_app(
         if helper.is_running():
             helper.terminate()
     psutil.wait_procs(helpers, timeout=30)
+    assert child.stderr is not None
+    child.stderr.close()  # its pipe, once every writer is gone
 
 
 def test_an_installed_package_finds_the_files_inside_itself(tmp_path: Path) -> None:

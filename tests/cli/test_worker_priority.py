@@ -31,10 +31,10 @@ def _thread_nices(pid: int) -> dict[int, int]:
 
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs Linux /proc")
 def test_a_worker_started_nicer_runs_every_thread_at_that_priority(tmp_path: Path) -> None:
-    client = Client(tmp_path / "data" / "desktop-agent.db", Settings())
     ours = os.getpriority(os.PRIO_PROCESS, 0)
     if ours > 15:
         pytest.skip("this test already runs at nearly the lowest priority")
+    client = Client(tmp_path / "data" / "desktop-agent.db", Settings())
     pid = client.spawn_worker(nice=3)
     proc = psutil.Process(pid)
     try:
@@ -45,3 +45,4 @@ def test_a_worker_started_nicer_runs_every_thread_at_that_priority(tmp_path: Pat
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+        client.close()

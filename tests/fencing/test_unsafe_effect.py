@@ -15,7 +15,7 @@ to the analyst as an event on the run.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -36,6 +36,20 @@ def lab(tmp_path: Path) -> Iterator[FenceLab]:
         yield lab
 
 
+@pytest.fixture
+def gated_smtp() -> Iterator[Callable[[str], GatedSmtp]]:
+    """Start mail servers holding their answer at a point; each is closed after the test."""
+    servers: list[GatedSmtp] = []
+
+    def start(hold: str) -> GatedSmtp:
+        servers.append(GatedSmtp(hold))
+        return servers[-1]
+
+    yield start
+    for server in servers:
+        server.close()
+
+
 def _mail_settings(smtp: GatedSmtp) -> dict[str, object]:
     return {
         "smtp_host": "127.0.0.1",
@@ -45,9 +59,8 @@ def _mail_settings(smtp: GatedSmtp) -> dict[str, object]:
     }
 
 
-def _freeze_a_mid_send(lab: FenceLab, hold: str) -> tuple[str, GatedSmtp, object]:
-    """Start A, freeze it at the held answer, let its lease expire; B puts it in doubt."""
-    smtp = GatedSmtp(hold)
+def _freeze_a_mid_send(lab: FenceLab, smtp: GatedSmtp) -> tuple[str, GatedSmtp, object]:
+    """Start A, freeze it at ``smtp``'s held answer, let its lease expire; B puts it in doubt."""
     lab.open(lab_settings(**_mail_settings(smtp)))
     run_id = lab.c.start_run(
         "Mail the Q3 figures", model="claude-haiku-4-5", tools=["send_email"]
@@ -95,8 +108,10 @@ def _decide_and_wake(lab: FenceLab, run_id: str, smtp: GatedSmtp, a: object, act
     assert "lost" in lab.tail() and "Internal error" not in lab.tail()
 
 
-def test_a_frozen_worker_never_sends_the_mail_the_analyst_skipped(lab: FenceLab) -> None:
-    run_id, smtp, a = _freeze_a_mid_send(lab, hold="rcpt")
+def test_a_frozen_worker_never_sends_the_mail_the_analyst_skipped(
+    lab: FenceLab, gated_smtp: Callable[[str], GatedSmtp]
+) -> None:
+    run_id, smtp, a = _freeze_a_mid_send(lab, gated_smtp("rcpt"))
     assert smtp.mails == []  # frozen before the message was handed over
 
     _decide_and_wake(lab, run_id, smtp, a, "skip")
@@ -111,9 +126,9 @@ def test_a_frozen_worker_never_sends_the_mail_the_analyst_skipped(lab: FenceLab)
 
 
 def test_after_a_retry_the_mail_goes_out_once_and_the_frozen_worker_gives_up(
-    lab: FenceLab,
+    lab: FenceLab, gated_smtp: Callable[[str], GatedSmtp]
 ) -> None:
-    run_id, smtp, a = _freeze_a_mid_send(lab, hold="rcpt")
+    run_id, smtp, a = _freeze_a_mid_send(lab, gated_smtp("rcpt"))
 
     _decide_and_wake(lab, run_id, smtp, a, "retry")
 
@@ -125,9 +140,9 @@ def test_after_a_retry_the_mail_goes_out_once_and_the_frozen_worker_gives_up(
 
 
 def test_a_mail_sent_by_a_frozen_worker_is_reported_not_written_over_the_decision(
-    lab: FenceLab,
+    lab: FenceLab, gated_smtp: Callable[[str], GatedSmtp]
 ) -> None:
-    run_id, smtp, a = _freeze_a_mid_send(lab, hold="message")
+    run_id, smtp, a = _freeze_a_mid_send(lab, gated_smtp("message"))
     assert len(smtp.mails) == 1  # A handed it over; the server holds its confirmation
 
     _decide_and_wake(lab, run_id, smtp, a, "mark_done")

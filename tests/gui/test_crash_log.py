@@ -38,7 +38,7 @@ def children() -> Iterator[list[subprocess.Popen[str]]]:
     for child in started:
         if child.poll() is None:
             child.kill()
-        child.wait(timeout=30)
+        child.communicate(timeout=30)  # waits, and closes its pipes
 
 
 def _start_app(db: Path, children: list[subprocess.Popen[str]]) -> subprocess.Popen[str]:

@@ -80,7 +80,7 @@ def private_bus() -> Iterator[str]:
     address = proc.stdout.readline().strip()
     yield address
     proc.kill()
-    proc.wait(timeout=10)
+    proc.communicate(timeout=10)  # waits, and closes its pipe
 
 
 @pytest.fixture
@@ -96,7 +96,7 @@ def service(private_bus: str, tmp_path: Path) -> Iterator[Service]:
     assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
     yield Service(private_bus, log)
     proc.kill()
-    proc.wait(timeout=10)
+    proc.communicate(timeout=10)  # waits, and closes its pipe
 
 
 OpenOn = Callable[[str | None], MainWindow]

@@ -435,7 +435,7 @@ def test_a_second_app_on_the_same_folder_exits_and_the_first_runs_on(db_path: Pa
             second.wait(timeout=30)
         if first.poll() is None:
             os.kill(first.pid, signal.SIGTERM)
-        first.wait(timeout=30)
+        first.communicate(timeout=30)  # waits, and closes its pipe
         with contextlib.suppress(FileNotFoundError):  # SIGTERM left its socket behind
             os.unlink(_socket_path(db_path.parent))
 
