@@ -23,6 +23,14 @@ from desktop_agent import config
 WORKER_LOG = "worker.log"
 """The file, in the logs folder beside the database, that detached workers write to."""
 
+_started: list[subprocess.Popen[bytes]] = []
+"""The workers this process started and has not seen exit.
+
+Detached as they are, they are still our children: their exit status is collected here
+(at the next start) so that none lingers as a zombie, and their ``Popen`` is not dropped
+while they run (which Python reports with a ResourceWarning).
+"""
+
 
 def process_alive(pid: int, started_at: float, tolerance_s: float = 2.0) -> bool:
     """Whether process ``pid`` is alive and is the one started at ``started_at``.
@@ -76,6 +84,7 @@ def spawn_worker(db_path: Path, *, until_idle: bool = False, nice: int = 0) -> i
     Raises:
         OSError: the process could not be started (or its log not opened).
     """
+    _started[:] = [proc for proc in _started if proc.poll() is None]
     log_path = config.log_dir(db_path) / WORKER_LOG
     with _private_log(log_path) as log:
         proc = subprocess.Popen(
@@ -87,6 +96,7 @@ def spawn_worker(db_path: Path, *, until_idle: bool = False, nice: int = 0) -> i
             close_fds=True,
             env=os.environ.copy(),
         )
+    _started.append(proc)
     return proc.pid
 
 

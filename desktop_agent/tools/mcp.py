@@ -1031,6 +1031,7 @@ class McpHub:
         self._failures = {s.name: 0 for s in servers}
         self._retry = {s.name: retry_failed_s for s in servers}
         self._clients: dict[str, Any] = {}
+        self._http: dict[str, Any] = {}  # a server's HTTP client: ours to close, not the SDK's
         self._dropped: dict[str, asyncio.Event] = {}
         self._wake: dict[str, asyncio.Event] = {}
         self._ready: dict[str, threading.Event] = {s.name: threading.Event() for s in servers}
@@ -1070,6 +1071,8 @@ class McpHub:
         """Close every session (stopping stdio servers) and the loop."""
         self._closed = True
         if not self._thread.is_alive():
+            if not self._loop.is_running():
+                self._loop.close()  # never started (no servers), or closed before
             return
         if self._stopping is not None:
             self._loop.call_soon_threadsafe(self._stopping.set)
@@ -1078,6 +1081,12 @@ class McpHub:
                 task.result(timeout=10)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=10)
+        if not self._thread.is_alive():
+            # What closing the sessions left for the loop (a closed connection's last
+            # callback, which closes its socket) runs here, then the loop closes (its
+            # self-pipe): otherwise both are left to the garbage collector.
+            self._loop.run_until_complete(self._loop.shutdown_asyncgens())
+            self._loop.close()
 
     def tools(self) -> list[McpTool]:
         """Every listed tool of every connected server, as engine tools."""
@@ -1119,6 +1128,7 @@ class McpHub:
                 timeout=httpx2.Timeout(30.0, read=300.0),
                 transport=_http_transport(),
             )
+            self._http[server.name] = http  # closed by _hold when the session ends
             events = MESSAGE_BYTES + 65_536  # the longest event left whole, with its fields
             transport = streamable_http_client(
                 server.url, http_client=http, max_sse_event_size=events
@@ -1179,6 +1189,11 @@ class McpHub:
                 await self._pause(name, pause)
                 pause = min(pause * 2, 60.0)
                 continue
+            finally:
+                http = self._http.pop(name, None)
+                if http is not None:  # its pooled connections (the SDK leaves them open)
+                    with contextlib.suppress(BaseException):
+                        await http.aclose()
             if self._marked(name):  # its calls kept failing: leave it a while
                 retry = self._retry[name]
                 self._retry[name] = min(retry * 2, 600.0)
