@@ -11,6 +11,8 @@ public method owns its transaction; one call is one commit.
 from __future__ import annotations
 
 import sqlite3
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -273,6 +275,10 @@ def _snapshot_values(run_id: str, snapshot: Snapshot, now: float) -> dict[str, A
     }
 
 
+LINEAGES_KEPT = 1024
+"""Runs whose journal segments a store keeps (the ones read last)."""
+
+
 class SqlStore(WorkerQueries):
     """Runs, journals, approvals, commands and workers in one SQL database.
 
@@ -288,9 +294,11 @@ class SqlStore(WorkerQueries):
         path = db.settings.sqlite_path
         self._effects = EffectLedger.beside(path) if path is not None else None
         """The effect ledger beside a SQLite database (see :meth:`_ledger`)."""
-        self._lineages: dict[str, list[Segment]] = {}
+        self._lineage_lock = threading.Lock()
+        self._lineages: OrderedDict[str, list[Segment]] = OrderedDict()
         """Where each run's journal is stored (see :meth:`journal_segments`): fixed once the
-        run exists, so read once per run and process."""
+        run exists, so kept for the :data:`LINEAGES_KEPT` runs read last (a worker or an app
+        that lives for weeks sees tens of thousands of runs)."""
 
     # ------------------------------------------------------------------ journal port
 
@@ -315,12 +323,17 @@ class SqlStore(WorkerQueries):
 
         See :mod:`desktop_agent.persistence.forks`.
         """
-        known = self._lineages.get(run_id)
-        if known is not None:
-            return known
+        with self._lineage_lock:  # activations read from several threads
+            known = self._lineages.get(run_id)
+            if known is not None:
+                self._lineages.move_to_end(run_id)
+                return known
         segments, found = self._read(lambda c: lineage(c, run_id))
         if found:
-            self._lineages[run_id] = segments
+            with self._lineage_lock:
+                self._lineages[run_id] = segments
+                while len(self._lineages) > LINEAGES_KEPT:
+                    self._lineages.popitem(last=False)
         return segments
 
     def load_steps(self, run_id: str, from_seq: int = 1, limit: int | None = None) -> list[Step]:
