@@ -2,7 +2,8 @@
 
 Usage::
 
-    .venv/bin/python bench/startup.py [--repeat 7] [--dir bench/out]
+    .venv/bin/python bench/startup.py [--repeat 7] [--dir bench/out] [--app] [--runs 500]
+                                      [--only NAME,...] [--compare TREE] [--json PATH]
 
 Every figure is a fresh process of this interpreter, timed from spawn to exit (wall time,
 ``time.perf_counter``), ``--repeat`` times; the cases run in rounds, one of each per round,
@@ -10,7 +11,8 @@ so background load on a shared machine hits them alike. Printed per case: the me
 spread (min–max), and the median's ratio to the baseline's median, ``python -c "import
 desktop_agent"`` (the interpreter's own start plus the package's empty ``__init__``).
 
-- ``--help``, a parse error (an unknown command) and the version: ``python -m desktop_agent``.
+- ``--help`` and a parse error (an unknown command): ``python -m desktop_agent`` (there is
+  no ``--version``).
 - ``runs`` on a new data folder (``DESKTOP_AGENT_DB`` in a fresh folder each time: the
   database is created and migrated) and on an empty database made beforehand; with
   ``DESKTOP_AGENT_AUTOSTART_WORKER=0`` so no worker is started.
@@ -22,14 +24,25 @@ desktop_agent"`` (the interpreter's own start plus the package's empty ``__init_
   which of the heavy libraries (SQLAlchemy, Alembic, the Anthropic SDK, httpx, MCP,
   PySide6) came along.
 
-The home and XDG folders of the children point into a scratch folder under ``--dir``
-(default ``bench/out``, git-ignored), so nothing of the user's data folder is read. This
-is a report, not a test: the exit status is 0.
+- With ``--app``, the app's cold start (``QT_QPA_PLATFORM=offscreen``): a fresh process of
+  ``bench/app_start.py`` (the CLI's parser, then ``desktop_agent.gui.app.main`` with no
+  worker started) from spawn until the main window is shown and its first poll has filled
+  the run list, on an empty database and on one with ``--runs`` runs (500; each waiting at
+  an approval, copied from one demo run as ``bench/idle_worker.py`` does). The child also
+  says when its imports were done and when the window was first visible.
+
+``--only`` keeps the cases whose names contain one of the given words (``--only app``).
+``--compare TREE`` measures another tree alike (``git archive COMMIT | tar -x -C TREE``),
+the two alternately within each round: the figures of the code before a change, in the
+same run. ``--json`` writes the medians too. The home and XDG folders of the children point
+into a scratch folder under ``--dir`` (default ``bench/out``, git-ignored), so nothing of
+the user's data folder is read. This is a report, not a test: the exit status is 0.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import signal
@@ -44,6 +57,7 @@ from pathlib import Path
 
 DEFAULT_DIR = Path(__file__).resolve().parent / "out"
 ROOT = Path(__file__).resolve().parent.parent
+APP_DRIVER = Path(__file__).resolve().parent / "app_start.py"
 HEAVY = ("sqlalchemy", "alembic", "anthropic", "httpx", "mcp", "PySide6")
 MODULES = (
     "desktop_agent",
@@ -54,18 +68,23 @@ MODULES = (
 )
 CLI_TARGET_S = 0.3
 WORKER_TIMEOUT_S = 60.0
+APP_TIMEOUT_S = 120.0
 
 
 @dataclass
 class Case:
-    """One figure: a name and how to take one sample of it (seconds)."""
+    """One figure: a name, the code it runs, and how to take one sample of it (seconds)."""
 
     name: str
     sample: Callable[[], float]
+    code: str = "this"
     times: list[float] = field(default_factory=list)
+    phases: dict[str, list[float]] = field(default_factory=dict)
+    """Figures the child reported besides (the app's: imports done, window shown)."""
+    notes: set[str] = field(default_factory=set)
 
 
-def _env(home: Path, db: Path | None = None) -> dict[str, str]:
+def _env(home: Path, db: Path | None = None, code: Path = ROOT) -> dict[str, str]:
     env = {
         k: v
         for k, v in os.environ.items()
@@ -78,16 +97,18 @@ def _env(home: Path, db: Path | None = None) -> dict[str, str]:
         XDG_STATE_HOME=str(home / "state"),
         XDG_CACHE_HOME=str(home / "cache"),
         DESKTOP_AGENT_AUTOSTART_WORKER="0",
-        PYTHONPATH=str(ROOT),
+        PYTHONPATH=str(code),
     )
     if db is not None:
         env["DESKTOP_AGENT_DB"] = str(db)
     return env
 
 
-def _timed(argv: Sequence[str], env: dict[str, str], ok: Sequence[int] = (0,)) -> float:
+def _timed(
+    argv: Sequence[str], env: dict[str, str], ok: Sequence[int] = (0,), cwd: Path = ROOT
+) -> float:
     start = time.perf_counter()
-    done = subprocess.run(argv, env=env, capture_output=True, cwd=ROOT, check=False)
+    done = subprocess.run(argv, env=env, capture_output=True, cwd=cwd, check=False)
     elapsed = time.perf_counter() - start
     if done.returncode not in ok:
         raise SystemExit(
@@ -96,13 +117,23 @@ def _timed(argv: Sequence[str], env: dict[str, str], ok: Sequence[int] = (0,)) -
     return elapsed
 
 
-def _worker_ready(env: dict[str, str]) -> float:
+def _stop(proc: subprocess.Popen[str]) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=WORKER_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def _worker_ready(env: dict[str, str], cwd: Path = ROOT) -> float:
     """Seconds from spawn to the worker's announce line; the worker is then stopped."""
     start = time.perf_counter()
     proc = subprocess.Popen(
         [sys.executable, "-m", "desktop_agent", "worker"],
         env=env,
-        cwd=ROOT,
+        cwd=cwd,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
@@ -118,10 +149,42 @@ def _worker_ready(env: dict[str, str]) -> float:
             if time.perf_counter() - start > WORKER_TIMEOUT_S:
                 raise SystemExit("the worker was not ready within a minute")
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=WORKER_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
+        _stop(proc)
+
+
+def _app_filled(case: Case, env: dict[str, str], db: Path, expected: int, cwd: Path) -> float:
+    """Seconds from spawn to the app's run list filled (``bench/app_start.py``)."""
+    env = {**env, "QT_QPA_PLATFORM": "offscreen"}
+    start = time.perf_counter()
+    proc = subprocess.Popen(
+        [sys.executable, str(APP_DRIVER), str(db), str(expected)],
+        env=env,
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    assert proc.stdout is not None
+    try:
+        line = proc.stdout.readline()  # the driver prints nothing else
+        elapsed = time.perf_counter() - start
+        if not line.startswith("filled "):
+            raise SystemExit(f"the app exited ({proc.wait()}) before its run list was filled")
+        _word, rows, imported, shown, filled, heavy = line.split()
+        if int(rows) < expected:
+            raise SystemExit(f"the app listed {rows} runs, not {expected}")
+        for name, value in (
+            ("child: imports done", imported),
+            ("child: window shown", shown),
+            ("child: list filled", filled),
+        ):
+            case.phases.setdefault(name, []).append(float(value))
+        case.notes.add(heavy)
+        if proc.wait(timeout=APP_TIMEOUT_S) != 0:
+            raise SystemExit(f"the app exited with {proc.returncode}")
+        return elapsed
+    finally:
+        if proc.poll() is None:
             proc.kill()
             proc.wait()
 
@@ -157,89 +220,162 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--repeat", type=int, default=7, help="samples per figure (default 7)")
     parser.add_argument("--dir", type=Path, default=DEFAULT_DIR, help="scratch folder")
+    parser.add_argument("--app", action="store_true", help="the app's cold start too")
+    parser.add_argument("--runs", type=int, default=500, help="runs of the app's full database")
+    parser.add_argument("--only", default="", help="comma-separated words: cases to keep")
+    parser.add_argument("--compare", type=Path, help="another tree, measured alternately")
+    parser.add_argument("--json", type=Path, help="write the medians here too")
     args = parser.parse_args(argv)
-    repeat = max(1, args.repeat)
+    args.repeat = max(1, args.repeat)
     args.dir.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix="startup-", dir=args.dir))
     try:
-        return _run(scratch, repeat)
+        return _run(scratch, args)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def _run(scratch: Path, repeat: int) -> int:
+def _full_database(folder: Path, runs: int) -> Path:
+    """A database with ``runs`` runs, each waiting at an approval (``idle_worker.build``)."""
+    sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
+    from idle_worker import build
+
+    db, _decided, _timer = build(folder, max(0, runs - 2), decided=1)
+    return db
+
+
+def _cases(
+    label: str, code: Path, scratch: Path, args: argparse.Namespace, full_db: Path | None
+) -> list[Case]:
+    """The cases of one tree of code."""
     home = scratch / "home"
-    home.mkdir()
-    env = _env(home)
+    env = _env(home, code=code)
     py = sys.executable
     cli = [py, "-m", "desktop_agent"]
-    empty_db = scratch / "empty" / "desktop-agent.db"
+    empty_db = scratch / f"empty-{label}" / "desktop-agent.db"
     empty_db.parent.mkdir()
-    _timed([*cli, "runs"], _env(home, empty_db))  # made and migrated once, before timing
-    empty_env = _env(home, empty_db)
+    _timed([*cli, "runs"], _env(home, empty_db, code), cwd=code)  # made and migrated once
+    empty_env = _env(home, empty_db, code)
     fresh = iter(range(10**9))
 
     def runs_new_folder() -> float:
-        db = scratch / f"new{next(fresh)}" / "desktop-agent.db"
+        db = scratch / f"new-{label}-{next(fresh)}" / "desktop-agent.db"
         db.parent.mkdir()
-        return _timed([*cli, "runs"], _env(home, db))
+        return _timed([*cli, "runs"], _env(home, db, code), cwd=code)
 
-    has_version = (
-        subprocess.run([*cli, "--version"], env=env, capture_output=True, check=False).returncode
-        == 0
-    )
     cases = [
         Case(
             "baseline: import desktop_agent",
             lambda: _timed([py, "-c", "import desktop_agent"], env),
         ),
-        Case("desktop-agent --help", lambda: _timed([*cli, "--help"], env)),
-        Case("parse error (unknown command)", lambda: _timed([*cli, "nosuch"], env, ok=(2,))),
-        Case("runs --help", lambda: _timed([*cli, "runs", "--help"], env)),
-        Case("runs, empty database", lambda: _timed([*cli, "runs"], empty_env)),
+        Case("desktop-agent --help", lambda: _timed([*cli, "--help"], env, cwd=code)),
+        Case(
+            "parse error (unknown command)",
+            lambda: _timed([*cli, "nosuch"], env, ok=(2,), cwd=code),
+        ),
+        Case("runs --help", lambda: _timed([*cli, "runs", "--help"], env, cwd=code)),
+        Case("runs, empty database", lambda: _timed([*cli, "runs"], empty_env, cwd=code)),
         Case("runs, new data folder", runs_new_folder),
-        Case("worker: spawn to ready", lambda: _worker_ready(empty_env)),
+        Case("worker: spawn to ready", lambda: _worker_ready(empty_env, code)),
     ]
-    if has_version:
-        cases.insert(2, Case("desktop-agent --version", lambda: _timed([*cli, "--version"], env)))
-    for _ in range(repeat):
-        for case in cases:
-            case.times.append(case.sample())
-    profiles: dict[str, list[tuple[float, int, list[str]]]] = {m: [] for m in MODULES}
-    for _ in range(repeat):
-        for module in MODULES:
-            profiles[module].append(_import_profile(module, env))
+    if args.app:
+        app_empty = Case("app: empty database, list filled", lambda: 0.0)
+        app_empty.sample = lambda: _app_filled(app_empty, env, empty_db, 0, code)
+        cases.append(app_empty)
+        if full_db is not None:
+            app_full = Case(f"app: {args.runs} runs, list filled", lambda: 0.0)
+            app_full.sample = lambda: _app_filled(app_full, env, full_db, args.runs, code)
+            cases.append(app_full)
+    words = [w.strip() for w in args.only.split(",") if w.strip()]
+    kept = [c for c in cases if not words or any(w in c.name for w in words)]
+    for case in kept:
+        case.code = label
+    return kept
 
-    print(f"python {sys.version.split()[0]}; {repeat} samples each, fresh processes")
-    if not has_version:
-        print("(desktop-agent has no --version)")
-    base = statistics.median(cases[0].times)
-    print(f"{'case':<34} {'median':>11} {'min':>11} {'max':>11}  {'x baseline':>10}")
-    for case in cases:
-        med = statistics.median(case.times)
-        print(
-            f"{case.name:<34} {_fmt(med)}  {_fmt(min(case.times))}  {_fmt(max(case.times))}"
-            f"  {med / base:9.1f}x"
-        )
-    print()
-    print("imports (python -X importtime -c 'import M': sum of self times, median)")
-    print(f"{'module':<30} {'total':>11} {'modules':>8}  heavy libraries loaded")
-    for module, samples in profiles.items():
-        total = statistics.median(s[0] for s in samples)
-        count = samples[-1][1]
-        heavy = ", ".join(samples[-1][2]) or "none"
-        print(f"{module:<30} {_fmt(total)} {count:>8}  {heavy}")
-    print()
-    worst = max(
-        statistics.median(c.times)
-        for c in cases
-        if c.name.startswith(("desktop-agent --", "parse error"))
-    )
-    verdict = "met" if worst <= CLI_TARGET_S else "NOT met"
+
+def _run(scratch: Path, args: argparse.Namespace) -> int:
+    repeat = args.repeat
+    home = scratch / "home"
+    home.mkdir()
+    codes = [("this", ROOT)] + ([("before", args.compare.resolve())] if args.compare else [])
+    full_db = _full_database(scratch / "full", args.runs) if args.app else None
+    per_code = {label: _cases(label, code, scratch, args, full_db) for label, code in codes}
+    for n in range(repeat):
+        order = list(per_code.values())
+        for cases in order if n % 2 == 0 else reversed(order):
+            for case in cases:
+                case.times.append(case.sample())
+    profiles: dict[str, list[tuple[float, int, list[str]]]] = {m: [] for m in MODULES}
+    if not args.only:
+        env = _env(home)
+        for _ in range(repeat):
+            for module in MODULES:
+                profiles[module].append(_import_profile(module, env))
+
+    load = os.getloadavg()
     print(
-        f"target: CLI cold start (--help, parse error) <= {CLI_TARGET_S:.1f} s: {verdict} "
-        f"(worst median {worst:.3f} s)"
+        f"python {sys.version.split()[0]}; {repeat} samples each, fresh processes; "
+        f"{os.cpu_count()} cores, load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}, "
+        f"nice {os.nice(0)}"
     )
+    print(f"{'code':<7} {'case':<36} {'median':>11} {'min':>11} {'max':>11}  {'x baseline':>10}")
+    report: dict[str, object] = {"repeat": repeat, "load": list(load)}
+    for label, cases in per_code.items():
+        base_case = next((c for c in cases if c.name.startswith("baseline")), None)
+        base = statistics.median(base_case.times) if base_case else float("nan")
+        figures: dict[str, dict[str, float]] = {}
+        for case in cases:
+            med = statistics.median(case.times)
+            figures[case.name] = {
+                "median_s": med,
+                "min_s": min(case.times),
+                "max_s": max(case.times),
+            }
+            print(
+                f"{label:<7} {case.name:<36} {_fmt(med)}  {_fmt(min(case.times))}  "
+                f"{_fmt(max(case.times))}  " + (f"{med / base:9.1f}x" if base_case else "")
+            )
+            for phase, values in case.phases.items():
+                pmed = statistics.median(values)
+                figures[f"{case.name} / {phase}"] = {
+                    "median_s": pmed,
+                    "min_s": min(values),
+                    "max_s": max(values),
+                }
+                print(
+                    f"{label:<7}   {phase:<34} {_fmt(pmed)}  {_fmt(min(values))}  "
+                    f"{_fmt(max(values))}"
+                )
+            if case.notes:
+                print(f"{label:<7}   libraries loaded by then: {' / '.join(sorted(case.notes))}")
+        report[label] = figures
+    if args.compare:
+        mine, theirs = per_code["this"], per_code["before"]
+        for a, b in zip(mine, theirs, strict=True):
+            ratio = statistics.median(a.times) / statistics.median(b.times)
+            print(f"{a.name}: this / before = {ratio:.2f}x")
+    if not args.only:
+        print()
+        print("imports (python -X importtime -c 'import M': sum of self times, median)")
+        print(f"{'module':<30} {'total':>11} {'modules':>8}  heavy libraries loaded")
+        for module, samples in profiles.items():
+            total = statistics.median(s[0] for s in samples)
+            count = samples[-1][1]
+            heavy = ", ".join(samples[-1][2]) or "none"
+            print(f"{module:<30} {_fmt(total)} {count:>8}  {heavy}")
+    print()
+    cli_cases = [
+        c for c in per_code["this"] if c.name.startswith(("desktop-agent --", "parse error"))
+    ]
+    if cli_cases:
+        worst = max(statistics.median(c.times) for c in cli_cases)
+        verdict = "met" if worst <= CLI_TARGET_S else "NOT met"
+        print(
+            f"target: CLI cold start (--help, parse error) <= {CLI_TARGET_S:.1f} s: {verdict} "
+            f"(worst median {worst:.3f} s)"
+        )
+    if args.json is not None:
+        args.json.write_text(json.dumps(report, indent=2) + "\n")
     return 0
 
 

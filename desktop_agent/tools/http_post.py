@@ -18,16 +18,18 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
-import httpx
 from pydantic import Field
 
 from desktop_agent.domain import JSON, ApprovalPolicy, EffectClass
 from desktop_agent.engine.ports import ToolContext, ToolInputError, ToolResult
 from desktop_agent.tools import net
 from desktop_agent.tools.base import ToolArgs, ToolSettings, TypedTool, result
+
+if TYPE_CHECKING:  # imported where a URL is read or a request sent (see tools.net)
+    import httpx
 
 MAX_BODY_BYTES = 1_000_000
 MAX_RESPONSE_BYTES = 1_000_000
@@ -67,6 +69,8 @@ def honours_keys(url: str, prefixes: list[str]) -> bool:
     ``https://api.example.com/v1`` covers ``https://api.example.com/v1/orders`` but not
     ``https://api.example.com/v1-beta`` nor ``https://api.example.com.evil.test/v1``.
     """
+    import httpx
+
     try:
         target = httpx.URL(url)
     except (httpx.InvalidURL, TypeError, ValueError):
@@ -141,6 +145,8 @@ class HttpPost(TypedTool[PostArgs]):
 
     def call(self, args: PostArgs, ctx: ToolContext) -> ToolResult:
         """Send the request (redirects are reported, not followed)."""
+        import httpx
+
         content, content_type = _body(args)
         headers = _headers(args.headers)
         headers["Content-Type"] = content_type

@@ -26,8 +26,6 @@ from email.message import EmailMessage
 from email.utils import formatdate
 from typing import Any
 
-import keyring
-import keyring.errors
 from pydantic import Field
 
 from desktop_agent.domain import JSON, ApprovalPolicy, EffectClass
@@ -147,6 +145,9 @@ def _config_problem(settings: ToolSettings) -> str | None:
 
 
 def _password(user: str) -> str | None:
+    import keyring  # here, not with the tool: a worker may never send an e-mail
+    import keyring.errors
+
     try:
         return keyring.get_password(KEYRING_SERVICE, user)
     except keyring.errors.KeyringError:

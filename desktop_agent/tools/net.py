@@ -21,12 +21,14 @@ import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-
-import httpx
+from typing import TYPE_CHECKING
 
 from desktop_agent.domain.errors import plain_error
 from desktop_agent.engine.ports import ToolContext
 from desktop_agent.tools.base import ToolSettings
+
+if TYPE_CHECKING:  # imported where a request is made: a worker may never make one
+    import httpx
 
 USER_AGENT = "desktop-agent/0.1 (research agent)"
 DEFAULT_TIMEOUT_S = 20.0
@@ -70,6 +72,8 @@ def read_capped(resp: httpx.Response, cap: int, deadline: float = math.inf) -> t
     Raises:
         ReadCutOffError: the connection failed or the deadline passed mid-body.
     """
+    import httpx
+
     chunks: list[bytes] = []
     size = 0
     try:
@@ -115,6 +119,8 @@ def parse_url(raw: str) -> httpx.URL:
     Raises:
         AddressRefusedError: another scheme, no host, or not a URL at all.
     """
+    import httpx
+
     try:
         url = httpx.URL(raw.strip())
     except (httpx.InvalidURL, TypeError, ValueError) as exc:
@@ -171,6 +177,8 @@ def check_target(raw: str | httpx.URL, ctx: ToolContext) -> Target:
     Raises:
         AddressRefusedError: the URL may not be reached.
     """
+    import httpx
+
     url = raw if isinstance(raw, httpx.URL) else parse_url(raw)
     if url.scheme not in ("http", "https") or not url.host:
         raise AddressRefusedError(f"only http and https URLs are allowed: {url}")
@@ -196,6 +204,8 @@ def pinned(
 
 def timeout(ctx: ToolContext, key: str = "http_timeout_s") -> httpx.Timeout:
     """Per-operation timeouts (connect, read, write, pool) from the settings."""
+    import httpx
+
     seconds = max(0.1, ToolSettings(ctx).number(key, DEFAULT_TIMEOUT_S))
     return httpx.Timeout(seconds, connect=min(seconds, 10.0))
 
@@ -207,6 +217,8 @@ def http_client(ctx: ToolContext, key: str = "http_timeout_s") -> Iterator[httpx
     Proxies from the environment are ignored: through a proxy, the address checks above
     would check the proxy, not the target.
     """
+    import httpx
+
     with httpx.Client(
         timeout=timeout(ctx, key),
         follow_redirects=False,
@@ -237,6 +249,8 @@ def request(
         address: one of ``target.addresses``.
         connect_timeout: replaces the client's connect timeout for this request.
     """
+    import httpx
+
     url, host, extensions = pinned(target, address)
     limits = client.timeout
     if connect_timeout is not None:
@@ -285,6 +299,8 @@ def send(
         UnreachableError: no address accepted a connection; says what was tried.
         httpx.HTTPError: the connection was made but the exchange failed or timed out.
     """
+    import httpx
+
     host = target.url.host
     tried: list[str] = []
     for address in target.addresses:

@@ -22,8 +22,8 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import httpx
 from pydantic import Field
 
 from desktop_agent.domain import JSON, EffectClass
@@ -31,6 +31,9 @@ from desktop_agent.engine.ports import ToolContext, ToolInputError, ToolResult
 from desktop_agent.tools import net
 from desktop_agent.tools.base import ToolArgs, ToolSettings, TypedTool, result
 from desktop_agent.tools.workspace import confine
+
+if TYPE_CHECKING:  # imported where a page is fetched (see tools.net)
+    import httpx
 
 MAX_BYTES = 5_000_000
 MAX_REDIRECTS = 5
@@ -129,6 +132,8 @@ def fetch(url: str, ctx: ToolContext) -> Page:
         AddressRefusedError: the URL or a redirect target may not be reached.
         FetchFailedError: network error, timeout, or content that cannot be read.
     """
+    import httpx
+
     settings = ToolSettings(ctx)
     cap = int(settings.number("web_fetch_max_bytes", MAX_BYTES))
     deadline = time.monotonic() + settings.number("web_fetch_total_s", 60.0)
@@ -176,6 +181,8 @@ def fetch(url: str, ctx: ToolContext) -> Page:
 
 
 def _read_capped(resp: httpx.Response, cap: int, deadline: float) -> tuple[bytes, bool]:
+    import httpx
+
     try:
         return net.read_capped(resp, cap, deadline)
     except net.ReadCutOffError as cut:

@@ -5,7 +5,9 @@ uses what the database kept (or the shipped snapshot) and reads the API's answer
 short-lived thread when a key is set; it reads it again once a day, and soon after the API
 answers 404 naming a model (a model retired since the last reading). Each reading is
 written to the database for the app and the CLI. A failed reading changes nothing: the
-catalogue in use stays, and the next attempt comes after a pause.
+catalogue in use stays, and the next attempt comes after a pause. The key itself is looked
+up in that thread (the OS keyring's first use loads all its backends), and a worker whose
+first poll claimed runs starts the reading at its next poll (see ``Worker.tick``).
 """
 
 from __future__ import annotations
@@ -80,19 +82,22 @@ class CatalogueKeeper:
                 return
             self._asked = False
             self._next_at = now + RETRY_AFTER_S
+        # The key is looked up in the thread too: the OS keyring may be slow to answer
+        # (its first use loads every backend: 0.1-0.3 s here; a locked one may prompt),
+        # and the poll loop that called this claims runs right after.
+        thread = threading.Thread(target=self._read, args=(now,), name="catalogue")
+        thread.daemon = True
+        with self._lock:
+            self._thread = thread
+        thread.start()
+
+    def _read(self, now: float) -> None:
         try:
             key = (self.key_source() or "").strip()
         except Exception:  # a keyring that cannot be read means no key, not a crash
             key = ""
         if not key:
             return
-        thread = threading.Thread(target=self._read, args=(key, now), name="catalogue")
-        thread.daemon = True
-        with self._lock:
-            self._thread = thread
-        thread.start()
-
-    def _read(self, key: str, now: float) -> None:
         try:
             models = self.fetch(key)
             save_models(self.db, models, now)

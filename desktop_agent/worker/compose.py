@@ -18,7 +18,6 @@ from desktop_agent.persistence.db import Database, DbSettings
 from desktop_agent.persistence.ledger import EffectLedger, journal_has_effects
 from desktop_agent.persistence.store import SqlStore
 from desktop_agent.persistence.usage import MonthSpend
-from desktop_agent.secrets import database_password
 from desktop_agent.tools.registry import ToolRegistry
 from desktop_agent.worker.crash import crash_hook_from_env
 
@@ -68,6 +67,17 @@ class ModelFactory:
             on_unknown_model=self.on_unknown_model,
         )
         return port
+
+
+def database_password(url: str) -> str | None:
+    """A PostgreSQL server's password from the OS keyring (``secrets.database_password``).
+
+    The keyring is imported here, when a server is opened: a worker on a SQLite file
+    never loads it for this.
+    """
+    from desktop_agent.secrets import database_password as from_keyring
+
+    return from_keyring(url)
 
 
 def open_store(db_path: Path, settings: Settings | None = None) -> SqlStore:

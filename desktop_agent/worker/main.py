@@ -9,26 +9,29 @@ same command.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from desktop_agent import config
 from desktop_agent.domain.errors import SchemaTooNewError, StorageError
 from desktop_agent.persistence.store import SqlStore
-from desktop_agent.secrets import KeyStore
 from desktop_agent.tools.mcp import CATALOGUE_FILE, start_hub
 from desktop_agent.worker.catalogue import CatalogueKeeper
+from desktop_agent.worker.clock import clock_from_env
 from desktop_agent.worker.compose import ModelFactory, build_executor, open_store, tools_from_env
 from desktop_agent.worker.notify import build_notifier
-from desktop_agent.worker.scheduling import attach_scheduler, clock_from_env
 from desktop_agent.worker.tracing import start_tracing
 from desktop_agent.worker.vanish import CODE as VANISHED
 from desktop_agent.worker.worker import Worker, WorkerConfig
+
+if TYPE_CHECKING:
+    from desktop_agent.scheduler.service import SchedulerService
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +41,16 @@ LAST_RETRY_S = 30.0
 
 POOLS_ENV = "DESKTOP_AGENT_POOLS"
 """Comma-separated pools a worker serves (with ``desktop-agent worker --pool``)."""
+
+
+def api_key() -> str | None:
+    """The Anthropic API key now (``secrets.KeyStore``), for the catalogue's readings.
+
+    Called in the catalogue keeper's thread: the keyring is imported there, not at start.
+    """
+    from desktop_agent.secrets import KeyStore
+
+    return KeyStore().get()
 
 
 def pools_from_env() -> tuple[str, ...]:
@@ -75,6 +88,40 @@ def open_store_waiting(
         if stopping.wait(delay):
             return None
         delay = min(LAST_RETRY_S, delay * 2)
+
+
+@contextlib.contextmanager
+def scheduler_soon(
+    worker: Worker, settings: config.Settings, *, until_idle: bool
+) -> Iterator[None]:
+    """Attach and start the worker's scheduler service; stopped when the block ends.
+
+    A worker that stops when idle starts it now: its start pumps batch items and queued
+    firings into runs, which the worker's first poll must see (it would otherwise stop
+    before they exist). Any other worker starts it between its first poll and its second
+    (0.2 s later at most): a worker started to take over runs claims them without waiting
+    for APScheduler's import and the scheduler's reading of the database. Wake-ups already
+    due are claimed by the poll itself, and the scheduler's start reads every job from the
+    database. Run the worker inside the block.
+    """
+    services: list[SchedulerService] = []
+
+    def start() -> None:
+        from desktop_agent.worker.scheduling import attach_scheduler  # and APScheduler
+
+        service = attach_scheduler(worker, settings)
+        services.append(service)
+        service.start()
+
+    if until_idle:
+        start()
+    else:
+        worker.after_first_poll = start
+    try:
+        yield
+    finally:
+        for service in services:
+            service.stop()
 
 
 def serve(
@@ -121,7 +168,7 @@ def serve(
     hub = start_hub(settings.mcp_servers, db_path.parent / CATALOGUE_FILE)
     for tool in hub.tools() if hub is not None else []:
         tools.add(tool)
-    keeper = CatalogueKeeper(store.db, KeyStore().get)
+    keeper = CatalogueKeeper(store.db, api_key)
     keeper.load_stored()
     worker = Worker(
         store,
@@ -154,7 +201,7 @@ def serve(
         store, settings.otel_endpoint, settings.otel_include_content, db_path.parent
     )
     try:
-        with attach_scheduler(worker, settings):
+        with scheduler_soon(worker, settings, until_idle=until_idle):
             worker.run()
     finally:
         if hub is not None:

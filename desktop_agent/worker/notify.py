@@ -19,8 +19,6 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
-import httpx
-
 from desktop_agent.domain import JSON, Run, RunStatus, WaitReason
 from desktop_agent.domain.errors import DesktopAgentError
 from desktop_agent.domain.units import format_duration, format_usd
@@ -201,6 +199,8 @@ class WebhookSender:
 
     @property
     def _where(self) -> str:
+        import httpx
+
         try:
             return httpx.URL(self.url).host or "?"
         except (httpx.InvalidURL, TypeError, ValueError):
@@ -234,6 +234,8 @@ class WebhookSender:
         thread.join(timeout_s)
 
     def _loop(self) -> None:
+        import httpx  # here, not at the worker's start: most workers post no webhook
+
         with httpx.Client(timeout=self.timeout_s) as client:
             while True:
                 item = self._queue.get()

@@ -1,25 +1,23 @@
-"""Wiring of the scheduler into the worker: its port over the database, and the clock seam.
+"""Wiring of the scheduler into the worker: its port over the database.
 
 :class:`DbSchedulerPort` implements the scheduler's port with the SQL stores and the file
 system (runs' workspaces, watched folders, archives). :func:`attach_scheduler` gives a
 worker its :class:`~desktop_agent.scheduler.service.SchedulerService`: the service nudges
-the worker when a wake-up falls due, and hears about each activation's end.
+the worker when a wake-up falls due, and hears about each activation's end. APScheduler is
+imported then, not with this module.
 
-``DESKTOP_AGENT_CLOCK_OFFSET`` (seconds, may be negative) moves the worker's clock away
-from real time. It exists for tests that kill a worker, let "hours pass" and start another:
-a restarted worker with an offset sees the wake-ups, deadlines and schedule firings that
-fell due in between. Never set it otherwise.
+The clock seam (``DESKTOP_AGENT_CLOCK_OFFSET``) lives in :mod:`desktop_agent.worker.clock`
+(its names are still offered here).
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import shutil
-import time
 import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from desktop_agent.config import Settings
 from desktop_agent.domain import Run
@@ -35,42 +33,27 @@ from desktop_agent.persistence.archive import Archiver
 from desktop_agent.persistence.schedules import ScheduleStore
 from desktop_agent.persistence.store import SqlStore
 from desktop_agent.scheduler.folders import folder_files
-from desktop_agent.scheduler.service import SchedulerConfig, SchedulerService
+from desktop_agent.worker.clock import CLOCK_OFFSET_ENV, OffsetClock, clock_from_env
 from desktop_agent.worker.worker import Worker
+
+if TYPE_CHECKING:  # APScheduler is imported when the service is attached, not at import
+    from desktop_agent.scheduler.service import SchedulerConfig, SchedulerService
+
+__all__ = [
+    "CLOCK_OFFSET_ENV",
+    "SETTLE_S",
+    "DbSchedulerPort",
+    "OffsetClock",
+    "attach_scheduler",
+    "clock_from_env",
+    "data_dir_of",
+    "scheduler_config",
+]
 
 log = logging.getLogger(__name__)
 
-CLOCK_OFFSET_ENV = "DESKTOP_AGENT_CLOCK_OFFSET"
-"""Test seam: seconds added to the worker's clock (see the module docstring)."""
-
 SETTLE_S = 1.0
 """A file modified more recently than this may still be being written: the next scan."""
-
-
-class OffsetClock:
-    """Real time plus a fixed offset.
-
-    Args:
-        offset_s: seconds added to real time.
-    """
-
-    def __init__(self, offset_s: float) -> None:
-        self.offset_s = offset_s
-
-    def now(self) -> float:
-        """Seconds since the epoch, moved by the offset."""
-        return time.time() + self.offset_s
-
-
-def clock_from_env() -> OffsetClock:
-    """The worker's clock: real time, moved by ``DESKTOP_AGENT_CLOCK_OFFSET`` if set."""
-    raw = os.environ.get(CLOCK_OFFSET_ENV, "").strip()
-    try:
-        offset = float(raw) if raw else 0.0
-    except ValueError:
-        log.warning("%s=%r is not a number of seconds; ignored", CLOCK_OFFSET_ENV, raw)
-        offset = 0.0
-    return OffsetClock(offset)
 
 
 def data_dir_of(store: SqlStore) -> Path:
@@ -89,6 +72,8 @@ def data_dir_of(store: SqlStore) -> Path:
 
 def scheduler_config(settings: Settings) -> SchedulerConfig:
     """The service's tunables from the user's settings."""
+    from desktop_agent.scheduler.service import SchedulerConfig
+
     stall = settings.notify_stall_minutes
     days = settings.retention_days
     return SchedulerConfig(
@@ -220,6 +205,8 @@ def attach_scheduler(
     The service nudges the worker when a wake-up falls due and hears, through the
     worker's ``on_activation_end``, about every activation's end.
     """
+    from desktop_agent.scheduler.service import SchedulerService
+
     port = DbSchedulerPort(worker.store, worker.clock, data_dir_of(worker.store))
     service = SchedulerService(
         port,

@@ -89,8 +89,10 @@ class Worker:
         clock: time source for leases and wake-ups.
         on_activation_end: called with a run id after each activation (tests, logs).
         notifier: told of each activation's end and of every poll (notifications).
-        housekeeping: called with the time at every poll (e.g. the model catalogue's
-            reading when due); it must return at once, starting a thread for long work.
+        housekeeping: called with the time at every poll, after the claim (e.g. the model
+            catalogue's reading when due; not at a first poll that claimed runs, so as not
+            to slow their first steps); it must return at once, starting a thread for long
+            work.
     """
 
     def __init__(
@@ -142,6 +144,11 @@ class Worker:
         self.gate = ClaimGate(None)
         """Skips the claim's query while nothing could have changed (see
         :mod:`desktop_agent.worker.quiet`); its probe is opened by :meth:`run`."""
+        self.after_first_poll: Callable[[], None] | None = None
+        """Called once, between the first poll and the second (on the poll loop's thread):
+        what the worker needs soon but claiming does not (the scheduler's start, see
+        :func:`desktop_agent.worker.main.scheduler_soon`), kept off the way from spawn to the
+        first claim. Not called when the worker stops after its first poll."""
         self.vanished_message: str | None = None
         """Set when the database file was deleted or replaced under the worker (SQLite):
         what it told the user. The worker then stops; see :meth:`_on_vanished`."""
@@ -171,6 +178,9 @@ class Worker:
         log.info("worker %s started", self.id)
         try:
             while not self.stop_event.is_set():
+                if self.polls and self.after_first_poll is not None:
+                    started, self.after_first_poll = self.after_first_poll, None
+                    started()
                 try:
                     busy = self.tick()
                     self._storage_ok()
@@ -238,15 +248,23 @@ class Worker:
         self._watch_commands()
         self._retry_storage_pauses(now)
         self._backup_if_due(now)
-        if self.housekeeping is not None:
+        claimed = self._claim(now)
+        # Housekeeping follows the claim; at start, when the first poll claimed runs, it
+        # waits for the next poll, so that its thread (the model catalogue's reading, which
+        # loads the OS keyring: 0.1-0.3 s of CPU) does not slow their first steps.
+        if self.housekeeping is not None and not (claimed and self.polls == 0):
             self.housekeeping(now)
+        return bool(self._in_flight) or self.config.max_runs <= 0
+
+    def _claim(self, now: float) -> int:
+        """Claim what there is room for and start its activations; how many were claimed."""
         free = self.config.max_runs - len(self._in_flight)
         if free <= 0:
-            return True
+            return 0
         resting = [r for r, until in self._cooldown.items() if until > now]
         skip = [*self._in_flight, *resting]
         if not self.gate.must_query((tuple(self._dead), frozenset(skip)), now):
-            return bool(self._in_flight)
+            return 0
         claims = self.store.claim_runnable(
             self.id,
             now,
@@ -274,7 +292,7 @@ class Worker:
             fut = self._pool.submit(self._activate, run_id, token, lease)
             fut.add_done_callback(lambda _f: self.nudge())
             self._in_flight[run_id] = (fut, token, lease)
-        return bool(self._in_flight)
+        return len(claims)
 
     def _on_vanished(self) -> None:
         """The database file was deleted or replaced: stop, save what is left, say so.
