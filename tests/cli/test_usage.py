@@ -37,8 +37,9 @@ def test_totals_add_up_per_model_and_day_and_the_cli_prints_them(
     data = json.loads(shown.stdout)
     assert set(data) == {
         *("since", "total", "by_day", "by_model", "by_schedule", "by_batch"),
-        *("timezone", "month"),
+        *("timezone", "month", "simulated"),
     }
+    assert data["simulated"]["cost_usd"] == 0  # no demo run here
     assert data["total"]["runs"] == 3 and set(data["by_model"]) == {HAIKU, SONNET}
     text = cli(client.db_path, "usage").stdout
     assert text.splitlines()[0].startswith("since ") and "per model:" in text
