@@ -13,11 +13,12 @@ started and did not end:
 
 Each compares what exists after the test with what existed before it. Fixtures of a wider
 scope (module, session) are set up before the first function-scoped fixture and torn down
-after the last one, so what they start (the PostgreSQL server of
-``tests/helpers/postgres.py``, a module's shared window) exists in both snapshots and is
-never blamed on a test. A finding fails the test in its teardown (an error saying what was
-left), and is then cleaned up where that is possible (windows closed, processes killed,
-databases disposed) so that the next test starts clean.
+after the last one, so what they start exists in both snapshots and is never blamed on a
+test. The PostgreSQL server of ``tests/helpers/postgres.py``, started by the first test
+that needs it and kept for the process, is no descendant of the test process at all
+(``pg_ctl`` detaches it). A finding fails the test in its teardown (an error saying what
+was left), and is then cleaned up where that is possible (windows closed, processes
+killed, databases disposed) so that the next test starts clean.
 
 Opting out: ``@pytest.mark.leaks_ok("why", kinds=("threads",))`` (``kinds`` defaults to
 every kind: "windows", "threads", "processes", "databases"). A reason is mandatory.
