@@ -148,7 +148,10 @@ class RunWatcher:
         """The notification for ``run``'s state, if it changed to one worth telling."""
         state = (run.status, run.wait_reason)
         before = self._seen.get(run.id)
-        self._seen[run.id] = state
+        if run.status.is_terminal:  # it changes no more (a retry starts it from nothing)
+            self._seen.pop(run.id, None)
+        else:
+            self._seen[run.id] = state
         if state == before:
             return None
         event = event_for(run)

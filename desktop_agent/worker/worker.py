@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 import psutil
 
+from desktop_agent import memory
 from desktop_agent.domain import JSON, CommandKind, Run, RunStatus, WorkerInfo
 from desktop_agent.domain.errors import (
     DesktopAgentError,
@@ -131,6 +132,7 @@ class Worker:
         e.g. that it still takes no step for a paused run.
         """
         self._cooldown: dict[str, float] = {}
+        self._last_trim = self.clock.now()
         self._storage_problem = ""
         self._storage_backoff: dict[str, float] = {}
         self._unrecorded: dict[str, dict[str, JSON]] = {}
@@ -249,6 +251,9 @@ class Worker:
         self._retry_storage_pauses(now)
         self._backup_if_due(now)
         claimed = self._claim(now)
+        if now - self._last_trim >= memory.TRIM_EVERY_S:
+            self._last_trim = now
+            memory.release_free_memory()  # a worker lives for weeks: see desktop_agent.memory
         # Housekeeping follows the claim; at start, when the first poll claimed runs, it
         # waits for the next poll, so that its thread (the model catalogue's reading, which
         # loads the OS keyring: 0.1-0.3 s of CPU) does not slow their first steps.
@@ -261,7 +266,8 @@ class Worker:
         free = self.config.max_runs - len(self._in_flight)
         if free <= 0:
             return 0
-        resting = [r for r, until in self._cooldown.items() if until > now]
+        self._cooldown = {r: until for r, until in self._cooldown.items() if until > now}
+        resting = list(self._cooldown)
         skip = [*self._in_flight, *resting]
         if not self.gate.must_query((tuple(self._dead), frozenset(skip)), now):
             return 0
