@@ -1,7 +1,8 @@
 """Soak: the real app watches 20 live demo runs for half an hour; does anything drift?
 
     python bench/soak.py [--minutes 30] [--runs 20] [--hibernated 0] [--delay 0.5]
-                         [--warmup-minutes M] [--retain-minutes 3] [--sample-seconds 10] [--xvfb]
+                         [--warmup-minutes M] [--retain-minutes 3] [--headless]
+                         [--sample-seconds 10] [--xvfb]
                          [--report-only] [--json FILE] [--trace-stalls --keep]
 
 The desktop app (``gui.app.main``, the same entry point as ``desktop-agent``) runs in a child
@@ -23,6 +24,8 @@ growth per hour (least-squares slope over the samples after warm-up), threads an
 descriptors after warm-up and at the end, the longest stall after warm-up, and what the
 analyst did. Exit code 1 when a target is missed (not with ``--report-only``).
 
+``--headless`` runs a worker process alone (``desktop-agent worker``), no app; this script
+then approves what waits, twice a second, and only the worker is judged.
 ``--hibernated N`` leaves N more runs hibernated at their approvals throughout (the analyst
 never decides them): the worker's load of waiting runs. The worker the app started is
 sampled too: RSS, threads, descriptors and its connections to the database.
@@ -769,6 +772,96 @@ def drive(args: argparse.Namespace) -> int:
     return 0 if args.report_only or result["targets_met"] else 1
 
 
+def drive_headless(args: argparse.Namespace) -> int:
+    """``--headless``: a worker process alone (no app); this script approves what waits."""
+    from desktop_agent.client.api import Client
+    from desktop_agent.client.schedules import Scheduling
+    from desktop_agent.config import Settings
+    from desktop_agent.domain import RunStatus
+
+    out = Path(args.dir)
+    out.mkdir(parents=True, exist_ok=True)
+    root = Path(tempfile.mkdtemp(prefix="soak-worker-", dir=out))
+    db = root / "data" / "desktop-agent.db"
+    settings = Settings(default_max_cost_usd=None, default_max_steps=None)
+    settings.save(db)
+    if args.hibernated:
+        hibernate_runs(db, settings, args.hibernated)
+    client = Client(db)
+    seconds = args.minutes * 60
+    warmup = args.warmup_minutes * 60 if args.warmup_minutes is not None else min(300, seconds / 5)
+    env = {**os.environ, "DESKTOP_AGENT_DEMO_DELAY": str(args.delay)}
+    env["DESKTOP_AGENT_AUTOSTART_WORKER"] = "0"
+    started: list[str] = []
+    keep_runs_live(client, root, args.runs, started)
+    print(
+        f"soak (worker alone): {args.minutes:g} min, {args.runs} live demo runs at "
+        f"{args.delay}s per model call, {args.hibernated} hibernated, warm-up "
+        f"{warmup / 60:.1f} min",
+        flush=True,
+    )
+    log = (root / "worker.log").open("wb")
+    t0 = time.monotonic()
+    child = subprocess.Popen(
+        [sys.executable, "-m", "desktop_agent", "--db", str(db), "worker"],
+        cwd=REPO,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    worker: list[dict[str, Any]] = []
+    sched = Scheduling(client, time.time)
+    approved = archived = 0
+    last_sample = last_archive = last_report = t0 - args.sample_seconds
+    try:
+        while child.poll() is None and time.monotonic() - t0 < seconds:
+            with contextlib.suppress(Exception):  # a busy database only delays a round
+                keep_runs_live(client, root, args.runs, started)
+                for approval in client.approvals():
+                    if not approval.run_id.startswith(HIBERNATED_PREFIX):
+                        client.approve(approval.id)
+                        approved += 1
+                now = time.monotonic()
+                if now - last_sample >= args.sample_seconds:
+                    if (ws := worker_sample(client, db, now - t0)) is not None:
+                        worker.append(ws)
+                    last_sample = now
+                if now - last_archive >= 30:
+                    last_archive = now
+                    archived += len(sched.archive(args.retain_minutes * 60).run_ids)
+            if time.monotonic() - last_report >= 60:
+                last_report = time.monotonic()
+                print(
+                    f"  {last_report - t0:6.0f} s: {len(started)} runs started, {approved} "
+                    f"approvals, {archived} archived",
+                    flush=True,
+                )
+            time.sleep(0.5)  # the analyst's pace: a round of approvals twice a second
+    finally:
+        if child.poll() is None:
+            child.send_signal(signal.SIGTERM)
+            child.wait(timeout=60)
+        log.close()
+    done = client.runs([RunStatus.COMPLETED], limit=1_000_000)
+    client.close()
+    print(
+        f"ran {(time.monotonic() - t0) / 60:.1f} min; runs started {len(started)}, completed "
+        f"{len(done) + archived}, {approved} approvals, {args.hibernated} hibernated at their "
+        "approvals throughout"
+    )
+    judged = judge_worker(worker, warmup)
+    result: dict[str, Any] = {"worker": judged, "runs_started": len(started)}
+    result["targets_met"] = judged["targets_met"]
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=2))
+    if not args.keep:
+        shutil.rmtree(root, ignore_errors=True)
+    else:
+        print(f"kept {root}")
+    return 0 if args.report_only or result["targets_met"] else 1
+
+
 def judge_worker(samples: list[dict[str, Any]], warmup: float) -> dict[str, Any]:
     """Print the worker's figures (RSS, threads, descriptors, database connections)."""
     if not samples:
@@ -948,6 +1041,11 @@ def main() -> int:
         action="store_true",
         help="record the GUI thread's stack at each stall (stalls.txt; use with --keep)",
     )
+    parser.add_argument(
+        "--headless",
+        action="store_true",
+        help="a worker process alone, no app: this script approves what waits",
+    )
     parser.add_argument("--app", help=argparse.SUPPRESS)
     parser.add_argument("--stats", help=argparse.SUPPRESS)
     parser.add_argument("--seconds", type=float, help=argparse.SUPPRESS)
@@ -961,7 +1059,7 @@ def main() -> int:
             args.seed,
             args.trace_stalls,
         )
-    return drive(args)
+    return drive_headless(args) if args.headless else drive(args)
 
 
 if __name__ == "__main__":

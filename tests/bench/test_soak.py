@@ -67,3 +67,29 @@ def test_a_short_soak_drives_the_app_and_reports(tmp_path: Path) -> None:
     for line in lines:
         assert line in proc.stdout
     assert not list(tmp_path.glob("soak-*")), "the scratch folder is removed without --keep"
+
+
+def test_a_short_headless_soak_judges_the_worker_alone(tmp_path: Path) -> None:
+    out = tmp_path / "soak.json"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(BENCH),
+            "--headless",
+            *("--minutes", "0.4", "--warmup-minutes", "0.1", "--sample-seconds", "2"),
+            *("--runs", "3", "--hibernated", "2", "--delay", "0.05", "--retain-minutes", "0.1"),
+            *("--report-only", "--json", str(out), "--dir", str(tmp_path)),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=BENCH.parents[1],
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    figures = json.loads(out.read_text())
+    worker = figures["worker"]
+    assert worker["samples"] >= 3 and worker["db_conns"][0] >= 1
+    assert "one worker throughout" in worker["checks"]
+    assert figures["runs_started"] >= 3
+    assert "approvals" in proc.stdout and "worker targets:" in proc.stdout
+    assert not list(tmp_path.glob("soak-worker-*")), "the scratch folder is removed"
