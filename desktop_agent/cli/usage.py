@@ -107,16 +107,16 @@ def cmd_usage(args: argparse.Namespace, out: Out) -> int:
 def _cmd_cap(args: argparse.Namespace, out: Out) -> int:
     """``--cap`` and ``--resume-held``: set the cap, resume what it held, say where it stands."""
     from desktop_agent import config
+    from desktop_agent.client import cap as caps
     from desktop_agent.client.api import Client
-    from desktop_agent.client.cap import parse_cap
 
-    cap = parse_cap(args.cap) if args.cap is not None else None  # a bad value changes nothing
+    cap = caps.parse_cap(args.cap) if args.cap is not None else None  # a bad value: no change
     client = Client(config.resolve_db_path(getattr(args, "db", None)))
     try:
         if args.cap is not None:
-            client.set_monthly_cap(cap)
-        resumed = client.resume_held_by_cap() if args.resume_held else []
-        report = client.cap_report()
+            caps.set_cap(client, cap)
+        resumed = caps.resume_held(client) if args.resume_held else []
+        report = caps.report(client)
     finally:
         client.close()
     held = [r for r in report.held if r.id not in {x.id for x in resumed}]

@@ -13,8 +13,6 @@ from pathlib import Path
 from typing import Any, TypedDict, Unpack
 
 from desktop_agent import config, procs
-from desktop_agent.client import cap
-from desktop_agent.client.cap import CapReport
 from desktop_agent.client.models import ModelList, check_model, list_models
 from desktop_agent.client.usage import Usage, usage_since
 from desktop_agent.config import Settings
@@ -554,18 +552,6 @@ class Client:
             raise InvalidStateError(f"run {run.id} does not need attention (it is {run.status})")
         self._store.add_command(run.id, CommandKind.RESOLVE, {"action": action})
         return run
-
-    def cap_report(self) -> CapReport:
-        """This month's spend against the monthly cap, and the runs the cap holds."""
-        return cap.report(self)
-
-    def set_monthly_cap(self, usd: float | None) -> Settings:
-        """Set the monthly spend cap (None: none); workers apply it at their next check."""
-        return cap.set_cap(self, usd)
-
-    def resume_held_by_cap(self) -> list[Run]:
-        """Resume every run the monthly cap holds (after raising it); the runs resumed."""
-        return cap.resume_held(self)
 
     def usage(self, since: float) -> Usage:
         """Spend and tokens of all runs since ``since``, grouped (see ``client/usage.py``)."""

@@ -15,6 +15,7 @@ from typing import Any
 from PySide6.QtCore import QObject, Qt, Signal, Slot
 from PySide6.QtWidgets import QWidget
 
+from desktop_agent.client import cap
 from desktop_agent.client.api import Client
 from desktop_agent.client.cap import CapReport
 from desktop_agent.client.checks import CheckResult, check_arguments, final_check
@@ -324,7 +325,7 @@ class RunCommands(QObject):
         """
 
         def read() -> CapReport | None:
-            return self.client.cap_report() if self.client.waits_for_monthly_cap(run) else None
+            return cap.report(self.client) if self.client.waits_for_monthly_cap(run) else None
 
         def opened(report: CapReport | None) -> None:
             if report is not None:
@@ -341,7 +342,7 @@ class RunCommands(QObject):
             self.open_cap_dialog(report)
 
         self.tasks.submit(
-            self.client.cap_report, opened, lambda exc: self.failed.emit(plain_error(exc))
+            lambda: cap.report(self.client), opened, lambda exc: self.failed.emit(plain_error(exc))
         )
 
     def open_cap_dialog(self, report: CapReport) -> CapDialog:
@@ -349,16 +350,16 @@ class RunCommands(QObject):
         dialog = CapDialog(report, self.window)
 
         def raise_to(usd: float) -> None:
-            cap = usd or None
+            new = usd or None
             self.tasks.submit(
-                lambda: self.client.set_monthly_cap(cap),
+                lambda: cap.set_cap(self.client, new),
                 lambda settings: saved(settings.monthly_spend_cap_usd),
                 lambda exc: dialog.show_error(plain_error(exc)),
             )
 
-        def saved(cap: float | None) -> None:
-            self.done.emit(f"Monthly spend cap {f'set to {format_usd(cap)}' if cap else 'off'}")
-            dialog.cap_saved(cap)
+        def saved(usd: float | None) -> None:
+            self.done.emit(f"Monthly spend cap {f'set to {format_usd(usd)}' if usd else 'off'}")
+            dialog.cap_saved(usd)
 
         def resume() -> None:
             def resumed(runs: list[Run]) -> None:
@@ -371,7 +372,7 @@ class RunCommands(QObject):
                 dialog.show_error(plain_error(exc))
                 self.failed.emit(plain_error(exc))
 
-            self.tasks.submit(self.client.resume_held_by_cap, resumed, refused)
+            self.tasks.submit(lambda: cap.resume_held(self.client), resumed, refused)
 
         dialog.raise_requested.connect(raise_to)
         dialog.resume_requested.connect(resume)

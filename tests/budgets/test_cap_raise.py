@@ -1,9 +1,9 @@
 """Raising the monthly cap and resuming the runs it held, from the client and the CLI.
 
-A run the cap stops waits until the cap leaves room; ``Client.cap_report`` says what the
-month spent, the cap and the runs held, ``set_monthly_cap`` changes the settings file the
-workers read, and ``resume_held_by_cap`` resumes every held run (``desktop-agent usage
---cap USD|off --resume-held`` on the command line).
+A run the cap stops waits until the cap leaves room; ``client.cap.report`` says what the
+month spent, the cap and the runs held, ``set_cap`` changes the settings file the workers
+read, and ``resume_held`` resumes every held run (``desktop-agent usage --cap USD|off
+--resume-held`` on the command line).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from desktop_agent.client import cap
 from desktop_agent.client.api import Client
 from desktop_agent.client.cap import parse_cap
 from desktop_agent.config import Settings
@@ -53,32 +54,32 @@ def test_the_report_names_the_held_runs_and_resuming_after_raising_finishes_them
     client: Client, make_executor: MakeExecutor, fake: FakeAnthropic
 ) -> None:
     held = held_runs(client, make_executor, fake)
-    report = client.cap_report()
+    report = cap.report(client)
     assert report.cap_usd == pytest.approx(1.01)
     assert report.spent_usd == pytest.approx(1.0, rel=0.01)
     assert [r.id for r in report.held] == [r.id for r in held]  # oldest first
 
-    client.set_monthly_cap(10.0)
+    cap.set_cap(client, 10.0)
     assert Settings.load(client.db_path).monthly_spend_cap_usd == 10.0  # what workers read
-    resumed = client.resume_held_by_cap()
+    resumed = cap.resume_held(client)
     assert {r.id for r in resumed} == {r.id for r in held}
     drain(client.store, make_executor(_model(fake)))
     assert [client.run(r.id).status for r in held] == [RunStatus.COMPLETED] * 2
-    assert client.cap_report().held == ()
-    assert client.resume_held_by_cap() == []  # nothing held: nothing resumed
+    assert cap.report(client).held == ()
+    assert cap.resume_held(client) == []  # nothing held: nothing resumed
 
 
 def test_a_bad_cap_is_refused_with_a_clear_error_and_changes_nothing(client: Client) -> None:
     _set_cap(client, 5.0)
     for bad in (0.0, -1.0, float("inf"), float("nan"), 2_000_000.0):
         with pytest.raises(InvalidInputError, match="cap"):
-            client.set_monthly_cap(bad)
+            cap.set_cap(client, bad)
     assert Settings.load(client.db_path).monthly_spend_cap_usd == 5.0
     assert parse_cap("off") is None and parse_cap(" None ") is None
     assert parse_cap("$12.50") == 12.5 and parse_cap("1,000") == 1000.0
     with pytest.raises(InvalidInputError, match="not 'lots'"):
         parse_cap("lots")
-    client.set_monthly_cap(None)
+    cap.set_cap(client, None)
     assert Settings.load(client.db_path).monthly_spend_cap_usd is None
 
 
