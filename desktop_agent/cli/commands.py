@@ -21,6 +21,7 @@ from desktop_agent.cli import compare as cli_compare
 from desktop_agent.cli import desktop_entry
 from desktop_agent.cli import export as cli_export
 from desktop_agent.cli import forks as cli_forks
+from desktop_agent.cli import inbox as cli_inbox
 from desktop_agent.cli import mcp as cli_mcp
 from desktop_agent.cli import models as cli_models
 from desktop_agent.cli import scheduling as cli_scheduling
@@ -215,6 +216,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_mcp.add_parsers(add)
     cli_models.add_parsers(add)
     cli_usage.add_parsers(add)
+    cli_inbox.add_parsers(add)
     cli_export.add_parsers(add)
     cli_forks.add_parsers(add)
     cli_serve.add_parsers(add)
@@ -756,6 +758,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, Out], int]] = {
     **cli_mcp.COMMANDS,
     **cli_models.COMMANDS,
     **cli_usage.COMMANDS,
+    **cli_inbox.COMMANDS,
     **cli_export.COMMANDS,
     **cli_forks.COMMANDS,
     **cli_serve.COMMANDS,

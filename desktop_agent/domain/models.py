@@ -26,6 +26,11 @@ DEMO_MODEL = "demo"
 """The offline demo model's id. What it "spends" is simulated: it counts against its run's
 own budget (so that budgets can be tried), never in usage totals or the monthly cap."""
 
+ANALYST_WAITS = frozenset(
+    {WaitReason.APPROVAL, WaitReason.HUMAN_INPUT, WaitReason.BUDGET, WaitReason.CREDENTIALS}
+)
+"""Wait reasons that only the analyst can end."""
+
 MONTHLY_CAP_REACHED = "Monthly spend cap reached"
 """How the status message of a run the monthly spend cap holds begins (what lifts it is a
 higher cap, not a bigger budget: the app offers *Raise the cap…* on such a run)."""
@@ -260,6 +265,13 @@ class Run:
     def model(self) -> str:
         """The model the run uses."""
         return self.spec.model
+
+    @property
+    def needs_analyst(self) -> bool:
+        """Whether only the analyst can move the run on: a decision, answer, budget, key."""
+        return self.status == RunStatus.NEEDS_ATTENTION or (
+            self.status == RunStatus.WAITING and self.wait_reason in ANALYST_WAITS
+        )
 
     @property
     def is_demo(self) -> bool:

@@ -48,11 +48,6 @@ _WAIT_LABELS: dict[WaitReason, str] = {
     WaitReason.CREDENTIALS: "for an API key",
 }
 
-NEEDS_USER_WAITS = frozenset(
-    {WaitReason.APPROVAL, WaitReason.HUMAN_INPUT, WaitReason.BUDGET, WaitReason.CREDENTIALS}
-)
-"""Wait reasons only the analyst can end."""
-
 
 def is_dark(palette: QPalette | None = None) -> bool:
     """Whether the palette in use is a dark one."""
@@ -104,9 +99,7 @@ def status_text(run: Run) -> str:
 
 def needs_user(run: Run) -> bool:
     """Whether only the analyst can move the run on."""
-    return run.status == RunStatus.NEEDS_ATTENTION or (
-        run.status == RunStatus.WAITING and run.wait_reason in NEEDS_USER_WAITS
-    )
+    return run.needs_analyst
 
 
 def dark_palette() -> QPalette:

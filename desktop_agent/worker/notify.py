@@ -31,11 +31,6 @@ FINISHED = "finished"
 FAILED = "failed"
 STALLED = "stalled"
 
-USER_WAITS = frozenset(
-    {WaitReason.APPROVAL, WaitReason.HUMAN_INPUT, WaitReason.BUDGET, WaitReason.CREDENTIALS}
-)
-"""Wait reasons that only the analyst can end."""
-
 
 @dataclass(frozen=True)
 class Notification:
@@ -101,9 +96,7 @@ def event_for(run: Run) -> str | None:
         return FINISHED
     if run.status == RunStatus.FAILED:
         return FAILED
-    if run.status == RunStatus.NEEDS_ATTENTION:
-        return NEEDS_YOU
-    if run.status == RunStatus.WAITING and run.wait_reason in USER_WAITS:
+    if run.needs_analyst:
         return NEEDS_YOU
     return None
 
