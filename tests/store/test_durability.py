@@ -31,7 +31,7 @@ from desktop_agent.domain import (
 )
 from desktop_agent.engine.ports import RunPatch, Snapshot, StepOutcome
 from desktop_agent.persistence.store import SqlStore
-from tests.helpers.polling import wait_for
+from tests.helpers.polling import wait_for, wait_until
 from tests.store.backends import StoreFactory
 from tests.store.child_writer import SNAPSHOT_EVERY, STEP_COST_USD
 from tests.store.runs import LEASE_S, T0, approval, claimed, intent, new_run
@@ -168,7 +168,36 @@ def _kill_while_writing(url: str, claim_at: float) -> int:
         wait_for(enough, what=f"{ACKNOWLEDGED_BEFORE_KILL} commits of the child writer")
         os.kill(proc.pid, signal.SIGKILL)
         assert proc.wait() == -signal.SIGKILL
+    if url.startswith("postgresql"):
+        _wait_backends_gone(url)
     return max(reported)
+
+
+def _wait_backends_gone(url: str) -> None:
+    """Wait until the server has ended the killed child's sessions.
+
+    A COMMIT the child sent just before its kill is still carried out by its server
+    process; reading before that ends saw the run's row of the commit (``last_seq`` 99)
+    but not its step, read a moment earlier.
+    """
+    from sqlalchemy import create_engine, text
+
+    engine = create_engine(url)
+    others = text(
+        "SELECT count(*) FROM pg_stat_activity "
+        "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+    )
+    try:
+        with engine.connect() as conn:
+
+            def gone() -> bool:
+                count = conn.execute(others).scalar_one()
+                conn.rollback()  # the statistics are a snapshot per transaction
+                return bool(count == 0)
+
+            wait_until(gone, what="the killed writer's sessions to end on the server")
+    finally:
+        engine.dispose()
 
 
 def _assert_whole(store: SqlStore, acknowledged: int) -> int:
