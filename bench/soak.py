@@ -672,20 +672,30 @@ def stop_leftover_workers(client: Any) -> None:
                 proc.kill()
 
 
-def drive(args: argparse.Namespace) -> int:
-    """Start the app child, keep runs live, then judge the samples."""
-    from desktop_agent.client.api import Client
-    from desktop_agent.client.schedules import Scheduling
+def scratch_database(args: argparse.Namespace, prefix: str) -> tuple[Path, Path]:
+    """A scratch folder under ``--dir`` and its new database: their paths.
+
+    The database has no default budgets and holds the ``--hibernated`` runs waiting.
+    """
     from desktop_agent.config import Settings
 
     out = Path(args.dir)
     out.mkdir(parents=True, exist_ok=True)
-    root = Path(tempfile.mkdtemp(prefix="soak-", dir=out))
+    root = Path(tempfile.mkdtemp(prefix=prefix, dir=out))
     db = root / "data" / "desktop-agent.db"
     settings = Settings(default_max_cost_usd=None, default_max_steps=None)
     settings.save(db)
     if args.hibernated:
         hibernate_runs(db, settings, args.hibernated)
+    return root, db
+
+
+def drive(args: argparse.Namespace) -> int:
+    """Start the app child, keep runs live, then judge the samples."""
+    from desktop_agent.client.api import Client
+    from desktop_agent.client.schedules import Scheduling
+
+    root, db = scratch_database(args, "soak-")
     client = Client(db)
     stats = root / "samples.jsonl"
     seconds = args.minutes * 60
@@ -776,17 +786,9 @@ def drive_headless(args: argparse.Namespace) -> int:
     """``--headless``: a worker process alone (no app); this script approves what waits."""
     from desktop_agent.client.api import Client
     from desktop_agent.client.schedules import Scheduling
-    from desktop_agent.config import Settings
     from desktop_agent.domain import RunStatus
 
-    out = Path(args.dir)
-    out.mkdir(parents=True, exist_ok=True)
-    root = Path(tempfile.mkdtemp(prefix="soak-worker-", dir=out))
-    db = root / "data" / "desktop-agent.db"
-    settings = Settings(default_max_cost_usd=None, default_max_steps=None)
-    settings.save(db)
-    if args.hibernated:
-        hibernate_runs(db, settings, args.hibernated)
+    root, db = scratch_database(args, "soak-worker-")
     client = Client(db)
     seconds = args.minutes * 60
     warmup = args.warmup_minutes * 60 if args.warmup_minutes is not None else min(300, seconds / 5)
