@@ -15,7 +15,7 @@ import pytest
 
 from desktop_agent.client.api import Client
 from desktop_agent.config import Settings
-from tests.helpers.polling import wait_worker
+from tests.helpers.polling import wait_for, wait_worker
 
 
 def _thread_nices(pid: int) -> dict[int, int]:
@@ -39,8 +39,13 @@ def test_a_worker_started_nicer_runs_every_thread_at_that_priority(tmp_path: Pat
     proc = psutil.Process(pid)
     try:
         wait_worker(client, pid)
-        nices = _thread_nices(pid)
-        assert len(nices) >= 2, nices  # its pool and heartbeat threads, not only the main one
+        # The worker registers before its heartbeat and pool threads are all up: wait for
+        # them (a worker that never starts one fails here, saying which threads it had).
+        nices = wait_for(
+            lambda: n if len(n := _thread_nices(pid)) >= 2 else None,
+            what="the worker's threads besides the main one",
+            last=lambda: _thread_nices(pid),
+        )
         assert set(nices.values()) == {ours + 3}, nices
     finally:
         proc.terminate()
