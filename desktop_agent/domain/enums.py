@@ -52,6 +52,8 @@ class WaitReason(StrEnum):
     BUDGET = "budget"
     HUMAN_INPUT = "human_input"
     CREDENTIALS = "credentials"
+    BATCH = "batch"
+    """An economy-mode model turn is queued in a Message Batch until its result is in."""
 
 
 class StepKind(StrEnum):

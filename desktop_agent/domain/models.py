@@ -168,6 +168,8 @@ class AgentSpec:
         approval_overrides: per-tool approval policy chosen for this run.
         effort: ``output_config.effort`` (``low`` … ``max``), or "" for the model's
             documented default (nothing sent).
+        economy: each model turn goes to a Message Batch (half price; the run hibernates
+            until the result is in) instead of a streamed call.
     """
 
     model: str
@@ -177,12 +179,14 @@ class AgentSpec:
     thinking_budget: int = 0
     approval_overrides: tuple[tuple[str, str], ...] = ()
     effort: str = ""
+    economy: bool = False
 
     def to_json(self) -> dict[str, JSON]:
         """Plain dict for storage.
 
-        ``effort`` is written only when set, so the definition hash of every run made
-        before it existed (and of every run left at the model's default) stays the same.
+        ``effort`` and ``economy`` are written only when set, so the definition hash of
+        every run made before they existed (and of every run left at the defaults) stays
+        the same.
         """
         out: dict[str, JSON] = {
             "model": self.model,
@@ -194,6 +198,8 @@ class AgentSpec:
         }
         if self.effort:
             out["effort"] = self.effort
+        if self.economy:
+            out["economy"] = True
         return out
 
     @classmethod
@@ -209,6 +215,7 @@ class AgentSpec:
                 (str(n), str(p)) for n, p in data.get("approval_overrides", [])
             ),
             effort=str(data.get("effort", "") or ""),
+            economy=bool(data.get("economy", False)),
         )
 
     @property

@@ -46,6 +46,7 @@ _WAIT_LABELS: dict[WaitReason, str] = {
     WaitReason.BUDGET: "budget reached",
     WaitReason.HUMAN_INPUT: "for your answer",
     WaitReason.CREDENTIALS: "for an API key",
+    WaitReason.BATCH: "in a batch",
 }
 
 
