@@ -70,8 +70,12 @@ class ModelInfo:
         """$ per million tokens written to the cache for an hour."""
         return self.cache_write_1h if self.cache_write_1h >= 0 else self.input * 2
 
-    def cost(self, usage: Usage, *, cache_write_1h_tokens: int = 0) -> float:
-        """Dollars for ``usage``, ``cache_write_1h_tokens`` of its cache writes for an hour."""
+    def cost(self, usage: Usage, *, cache_write_1h_tokens: int = 0, batch: bool = False) -> float:
+        """Dollars for ``usage``, ``cache_write_1h_tokens`` of its cache writes for an hour.
+
+        ``batch``: the call was a request of a Message Batch, billed at
+        :data:`BATCH_DISCOUNT` of every rate (input, output and the cache's).
+        """
         write_1h = min(max(0, cache_write_1h_tokens), usage.cache_write_tokens)
         base = (
             usage.input_tokens * self.input
@@ -81,9 +85,15 @@ class ModelInfo:
             + usage.cache_read_tokens * self.cache_read
         ) / 1_000_000
         prompt = usage.input_tokens + usage.cache_write_tokens + usage.cache_read_tokens
+        factor = BATCH_DISCOUNT if batch else 1.0
         if self.long_prompt_tokens and prompt > self.long_prompt_tokens:
-            return base * self.long_prompt_factor
-        return base
+            return base * self.long_prompt_factor * factor
+        return base * factor
+
+
+BATCH_DISCOUNT = 0.5
+"""What a request of a Message Batch costs against the same streamed call: half, for
+input, output and the prompt cache alike (the batch-processing page)."""
 
 
 def _m(

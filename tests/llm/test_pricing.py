@@ -7,7 +7,7 @@ import pytest
 from desktop_agent.domain import Usage
 from desktop_agent.engine.ports import ModelRequest
 from desktop_agent.llm.claude import build_params
-from desktop_agent.llm.pricing import DEFAULT_MODEL, MODELS, model_info
+from desktop_agent.llm.pricing import DEFAULT_MODEL, MODELS, ModelInfo, model_info
 
 
 def _request(model: str, thinking: int, effort: str = "") -> ModelRequest:
@@ -149,3 +149,21 @@ def test_a_model_without_a_published_price_is_counted_at_the_highest_rates() -> 
     assert model_info("claude-mythos-5-2").input == dearest
     assert model_info("claude-mythos-5-2").cost(Usage(input_tokens=1_000_000)) == dearest
     assert model_info("claude-mythos-5-2-20261109").id == "claude-mythos-5-2"
+
+
+def test_a_request_of_a_message_batch_costs_half_of_every_rate() -> None:
+    info = model_info("claude-sonnet-5-5")
+    usage = Usage(
+        input_tokens=120_000,
+        output_tokens=9_000,
+        cache_write_tokens=40_000,
+        cache_read_tokens=800_000,
+    )
+    streamed = info.cost(usage, cache_write_1h_tokens=10_000)
+    batched = info.cost(usage, cache_write_1h_tokens=10_000, batch=True)
+    assert streamed > 0
+    assert batched == pytest.approx(streamed * 0.5)
+    # The long-prompt tier still applies on top of the discount.
+    long = ModelInfo("x", "X", 3, 15, 3.75, 0.3, long_prompt_tokens=100_000, long_prompt_factor=2)
+    assert long.cost(usage, batch=True) == pytest.approx(long.cost(usage) * 0.5)
+    assert long.cost(usage) == pytest.approx(2 * ModelInfo("x", "X", 3, 15, 3.75, 0.3).cost(usage))
