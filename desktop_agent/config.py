@@ -163,6 +163,12 @@ class Settings:
             for runs that can wait for the analyst or a timer, else five minutes), ``5m``
             or ``1h``. The hour costs 2x input instead of 1.25x and pays back after a wait
             longer than five minutes (figures: bench/README.md, cache share).
+        batch_window_s: economy mode: how long a queued turn waits for others to share
+            its Message Batch (the first one queued is sent this long after it was).
+        batch_poll_s: economy mode: the first look at a batch's status after it was sent;
+            later looks wait longer each time, up to ten minutes.
+        batch_doubt_s: economy mode: a batch a worker was sending when it died is looked
+            for in the API's list of batches this long after (never sent twice).
         palette: the desktop app's colors: ``system`` (follow the desktop), ``light`` or
             ``dark``.
         mcp_servers: MCP servers whose tools runs may use: ``{"name", "command", "args",
@@ -215,6 +221,9 @@ class Settings:
     fallback_model: str = ""
     compaction_threshold: float = 0.8
     prompt_cache_ttl: str = "auto"
+    batch_window_s: float = 10.0
+    batch_poll_s: float = 30.0
+    batch_doubt_s: float = 600.0
     palette: str = "system"
     mcp_servers: list[dict[str, Any]] = field(default_factory=list)
     shared_paths: list[str] = field(default_factory=list)

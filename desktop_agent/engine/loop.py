@@ -246,6 +246,10 @@ class Activation:
         check_open_step(rs.state.conversation, step)
         if step.kind in CONTROL_WAIT_KINDS:
             waits.resume_wait(rs, step)
+        elif step.kind == StepKind.MODEL_CALL and model_calls.is_economy_step(step.input):
+            # A request of a batch: its result is in, or the run hibernates again.
+            mark_running(rs)
+            model_calls.model_call(rs, step.seq, step.attempt, economy=True)
         elif step.kind in (StepKind.MODEL_CALL, StepKind.COMPACTION):
             # What the interrupted attempt spent (saved while it streamed) stays counted.
             rs.salvage[step.seq] = (

@@ -4,6 +4,12 @@ A call streams: its text and what it spent are saved as they come
 (:class:`PartialStreamer`), so that a crash or a lost lease loses neither. A failed call
 is recorded with what it streamed and spent, and :func:`model_failed` decides what the run
 does next (wait and retry, ask the analyst, or fail).
+
+In economy mode (:func:`economy_for`) the turn is a request of a Message Batch instead
+(:func:`batched_model`): the step's intent (``"mode": "economy"`` in its input) is written,
+the request is queued under the step's ``custom_id``, and the run hibernates until a
+worker has the result; the next activation closes the step from it. The protocol that
+sends each request once is ``persistence/batches.py``'s.
 """
 
 from __future__ import annotations
@@ -31,12 +37,16 @@ from desktop_agent.domain.errors import (
 from desktop_agent.engine import budget as budgets
 from desktop_agent.engine import fencing, sanitize
 from desktop_agent.engine.ports import (
+    BatchEntry,
+    BatchModel,
+    BatchQueue,
     ModelPort,
     ModelRequest,
     ModelResponse,
     RunPatch,
     StepIntent,
     StepOutcome,
+    batch_custom_id,
 )
 from desktop_agent.engine.recording import commit, finish_step, start_step, suspend
 from desktop_agent.engine.request import build_request
@@ -94,12 +104,24 @@ class PartialStreamer:
             self._last = time.monotonic()
 
 
-def model_call(rs: RunState, open_seq: int | None, attempt: int) -> None:
-    """Intent, streamed effect and outcome of one model turn."""
+def model_call(
+    rs: RunState, open_seq: int | None, attempt: int, *, economy: bool | None = None
+) -> None:
+    """Intent, effect (streamed, or a batch's request) and outcome of one model turn.
+
+    ``economy``: whether the turn goes through a batch (None: as the run's option says;
+    an open step keeps the mode its intent recorded).
+    """
     request = build_request(rs)
     model = rs.model_for(rs.run.spec.model)  # fails before the intent if unavailable
     seq = open_seq if open_seq is not None else rs.next_seq
     input_: dict[str, JSON] = {"model": request.model, "messages": len(request.messages)}
+    if economy is None:
+        queue = economy_for(rs, model)
+    else:  # an open step goes on in the mode its intent recorded
+        queue = rs.cfg.batch_queue if economy and isinstance(model, BatchModel) else None
+    if queue is not None:
+        input_["mode"] = "economy"
     if rs.state.scalars.tools is None:
         # The first call fixes the run's tool definitions (see ``request.run_tools``).
         tools: list[dict[str, JSON]] = [dict(t) for t in request.tools]
@@ -109,7 +131,10 @@ def model_call(rs: RunState, open_seq: int | None, attempt: int) -> None:
         start_step(
             rs, StepIntent(seq=seq, kind=StepKind.MODEL_CALL, name=request.model, input=input_)
         )
-    response = stream_model(rs, seq, StepKind.MODEL_CALL, input_, request, model)
+    if queue is not None and isinstance(model, BatchModel):
+        response = batched_model(rs, seq, attempt, input_, request, model, queue)
+    else:
+        response = stream_model(rs, seq, StepKind.MODEL_CALL, input_, request, model)
     output: dict[str, JSON] = {
         "content": response.content,
         "stop_reason": response.stop_reason,
@@ -130,6 +155,78 @@ def model_call(rs: RunState, open_seq: int | None, attempt: int) -> None:
     )
     budgets.release(rs)  # the call's cost is in the journal now
     budgets.check_after_model_call(rs)
+
+
+def economy_for(rs: RunState, model: ModelPort) -> BatchQueue | None:
+    """The queue the run's turns go through, when it runs in economy mode and can.
+
+    A run asks for economy mode in its definition; the engine needs a queue (a worker's)
+    and a model port that can batch. Without them the run streams, as it would without
+    the option.
+    """
+    queue = rs.cfg.batch_queue
+    if not rs.run.spec.economy or queue is None or not isinstance(model, BatchModel):
+        return None
+    return queue
+
+
+def is_economy_step(input_: JSON) -> bool:
+    """Whether a model step's intent says its turn went through a batch."""
+    return isinstance(input_, dict) and input_.get("mode") == "economy"
+
+
+def batched_model(
+    rs: RunState,
+    seq: int,
+    attempt: int,
+    input_: JSON,
+    request: ModelRequest,
+    model: BatchModel,
+    queue: BatchQueue,
+) -> ModelResponse:
+    """The effect of an economy-mode model step: a request of a Message Batch.
+
+    Queues the request (once: its ``custom_id`` is the step's) and hibernates until a
+    worker has its result; once it is in, returns the answer at the batch price. A
+    request that expired, was canceled or failed is a failed attempt, retried as a
+    streamed call's failure would be (:func:`model_failed`).
+    """
+    custom_id = batch_custom_id(rs.run.id, seq, attempt)
+    entry = queue.entry(custom_id)
+    now = rs.clock.now()
+    if entry is None or entry.state == "withdrawn":
+        params = model.batch_params(request)
+        if params is None:  # the model cannot be batched after all: stream it
+            return stream_model(
+                rs, seq, StepKind.MODEL_CALL, input_, request, rs.model_for(rs.run.spec.model)
+            )
+        queue.consumed(rs.run.id, now)  # older results of the run wake it no more
+        entry = queue.enqueue(
+            BatchEntry(custom_id, rs.run.id, seq, attempt, "queued", now), request.model, params
+        )
+    if entry.pending:
+        suspend(
+            rs,
+            RunPatch(
+                status=RunStatus.WAITING,
+                wait_reason=WaitReason.BATCH,
+                status_message=_batch_message(entry),
+            ),
+        )
+    try:
+        response = model.batch_response(request, entry.result)
+        response = sanitize.check_response(response)
+    except (TransientError, PermanentError) as exc:
+        queue.consumed(rs.run.id, now)
+        model_failed(rs, seq, StepKind.MODEL_CALL, input_, exc, PartialStreamer(rs, seq))
+    queue.consumed(rs.run.id, now)
+    return response
+
+
+def _batch_message(entry: BatchEntry) -> str:
+    if entry.state == "queued":
+        return "In economy mode: queued for the next batch"
+    return "In economy mode: in a batch, waiting for its result"
 
 
 def stream_model(

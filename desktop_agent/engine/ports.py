@@ -5,12 +5,13 @@ Adapters (``persistence``, ``llm``, ``tools``) implement these; the engine never
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from desktop_agent.domain import (
     JSON,
@@ -200,6 +201,96 @@ class ModelPort(Protocol):
 
 MONTHLY_CAP = "monthly"
 """The name of a ``budget`` step opened by the monthly spend cap (not a run's own budget)."""
+
+
+BATCH_PENDING = frozenset({"queued", "submitting", "submitted"})
+"""States of a batch request whose result is not in yet (see :class:`BatchEntry`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class BatchEntry:
+    """A model turn of an economy-mode run, as a request of a Message Batch.
+
+    Attributes:
+        custom_id: the request's name in its batch (:func:`batch_custom_id`).
+        run_id: the run.
+        seq: the model step.
+        attempt: the step's attempt.
+        state: ``queued``, ``submitting``, ``submitted`` (see :data:`BATCH_PENDING`), then
+            the result's type (``succeeded``, ``errored``, ``expired``, ``canceled``) or
+            ``withdrawn`` (never sent: its run ended first).
+        queued_at: when the run queued it.
+        submitted_at: when a worker handed it to the API.
+        batch_id: the batch that carries it, once known.
+        result: the API's result object once read (``{"type": "succeeded", "message":
+            ...}`` and so on).
+    """
+
+    custom_id: str
+    run_id: str
+    seq: int
+    attempt: int
+    state: str
+    queued_at: float
+    submitted_at: float | None = None
+    batch_id: str | None = None
+    result: JSON = None
+
+    @property
+    def pending(self) -> bool:
+        """Whether the result is still to come."""
+        return self.state in BATCH_PENDING
+
+
+def batch_custom_id(run_id: str, seq: int, attempt: int) -> str:
+    """The ``custom_id`` of a run's model turn in a batch: ``RUNID-SEQ-ATTEMPT``.
+
+    The API takes 1 to 64 characters of ``[a-zA-Z0-9_-]``: run ids are ten hex digits, so
+    this always fits; an id of other characters is kept to those (the row's key stays
+    unique through the run id's own uniqueness in practice, and the run, step and attempt
+    are stored beside it).
+    """
+    safe = re.sub(r"[^A-Za-z0-9_]", "_", run_id)[:40]
+    return f"{safe}-{seq}-{attempt}"
+
+
+class BatchQueue(Protocol):
+    """Where economy-mode turns wait for a worker to put them in a Message Batch."""
+
+    def enqueue(self, entry: BatchEntry, model: str, params: Mapping[str, JSON]) -> BatchEntry:
+        """Queue ``entry`` with the request's ``params`` unless it is queued already.
+
+        Returns the entry as stored (an entry queued before, with whatever state it
+        reached, is returned unchanged; a ``withdrawn`` one is queued again).
+        """
+        ...
+
+    def entry(self, custom_id: str) -> BatchEntry | None:
+        """The stored entry, or None if it was never queued."""
+        ...
+
+    def consumed(self, run_id: str, now: float) -> None:
+        """The run's step took every result of the run read so far (they wake it no more)."""
+        ...
+
+
+@runtime_checkable
+class BatchModel(Protocol):
+    """A model port that can send a turn as a request of a Message Batch."""
+
+    def batch_params(self, request: ModelRequest) -> dict[str, JSON] | None:
+        """The request's ``params`` for a batch (None: this model cannot be batched)."""
+        ...
+
+    def batch_response(self, request: ModelRequest, result: JSON) -> ModelResponse:
+        """The answer in a batch's result, priced at the batch rate.
+
+        Raises:
+            TransientError: the request expired, was canceled or failed on the API's side
+                (worth another attempt).
+            BadRequestError, PermanentError: the API refused the request itself.
+        """
+        ...
 
 
 class SpendCap(Protocol):

@@ -19,6 +19,7 @@ from pathlib import Path
 from desktop_agent.domain import JSON, Run, Step, StepKind, Usage
 from desktop_agent.domain.errors import ControlFlowInterrupt
 from desktop_agent.engine.ports import (
+    BatchQueue,
     CancelToken,
     Clock,
     JournalStore,
@@ -46,6 +47,8 @@ class EngineConfig:
         effect_timeout_s: how long a tool's effect may take when the tool does not say
             (``timeout_s``): the worker's lease must last that long before it starts.
         spend_cap: the global monthly spend cap (None: none is checked).
+        batch_queue: where economy-mode turns are queued for a Message Batch (None:
+            economy-mode runs stream their calls, as without the option).
     """
 
     snapshot_every: int = 25
@@ -58,6 +61,7 @@ class EngineConfig:
     settings: dict[str, JSON] = field(default_factory=dict)
     effect_timeout_s: float = 30.0
     spend_cap: SpendCap | None = None
+    batch_queue: BatchQueue | None = None
 
 
 class Suspend(ControlFlowInterrupt):

@@ -34,6 +34,7 @@ from typing import Any, Protocol
 
 import anthropic
 import httpx2
+from anthropic.types.beta import BetaMessage
 
 from desktop_agent.domain import JSON, Usage
 from desktop_agent.domain.catalogue import BETWEEN_TOOLS_EFFORTS, ModelEntry
@@ -298,6 +299,45 @@ class ClaudeModel:
             with self._lock:
                 self._overloads.pop(model, None)
             return _response(message, model, self.catalogue)
+
+    # ------------------------------------------------------------------ batches
+
+    def batch_params(self, request: ModelRequest) -> dict[str, JSON] | None:
+        """``params`` of a Message Batch request for ``request`` (``betas`` kept in it).
+
+        None when the catalogue says the model takes no batches. The params are those of
+        a streamed call (:func:`build_params`), so a run's turns are the same requests in
+        either mode; the batch's worker sends the ``betas`` as the batch's headers.
+        """
+        entry = self.catalogue.entry(request.model)
+        if entry is not None and not entry.has("batch"):
+            return None
+        params: dict[str, JSON] = build_params(request, request.model, self.catalogue)
+        return params
+
+    def batch_response(self, request: ModelRequest, result: JSON) -> ModelResponse:
+        """The answer in a batch's ``result`` object, at the batch price (see the port)."""
+        data = result if isinstance(result, dict) else {}
+        kind = str(data.get("type", ""))
+        if kind == "succeeded" and isinstance(data.get("message"), dict):
+            message = BetaMessage.model_validate(data["message"])
+            if message.stop_reason is None:
+                raise ApiConnectionError("the batch's answer ended before the message was complete")
+            return _response(message, request.model, self.catalogue, batch=True)
+        if kind == "errored":
+            raise batch_error(data.get("error"), self.catalogue)
+        if kind == "expired":
+            raise ApiConnectionError(
+                "the batch request expired before the API processed it (a batch ends within "
+                "24 hours); the turn is sent again"
+            )
+        if kind == "canceled":
+            raise ApiConnectionError(
+                "the batch was canceled before this request was processed; the turn is sent again"
+            )
+        raise ApiConnectionError(
+            f"the batch's result could not be read (type {kind or 'missing'!r})"
+        )
 
     # ------------------------------------------------------------------ failures
 
@@ -753,7 +793,9 @@ def _details(message: Any) -> dict[str, JSON]:
     return out
 
 
-def _response(message: Any, requested: str, catalogue: Catalogue | None = None) -> ModelResponse:
+def _response(
+    message: Any, requested: str, catalogue: Catalogue | None = None, *, batch: bool = False
+) -> ModelResponse:
     known = (catalogue or SHARED).entry(message.model) if message.model else None
     used = message.model if message.model and (known or is_known(message.model)) else requested
     usage = _usage(message.usage)
@@ -761,7 +803,7 @@ def _response(message: Any, requested: str, catalogue: Catalogue | None = None) 
     thinking = "\n\n".join(
         str(b.get("thinking", "")) for b in content if b.get("type") == "thinking"
     ).strip()
-    cost = model_info(used).cost(usage, cache_write_1h_tokens=_1h(message.usage))
+    cost = model_info(used).cost(usage, cache_write_1h_tokens=_1h(message.usage), batch=batch)
     return ModelResponse(
         content=content,
         stop_reason=str(message.stop_reason),
@@ -828,6 +870,43 @@ def status_error(
     if kind in _REQUEST_TYPES or status in (400, 402, 404, 413, 422):
         return BadRequestError(advice(status, kind, detail, catalogue) + f" ({text})"), False
     return ApiConnectionError(text, retry_after=retry_after), False
+
+
+_BATCH_STATUS = {
+    "invalid_request_error": 400,
+    "authentication_error": 401,
+    "billing_error": 402,
+    "permission_error": 403,
+    "not_found_error": 404,
+    "request_too_large": 413,
+    "rate_limit_error": 429,
+    "api_error": 500,
+    "overloaded_error": 529,
+}
+"""The HTTP status a streamed call gets for each error type, for a batch's errored result."""
+
+
+def batch_error(error: JSON, catalogue: Catalogue | None = None) -> DesktopAgentError:
+    """Our error for a batch request that ``errored``: as the same refusal of a streamed call.
+
+    The result's ``error`` is the API's error object (``{"type": "error", "error": {"type":
+    ..., "message": ...}}``): a refusal of the request itself is a :class:`BadRequestError`
+    with the same advice, a failure on the API's side is worth another attempt.
+    """
+    outer = error if isinstance(error, dict) else {}
+    inner = outer.get("error") if isinstance(outer.get("error"), dict) else outer
+    assert isinstance(inner, dict)
+    kind = str(inner.get("type", "") or "api_error")
+    detail = str(inner.get("message", "") or "no message")
+    status = _BATCH_STATUS.get(kind, 500)
+    text = f"batch request {kind}: {detail}"
+    if kind in _AUTH_TYPES:
+        return AuthenticationError(advice(status, kind, detail, catalogue) + f" ({text})")
+    if kind in ("overloaded_error", "rate_limit_error"):
+        return RateLimitedError(text)
+    if kind in _REQUEST_TYPES or status in (400, 402, 404, 413):
+        return BadRequestError(advice(status, kind, detail, catalogue) + f" ({text})")
+    return ApiConnectionError(text)
 
 
 _BLOCK_PATH = re.compile(r"messages\.(\d+)\.content\.(\d+)")

@@ -388,3 +388,52 @@ spend_reservations = Table(
     _time("reserved_at"),
 )
 """The worst case of each run's model call in flight, held against the monthly cap."""
+
+# --------------------------------------------------------------------------- batches
+# Migration 0012.
+
+batch_requests = Table(
+    "batch_requests",
+    metadata,
+    Column("custom_id", String(64), primary_key=True),
+    Column("run_id", String(64), nullable=False, index=True),
+    _count("seq"),
+    _count("attempt", "1"),
+    Column("model", String(128), nullable=False),
+    Column("betas", String(400), nullable=False, server_default=""),
+    Column("params", Text(), nullable=False),
+    Column("state", String(16), nullable=False, server_default="queued", index=True),
+    Column("submission", String(32), index=True),
+    Column("batch_id", String(64), index=True),
+    Column("result", Text()),
+    _time("queued_at"),
+    _time("submitted_at", nullable=True),
+    _time("ended_at", nullable=True),
+    _time("consumed_at", nullable=True),
+)
+"""One model turn of an economy-mode run as a request of a Message Batch.
+
+``custom_id`` (``RUNID-SEQ-ATTEMPT``) is the request's name in the batch and the row's key:
+queued once, however often the run's activation asks. ``state``: ``queued`` (waiting for
+the next batch), ``submitting`` (handed to the API under ``submission``, the batch's id not
+yet known), ``submitted``, then the result's type (``succeeded``, ``errored``, ``expired``,
+``canceled``), or ``withdrawn`` (its run ended before it was sent). ``consumed_at``: when
+the run's step took the result."""
+
+message_batches = Table(
+    "message_batches",
+    metadata,
+    Column("id", String(64), primary_key=True),
+    Column("submission", String(32), index=True),
+    Column("status", String(16), nullable=False, server_default="in_progress"),
+    _count("requests"),
+    Column("suspect", Boolean(), nullable=False, server_default=false()),
+    Column("results_read", Boolean(), nullable=False, server_default=false(), index=True),
+    _time("created_at"),
+    _time("next_poll_at"),
+    _count("polls"),
+    _time("ended_at", nullable=True),
+)
+"""The Message Batches the workers created (or, ``suspect``, found in the API's list while
+settling a submission whose answer was lost), polled until they end and their results
+are read."""

@@ -14,6 +14,7 @@ from desktop_agent.domain.errors import KnownError
 from desktop_agent.engine.loop import EngineConfig, RunExecutor
 from desktop_agent.engine.ports import Clock, ModelPort, SystemClock
 from desktop_agent.llm.demo import DEMO_MODEL, DemoModel
+from desktop_agent.persistence.batches import SqlBatchQueue
 from desktop_agent.persistence.db import Database, DbSettings
 from desktop_agent.persistence.ledger import EffectLedger, journal_has_effects
 from desktop_agent.persistence.store import SqlStore
@@ -116,6 +117,8 @@ def build_executor(
     )
     if cfg.spend_cap is None:
         cfg = dataclasses.replace(cfg, spend_cap=MonthSpend(store.db, CapReader(settings, path)))
+    if cfg.batch_queue is None:
+        cfg = dataclasses.replace(cfg, batch_queue=SqlBatchQueue(store.db))
     return RunExecutor(
         store,
         model_for or ModelFactory(settings),

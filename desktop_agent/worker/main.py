@@ -20,8 +20,10 @@ from typing import TYPE_CHECKING, Any
 
 from desktop_agent import config
 from desktop_agent.domain.errors import SchemaTooNewError, StorageError
+from desktop_agent.persistence.batches import BatchBook
 from desktop_agent.persistence.store import SqlStore
 from desktop_agent.tools.mcp import CATALOGUE_FILE, start_hub
+from desktop_agent.worker.batches import BatchPump, pump_config
 from desktop_agent.worker.catalogue import CatalogueKeeper
 from desktop_agent.worker.clock import clock_from_env
 from desktop_agent.worker.compose import ModelFactory, build_executor, open_store, tools_from_env
@@ -31,6 +33,7 @@ from desktop_agent.worker.vanish import CODE as VANISHED
 from desktop_agent.worker.worker import Worker, WorkerConfig
 
 if TYPE_CHECKING:
+    from desktop_agent.llm.batches import BatchApi
     from desktop_agent.scheduler.service import SchedulerService
 
 log = logging.getLogger(__name__)
@@ -51,6 +54,13 @@ def api_key() -> str | None:
     from desktop_agent.secrets import KeyStore
 
     return KeyStore().get()
+
+
+def batch_api() -> BatchApi:
+    """The Message Batches API for the batch pump, made by its first pass with work."""
+    from desktop_agent.llm.batches import BatchApi
+
+    return BatchApi(api_key)
 
 
 def pools_from_env() -> tuple[str, ...]:
@@ -170,6 +180,17 @@ def serve(
         tools.add(tool)
     keeper = CatalogueKeeper(store.db, api_key)
     keeper.load_stored()
+    pump = BatchPump(
+        BatchBook(store.db),
+        batch_api,
+        clock.now,
+        pump_config(settings.batch_window_s, settings.batch_poll_s, settings.batch_doubt_s),
+    )
+
+    def housekeeping(now: float) -> None:
+        keeper.tick(now)
+        pump.tick(now)
+
     worker = Worker(
         store,
         build_executor(
@@ -191,8 +212,10 @@ def serve(
             stall_minutes=settings.notify_stall_minutes,
             clock=clock,
         ),
-        housekeeping=keeper.tick,
+        housekeeping=housekeeping,
+        holds=pump.holding,
     )
+    pump.on_woken = worker.nudge
     if stopping.is_set():
         worker.stop()
     if announce is not None:
@@ -209,6 +232,7 @@ def serve(
         if tracer is not None:
             tracer.close()  # what is left is sent
         keeper.join()
+        pump.join()
     if worker.vanished_message is not None:
         # The worker said what happened and what to do (its log, the data folder's note):
         # exit with an error rather than as a worker that finished its work.

@@ -94,6 +94,8 @@ class Worker:
             catalogue's reading when due; not at a first poll that claimed runs, so as not
             to slow their first steps); it must return at once, starting a thread for long
             work.
+        holds: whether work outside runs is pending (economy-mode turns in batches): a
+            worker asked to stop when idle keeps polling while it is.
     """
 
     def __init__(
@@ -105,9 +107,11 @@ class Worker:
         on_activation_end: Callable[[str], None] | None = None,
         notifier: Notifier | None = None,
         housekeeping: Callable[[float], None] | None = None,
+        holds: Callable[[], bool] | None = None,
     ) -> None:
         self.store = store
         self.housekeeping = housekeeping
+        self.holds = holds
         self.executor = executor
         self.config = config or WorkerConfig()
         self.clock = clock or SystemClock()
@@ -193,7 +197,7 @@ class Worker:
                 self.polls += 1
                 if self.vanished_message is not None:
                     break
-                if self.config.until_idle and not busy:
+                if self.config.until_idle and not busy and not (self.holds and self.holds()):
                     break
                 self._wakeup.wait(self.config.poll_s)
                 self._wakeup.clear()
