@@ -374,7 +374,7 @@ class BatchBook:
             How many results were applied, and the runs woken.
         """
         applied = 0
-        woken: list[str] = []
+        answered: list[str] = []
         with self.db.write() as conn:
             for custom_id, kind, result in results:
                 kind = kind if kind in ENDED else "errored"
@@ -397,8 +397,8 @@ class BatchBook:
                 )
                 if done.rowcount:
                     applied += 1
-                    woken.append(str(row[0]))
-            _wake(conn, woken, now)
+                    answered.append(str(row[0]))
+            woken = _wake(conn, answered, now)
         return applied, woken
 
     def read_done(self, batch_id: str, now: float) -> None:
@@ -513,7 +513,9 @@ class BatchBook:
             return []
         with self.db.read() as conn:
             rows = conn.execute(
-                select(_b.submission.distinct()).where(
+                select(_b.submission)
+                .distinct()
+                .where(
                     _b.state == "submitting",
                     _b.submission.in_(
                         select(_m.submission).where(
@@ -545,8 +547,7 @@ class BatchBook:
                 .where(_b.submission == claim.submission, _b.state == "submitting")
                 .values(state="errored", result=result, ended_at=now)
             )
-            _wake(conn, [str(r) for r in run_ids], now)
-        return [str(r) for r in run_ids]
+            return _wake(conn, [str(r) for r in run_ids], now)
 
     def suspect(self, doubt: Doubt, batches: Sequence[tuple[str, float]], now: float) -> None:
         """Keep batches (id, created_at) that may hold ``doubt``'s requests, to read later."""
@@ -577,7 +578,8 @@ class BatchBook:
         with self.db.write() as conn:
             ids = (
                 conn.execute(
-                    select(_b.run_id.distinct())
+                    select(_b.run_id)
+                    .distinct()
                     .select_from(batch_requests.join(runs, runs.c.id == _b.run_id))
                     .where(
                         _b.state.in_(ENDED),
@@ -589,8 +591,7 @@ class BatchBook:
                 .scalars()
                 .all()
             )
-            _wake(conn, [str(i) for i in ids], now)
-        return [str(i) for i in ids]
+            return _wake(conn, [str(i) for i in ids], now)
 
 
 def _waits_for_batch() -> tuple[ColumnElement[bool], ...]:
@@ -600,15 +601,19 @@ def _waits_for_batch() -> tuple[ColumnElement[bool], ...]:
     )
 
 
-def _wake(conn: Connection, run_ids: Sequence[str], now: float) -> None:
-    """Make runs that wait for a batch runnable now."""
+def _wake(conn: Connection, run_ids: Sequence[str], now: float) -> list[str]:
+    """Make the runs among ``run_ids`` that wait for a batch runnable now; which ones."""
     if not run_ids:
-        return
-    conn.execute(
-        update(runs)
-        .where(runs.c.id.in_(sorted(set(run_ids))), *_waits_for_batch())
-        .values(wake_at=now)
-    )
+        return []
+    waiting = [
+        str(r)
+        for r in conn.execute(
+            select(runs.c.id).where(runs.c.id.in_(sorted(set(run_ids))), *_waits_for_batch())
+        ).scalars()
+    ]
+    if waiting:
+        conn.execute(update(runs).where(runs.c.id.in_(waiting)).values(wake_at=now))
+    return waiting
 
 
 def _batch(row: Any) -> KnownBatch:
