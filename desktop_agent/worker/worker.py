@@ -24,6 +24,7 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 
 import psutil
+from sqlalchemy.exc import OperationalError
 
 from desktop_agent import memory
 from desktop_agent.domain import JSON, CommandKind, Run, RunStatus, WorkerInfo
@@ -38,6 +39,7 @@ from desktop_agent.engine.loop import RunExecutor
 from desktop_agent.engine.ports import CancelToken, Clock, RunPatch, SystemClock
 from desktop_agent.persistence import backup
 from desktop_agent.persistence.identity import FileWatch
+from desktop_agent.persistence.sqlbase import storage_error
 from desktop_agent.persistence.store import SqlStore
 from desktop_agent.procs import process_alive
 from desktop_agent.worker.lease import RunLease
@@ -407,6 +409,13 @@ class Worker:
         except DesktopAgentError as exc:
             log.error("run %s: %s", run_id, exc)
             self._park(run_id, lease, RunStatus.NEEDS_ATTENTION, f"Error: {exc}")
+        except OperationalError as exc:
+            # A database failure some path did not turn into a StorageError (a server
+            # restarting refuses connections): a storage pause, retried, not an error of
+            # the run.
+            problem = storage_error(exc, self.store.db.busy_ms)
+            log.error("run %s: storage problem: %s", run_id, problem)
+            self._park_storage(run_id, problem, lease)
         except Exception as exc:
             if backup.is_corruption(str(exc)) and self.store.db.settings.sqlite_path:
                 message = backup.damaged_message(self.store.db.settings.sqlite_path, str(exc))

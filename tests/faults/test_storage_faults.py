@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy.exc import OperationalError
 
 from desktop_agent.client.api import Client
 from desktop_agent.config import Settings
@@ -506,3 +507,40 @@ def test_damaged_database_is_reported_with_the_offer_and_restored_from_the_backu
     assert runs.returncode == 0, runs.stderr
     assert '"status": "completed"' in runs.stdout and first.id in runs.stdout
     lab.client = Client(lab.db_path, lab.settings)  # for the fixture's close()
+
+
+# --------------------------------------------------------------------------- unmapped
+
+
+class _RefusedOnce(DemoModel):
+    """The demo model, but its first call meets a database that refuses connections.
+
+    Raised the way SQLAlchemy raises it from a path that does not turn it into a
+    StorageError (a PostgreSQL server restarting).
+    """
+
+    def __init__(self) -> None:
+        super().__init__(delay=0.01)
+        self.refused = False
+
+    def complete(self, request: Any, **kwargs: Any) -> Any:
+        if not self.refused:
+            self.refused = True
+            raise OperationalError(
+                "SELECT 1", {}, Exception("connection failed: Connection refused")
+            )
+        return super().complete(request, **kwargs)
+
+
+def test_a_database_failure_no_store_method_mapped_pauses_the_run_and_it_goes_on(
+    lab: Lab, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="desktop_agent.worker.worker")
+    model = _RefusedOnce()
+    run = lab.client.start_run("Summarise the sources", model="demo", workspace=lab.ws)
+    lab.start_worker(model=model)
+    wait_status(lab.client, run.id, RunStatus.COMPLETED, timeout=120, what="the run's end")
+    assert model.refused
+    assert "storage problem: database error: connection failed" in caplog.text
+    assert "internal error" not in caplog.text.lower()
+    assert "retrying after the storage problem" in caplog.text
