@@ -13,6 +13,9 @@ What is drawn from what:
 * a wait (approval, ``wait`` timer, budget, question) is an open step while the run
   waits; the run hibernates meanwhile (no worker holds it), so the wait is on its reason's
   lane and on the hibernation lane;
+* an economy-mode model call (its intent says ``"mode": "economy"``) waits in a Message
+  Batch until its result is in: its time is a wait on the batch lane and on the
+  hibernation lane, and the answer is a mark on the model lane where the result came;
 * a rate limit is not a step: the failed model call says ``rate_limited`` and the run
   sleeps until the next attempt, the gap between the two is the rate-limit wait;
 * a gap of more than :data:`IDLE_GAP_S` between two steps (paused, stopped, waiting for
@@ -59,6 +62,7 @@ class Lane(StrEnum):
     RATE_LIMIT = "rate_limit"
     BUDGET = "budget"
     QUESTION = "question"
+    BATCH = "batch"
     HIBERNATION = "hibernation"
     OTHER = "other"
 
@@ -81,12 +85,18 @@ _LANE_LABELS = {
     Lane.RATE_LIMIT: "Wait: rate limit",
     Lane.BUDGET: "Wait: budget",
     Lane.QUESTION: "Wait: question",
+    Lane.BATCH: "Wait: batch",
     Lane.HIBERNATION: "Hibernating",
     Lane.OTHER: "Notes, errors",
 }
 
 LANES: tuple[Lane, ...] = tuple(Lane)
-WAIT_LANES = frozenset({Lane.APPROVAL, Lane.TIMER, Lane.RATE_LIMIT, Lane.BUDGET, Lane.QUESTION})
+WAIT_LANES = frozenset(
+    {Lane.APPROVAL, Lane.TIMER, Lane.RATE_LIMIT, Lane.BUDGET, Lane.QUESTION, Lane.BATCH}
+)
+
+ECONOMY_MARK = '"mode":"economy"'
+"""How an economy-mode model call's intent reads in the journal's JSON."""
 
 _LANE_OF_KIND = {
     StepKind.MODEL_CALL: Lane.MODEL,
@@ -111,6 +121,15 @@ _LABEL_BY_KIND_ID = {id(k): describe(k).label for k in StepKind}
 _MODEL_CALL = StepKind.MODEL_CALL
 _STARTED = StepStatus.STARTED
 _FAILED = StepStatus.FAILED
+
+
+def _in_batch(entry: StepEntry) -> bool:
+    """Whether the entry is a model call sent through a Message Batch (economy mode)."""
+    return (
+        entry.kind is _MODEL_CALL
+        and entry.input_json is not None
+        and ECONOMY_MARK in entry.input_json
+    )
 
 
 def lane_of(kind: StepKind) -> Lane:
@@ -307,6 +326,8 @@ class TimeAxis:
         """The spans that entry ``i`` puts on the lanes (reading entry ``i + 1``)."""
         entry = self._entries[i]
         after = self._entries[i + 1] if i + 1 < len(self._entries) else None
+        if _in_batch(entry):
+            return self._batched(entry, after)
         out = [self._main_span(entry, after)]
         waits = id(entry.kind) in _WAITS_BY_ID
         if waits:
@@ -336,6 +357,26 @@ class TimeAxis:
                         SpanState.OK,
                     )
                 )
+        return tuple(out)
+
+    def _batched(self, entry: StepEntry, after: StepEntry | None) -> tuple[Span, ...]:
+        """An economy-mode call: the queue as a wait, the answer as a mark where it came.
+
+        While its result is out, the call is a wait like a timer's: open, growing with the
+        clock, whether or not a worker holds the run.
+        """
+        done = entry.finished_at
+        state = self._state(entry, after) if done is not None else _S_OPEN
+        label = f"in a batch {entry.name}".strip()
+        wait = Span(
+            Lane.BATCH, entry.started_at, done, entry.seq, entry.kind, label, state, entry.attempt
+        )
+        out = [wait, _replace_lane(wait, Lane.HIBERNATION)]
+        if done is not None:
+            main = self._main_span(entry, after)
+            out.insert(0, _replace_lane(Span(
+                main.lane, done, done, main.seq, main.kind, main.label, main.state, main.attempt
+            ), Lane.MODEL))  # fmt: skip
         return tuple(out)
 
     def _main_span(self, entry: StepEntry, after: StepEntry | None) -> Span:

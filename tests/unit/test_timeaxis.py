@@ -30,6 +30,7 @@ def entry(
     attempt: int = 1,
     output: object = None,
     salvaged: list[str] | None = None,
+    input_: object = None,
 ) -> StepEntry:
     if status is None:
         status = StepStatus.STARTED if end is None else StepStatus.COMPLETED
@@ -47,7 +48,7 @@ def entry(
         (0, 0, 0, 0),
         None,
         "",
-        None,
+        None if input_ is None else json.dumps(input_, separators=(",", ":")),
         None if output is None else json.dumps(output),
         None if salvaged is None else json.dumps(salvaged),
     )
@@ -204,3 +205,25 @@ def test_ticks_go_from_milliseconds_to_days() -> None:
     assert tick_step(60, 10) == 10.0
     assert tick_step(86400 * 3, 10) == 12 * 3600.0
     assert tick_step(86400 * 1000, 10) >= 86400 * 100
+
+
+def test_an_economy_call_is_a_batch_wait_then_a_mark_where_its_answer_came() -> None:
+    economy = {"model": "claude-sonnet-5-5", "messages": 3, "mode": "economy"}
+    axis = TimeAxis(
+        [
+            entry(1, StepKind.MODEL_CALL, 0, 2),
+            entry(2, StepKind.TOOL_CALL, 2, 3),
+            entry(3, StepKind.MODEL_CALL, 3, 1803, input_=economy),
+            entry(4, StepKind.MODEL_CALL, 1804, None, input_=economy),
+        ],
+        live=False,
+    )
+    lanes = lanes_of(axis)
+    assert lanes[Lane.BATCH] == [
+        (3, 3.0, 1803.0, SpanState.OK),
+        (4, 1804.0, None, SpanState.OPEN),  # out in a batch: open, though no worker holds it
+    ]
+    assert [s[:3] for s in lanes[Lane.HIBERNATION]] == [(3, 3.0, 1803.0), (4, 1804.0, None)]
+    # The streamed call keeps its bar; the batched one is a mark where its result came.
+    assert lanes[Lane.MODEL] == [(1, 0.0, 2.0, SpanState.OK), (3, 1803.0, 1803.0, SpanState.OK)]
+    assert Lane.BATCH.is_wait and Lane.BATCH.label == "Wait: batch"
