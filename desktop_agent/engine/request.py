@@ -91,6 +91,9 @@ def build_request(rs: RunState) -> ModelRequest:
 def cache_ttl(rs: RunState) -> str:
     """``1h`` when the run can hibernate between two calls, else ``5m``.
 
+    An economy-mode run waits in a Message Batch at every turn: always the hour (the
+    batch-processing page advises it too).
+
     A run hibernates when its model asks for a timer or a question, or for a call the
     analyst must approve; the wait is usually longer than five minutes, and a prefix
     written for an hour is read at a tenth of the price when the run wakes instead of
@@ -102,6 +105,8 @@ def cache_ttl(rs: RunState) -> str:
     if chosen in ("5m", "1h"):
         return str(chosen)
     spec = rs.run.spec
+    if spec.economy:
+        return "1h"  # each turn waits in a batch, often longer than five minutes
     overrides = dict(spec.approval_overrides)
     for name in spec.tool_names:
         if name in WAITING_TOOLS:
