@@ -25,6 +25,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from sqlalchemy.exc import SQLAlchemyError
+
 from desktop_agent.domain import JSON
 from desktop_agent.domain.errors import DesktopAgentError
 from desktop_agent.persistence.batches import BatchBook
@@ -121,12 +123,19 @@ class BatchPump:
     # ------------------------------------------------------------------ scheduling
 
     def tick(self, now: float) -> None:
-        """Start a pass in a thread when one is due and none is running."""
+        """Start a pass in a thread when one is due, none is running and there is work.
+
+        Whether there is work is one indexed read, made here: an idle worker starts no
+        thread for it.
+        """
         with self._lock:
             running = self._thread is not None and self._thread.is_alive()
             if running or now < self._next_at:
                 return
             self._next_at = now + self.config.every_s
+        if not self.holding():
+            return
+        with self._lock:
             thread = threading.Thread(target=self._pass_logged, name="batches", daemon=True)
             self._thread = thread
         thread.start()
@@ -138,7 +147,8 @@ class BatchPump:
         """
         try:
             self._active = self.book.active()
-        except DesktopAgentError:
+        except (DesktopAgentError, SQLAlchemyError) as exc:  # the next poll asks again
+            log.info("cannot tell whether batch requests wait: %s", exc)
             return self._active
         return self._active
 
