@@ -19,18 +19,17 @@ from desktop_agent.client.cap import parse_cap
 from desktop_agent.config import Settings
 from desktop_agent.domain import Run, RunStatus, WaitReason
 from desktop_agent.domain.errors import InvalidInputError
-from tests.budgets.test_monthly_cap import HAIKU, _model, _set_cap
+from tests.budgets.test_monthly_cap import _model, _set_cap
 from tests.conftest import MakeExecutor, drain
-from tests.helpers.fake_anthropic import FakeAnthropic, Stream, Text
+from tests.helpers.fake_anthropic import FakeAnthropic
+from tests.helpers.spend import HAIKU, million_token_api
 from tests.search.test_cli_search import cli
 
 
 @pytest.fixture
 def fake() -> Iterator[FakeAnthropic]:
     """Every call reads a million prompt tokens ($1 on Haiku) and answers at once."""
-    with FakeAnthropic(
-        lambda body, i: Stream([Text("Done.")], input_tokens=1_000_000, output_tokens=10)
-    ) as server:
+    with million_token_api() as server:
         yield server
 
 

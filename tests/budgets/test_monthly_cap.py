@@ -8,7 +8,6 @@ nothing), a resume without raising the cap waits again, and one after raising it
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 import pytest
 
@@ -16,38 +15,21 @@ from desktop_agent.client.api import Client
 from desktop_agent.config import Settings
 from desktop_agent.domain import RunStatus, StepKind, WaitReason
 from desktop_agent.domain.errors import InvalidStateError
-from desktop_agent.llm.claude import ClaudeModel, RetryPolicy
-from desktop_agent.llm.pacing import RateLimitPacer
+from desktop_agent.llm.claude import ClaudeModel
 from tests.conftest import MakeExecutor, drain
-from tests.helpers.fake_anthropic import FakeAnthropic, Stream, Text
-
-KEY = "sk-ant-api03-test-0123456789abcdef"
-HAIKU = "claude-haiku-4-5"
-
-
-@dataclass
-class _Fallback:
-    fallback_model: str = ""
+from tests.helpers.fake_anthropic import FakeAnthropic
+from tests.helpers.spend import HAIKU, claude_on, million_token_api
 
 
 @pytest.fixture
 def fake() -> Iterator[FakeAnthropic]:
     """Every call reads a million prompt tokens ($1 on Haiku) and answers at once."""
-    with FakeAnthropic(
-        lambda body, i: Stream([Text("Done.")], input_tokens=1_000_000, output_tokens=10)
-    ) as server:
+    with million_token_api() as server:
         yield server
 
 
 def _model(fake: FakeAnthropic) -> ClaudeModel:
-    return ClaudeModel(
-        lambda: KEY,
-        _Fallback(),
-        base_url=fake.url,
-        policy=RetryPolicy(backoff_s=0.01),
-        pacer=RateLimitPacer(),
-        timeout=20.0,
-    )
+    return claude_on(fake)
 
 
 def _set_cap(client: Client, cap: float | None) -> None:

@@ -25,15 +25,14 @@ from tests.budgets.test_cap_raise import held_runs
 from tests.budgets.test_monthly_cap import _model
 from tests.conftest import MakeExecutor, drain
 from tests.gui.conftest import select
-from tests.helpers.fake_anthropic import FakeAnthropic, Stream, Text
+from tests.helpers.fake_anthropic import FakeAnthropic
+from tests.helpers.spend import million_token_api
 
 
 @pytest.fixture
 def fake() -> Iterator[FakeAnthropic]:
     """Every call reads a million prompt tokens ($1 on Haiku) and answers at once."""
-    with FakeAnthropic(
-        lambda body, i: Stream([Text("Done.")], input_tokens=1_000_000, output_tokens=10)
-    ) as server:
+    with million_token_api() as server:
         yield server
 
 
