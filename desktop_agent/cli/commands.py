@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from desktop_agent.cli import compare as cli_compare
 from desktop_agent.cli import desktop_entry
 from desktop_agent.cli import export as cli_export
+from desktop_agent.cli import forecast as cli_forecast
 from desktop_agent.cli import forks as cli_forks
 from desktop_agent.cli import inbox as cli_inbox
 from desktop_agent.cli import mcp as cli_mcp
@@ -139,6 +140,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--detach", action="store_true", help="print the run id and return")
     p.add_argument("--yes", action="store_true", help="approve this run's requests as they come")
+    cli_forecast.add_estimate_option(p)
 
     p = add("rerun", "start a run again, as it was started (goal, model, tools, budgets)")
     p.add_argument("run")
@@ -248,6 +250,19 @@ def cmd_run(args: argparse.Namespace, out: Out) -> int:
     client = _client(args)
     max_time = parse_duration(args.max_time) if args.max_time else None
     tools = [t.strip() for t in args.tools.split(",") if t.strip()] if args.tools else None
+    if args.estimate:  # the forecast alone: nothing is started (the goal is not needed)
+        return cli_forecast.estimate_run(
+            client,
+            args,
+            out,
+            model=args.model,
+            max_cost_usd=args.max_cost,
+            max_steps=args.max_steps,
+            max_time_s=max_time,
+            tools=tools,
+            approval_overrides={t: "ask" for t in args.ask},
+            **cli_models.run_options(args),
+        )
     run = client.start_run(
         args.goal,
         model=args.model,

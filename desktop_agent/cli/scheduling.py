@@ -14,6 +14,7 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 from desktop_agent.cli import backup as cli_backup
+from desktop_agent.cli import forecast as cli_forecast
 from desktop_agent.cli.models import add_run_options, effort_of, say_notice, thinking_of
 from desktop_agent.cli.output import echo, open_client, usd
 from desktop_agent.cli.workers import worker_for_new_runs
@@ -75,6 +76,7 @@ def add_parsers(add: AddParser, common: argparse.ArgumentParser) -> None:
     p.add_argument("--pattern", default="*", help="file names to take from --folder")
     p.add_argument("--concurrency", type=int, default=4, metavar="N")
     _run_options(p)
+    cli_forecast.add_estimate_option(p, "all the items' runs")
     p = sub("status", "progress and per-item status (no id: every batch)")
     p.add_argument("id", nargs="?")
     p = sub("retry", "start failed or cancelled items again")
@@ -256,6 +258,8 @@ def cmd_batch(args: argparse.Namespace, out: Out) -> int:
     """``batch start|status|retry``."""
     sched = _scheduling(args)
     verb = args.batch_command
+    if verb == "start" and args.estimate:  # the forecast alone: no batch is made
+        return cli_forecast.estimate_batch(sched, args, _options(args), out)
     if verb == "start":
         b = sched.start_batch(
             args.goal,

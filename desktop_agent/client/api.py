@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, TypedDict, Unpack
 
 from desktop_agent import config, procs
+from desktop_agent.client.forecast import record_start_forecast
 from desktop_agent.client.models import ModelList, check_model, list_models
 from desktop_agent.client.usage import Usage, usage_since
 from desktop_agent.config import Settings
@@ -310,6 +311,7 @@ class Client:
             forked_at_seq=0 if forked_from else None,
         )
         self._store.create_run(run)
+        record_start_forecast(self, run)  # kept with the run; a failure is only logged
         return self._store.get_run(run_id)
 
     def prepare_run(self, **options: Unpack[RunSpecOptions]) -> tuple[AgentSpec, Budget]:

@@ -83,6 +83,38 @@ def _folder(path: str | Path, what: str) -> Path:
     return folder
 
 
+def batch_source(
+    folder: str | Path | None, pattern: str, lines: str | Path | None
+) -> tuple[list[str], str]:
+    """A batch's items, and where they come from (for display).
+
+    The items are the files of ``folder`` matching ``pattern``, or the non-empty lines
+    of the file ``lines``.
+
+    Raises:
+        InvalidInputError: neither or both given, nothing to read, no items, too many.
+    """
+    if (folder is None) == (lines is None):
+        raise InvalidInputError("give either a folder or a file of lines")
+    if folder is not None:
+        where = _folder(folder, "folder")
+        items = [k.path for k in folder_files(where, pattern)]
+        source = f"files of {where}" + (f" matching {pattern}" if pattern != "*" else "")
+    else:
+        path = Path(str(lines)).expanduser().absolute()
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise InvalidInputError(f"cannot read {path}: {exc}") from None
+        items = [line.strip() for line in text.splitlines() if line.strip()]
+        source = f"lines of {path}"
+    if not items:
+        raise InvalidInputError(f"no items: the {source} are empty")
+    if len(items) > MAX_BATCH_ITEMS:
+        raise InvalidInputError(f"{len(items)} items: at most {MAX_BATCH_ITEMS} per batch")
+    return items, source
+
+
 class Scheduling:
     """Schedules, batches, folder watches and upkeep of one client's database.
 
@@ -249,26 +281,9 @@ class Scheduling:
         the file's full path); without a placeholder, the item is added to the goal.
         Each file is copied into its run's fresh workspace unless a workspace is given.
         """
-        if (folder is None) == (lines is None):
-            raise InvalidInputError("give either a folder or a file of lines")
         if concurrency < 1:
             raise InvalidInputError("concurrency must be at least 1")
-        if folder is not None:
-            where = _folder(folder, "folder")
-            items = [k.path for k in folder_files(where, pattern)]
-            source = f"files of {where}" + (f" matching {pattern}" if pattern != "*" else "")
-        else:
-            path = Path(str(lines)).expanduser().absolute()
-            try:
-                text = path.read_text(encoding="utf-8")
-            except (OSError, UnicodeDecodeError) as exc:
-                raise InvalidInputError(f"cannot read {path}: {exc}") from None
-            items = [line.strip() for line in text.splitlines() if line.strip()]
-            source = f"lines of {path}"
-        if not items:
-            raise InvalidInputError(f"no items: the {source} are empty")
-        if len(items) > MAX_BATCH_ITEMS:
-            raise InvalidInputError(f"{len(items)} items: at most {MAX_BATCH_ITEMS} per batch")
+        items, source = batch_source(folder, pattern, lines)
         if not any(p in goal for p in ("{item}", "{name}", "{path}")):
             goal = goal.rstrip() + (
                 "\n\nFile: {name}" if folder is not None else "\n\nItem: {item}"

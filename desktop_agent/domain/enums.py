@@ -137,3 +137,6 @@ class RunEventKind(StrEnum):
     anyway; its outcome is not in the journal."""
     ABANDONED_EFFECT = "abandoned_effect"
     """A worker that had lost its lease gave an effect up before its point of no return."""
+    FORECAST = "forecast"
+    """The cost and duration forecast made when the run was started (kept, never changed;
+    not something that happened to the run: the list of its events leaves it out)."""

@@ -31,6 +31,8 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from desktop_agent.client.api import Client
+from desktop_agent.client.estimates import estimate_run
+from desktop_agent.client.forecast import forecast_json, run_forecast
 from desktop_agent.client.shapes import run_json, step_json
 from desktop_agent.client.views import model_notice, thinking_budget_for
 from desktop_agent.domain import Approval, RunStatus
@@ -42,6 +44,7 @@ from desktop_agent.domain.errors import (
     NotFoundError,
 )
 from desktop_agent.domain.units import parse_duration
+from desktop_agent.httpapi.estimates import estimate_options
 from desktop_agent.httpapi.inputs import (
     MAX_INT,
     BodyTooLargeError,
@@ -272,9 +275,22 @@ class Api:
         return JSONResponse([run_json(r) for r in runs])
 
     async def get_run(self, request: Request) -> Response:
-        """``GET /v1/runs/{run_id}``."""
-        run = await self.call(lambda: self.client().run(request.path_params["run_id"]))
-        return JSONResponse(run_json(run))
+        """``GET /v1/runs/{run_id}``, with the forecast kept when it was started."""
+
+        def read() -> tuple[Any, Any]:
+            run = self.client().run(request.path_params["run_id"])
+            return run, run_forecast(self.client(), run.id)
+
+        run, forecast = await self.call(read)
+        return JSONResponse(
+            {**run_json(run), "forecast": forecast_json(forecast) if forecast else None}
+        )
+
+    async def estimate_run(self, request: Request) -> Response:
+        """``POST /v1/runs/estimate``: the forecast of a run, nothing started."""
+        options = estimate_options(await _body(request))
+        forecast = await self.call(lambda: estimate_run(self.client(), **options))
+        return JSONResponse(forecast_json(forecast))
 
     async def get_steps(self, request: Request) -> Response:
         """``GET /v1/runs/{run_id}/steps``: a page."""
@@ -444,6 +460,7 @@ def create_app(db_path: Path, token: str, *, start_workers: bool = True) -> Star
     routes = [
         Route("/v1/openapi.json", _handled(api.openapi), methods=["GET"]),
         Route("/v1/runs", _handled(api.start_run), methods=["POST"]),
+        Route("/v1/runs/estimate", _handled(api.estimate_run), methods=["POST"]),
         Route("/v1/runs", _handled(api.list_runs), methods=["GET"]),
         Route("/v1/runs/{run_id}", _handled(api.get_run), methods=["GET"]),
         Route("/v1/runs/{run_id}/steps", _handled(api.get_steps), methods=["GET"]),

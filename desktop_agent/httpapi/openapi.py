@@ -69,6 +69,23 @@ DESCRIPTION: dict[str, Any] = {
                     },
                 },
             },
+            "Estimate": {
+                "type": "object",
+                "description": "the fields of NewRun (goal may be left out), and these",
+                "properties": {
+                    "economy": {
+                        "type": "boolean",
+                        "description": "the mode asked for: economy (true) or streamed",
+                    },
+                    "template": {
+                        "type": "string",
+                        "description": "a schedule, watched folder or batch whose past runs "
+                        "to read first",
+                    },
+                    "items": {"type": "integer", "minimum": 1, "maximum": 100_000},
+                    "concurrency": {"type": "integer", "minimum": 1, "maximum": 100_000},
+                },
+            },
         },
     },
     "security": [{"bearer": []}],
@@ -83,7 +100,16 @@ DESCRIPTION: dict[str, Any] = {
                 {"$ref": "#/components/schemas/NewRun"},
             ),
         },
-        "/v1/runs/{run_id}": {"get": _op("a run")},
+        "/v1/runs/estimate": {
+            "post": _op(
+                "the forecast of a run's cost and duration, nothing started: basis, based_on, "
+                "cost_usd and duration_s {median, p90} in the mode asked for, modes {streamed, "
+                "economy}, explain",
+                "200",
+                {"$ref": "#/components/schemas/Estimate"},
+            )
+        },
+        "/v1/runs/{run_id}": {"get": _op("a run, with the forecast made when it was started")},
         "/v1/runs/{run_id}/steps": {"get": _op("a page of its steps (after_seq, limit)")},
         "/v1/runs/{run_id}/events": {"get": _op("server-sent events: step, status, end")},
         "/v1/runs/{run_id}/{command}": {

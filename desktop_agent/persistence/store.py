@@ -693,9 +693,14 @@ class SqlStore(WorkerQueries):
         self._write(txn)
 
     def run_events(self, run_id: str) -> list[RunEvent]:
-        """The run's events, oldest first."""
+        """The run's events, oldest first (its forecast, kept as an event, is not one)."""
         stmt = (
-            select(events_table).where(events_table.c.run_id == run_id).order_by(events_table.c.id)
+            select(events_table)
+            .where(
+                events_table.c.run_id == run_id,
+                events_table.c.kind != str(RunEventKind.FORECAST),
+            )
+            .order_by(events_table.c.id)
         )
         return [event_from_row(r) for r in self._read(lambda c: c.execute(stmt).mappings().all())]
 

@@ -90,6 +90,7 @@ FIELDS = [
     "goal", "model", "workspace", "tools", "max_cost_usd", "max_steps", "max_time",
     "placement", "effort", "thinking", "text", "action", "add_cost_usd", "add_steps",
     "add_time_s", "add_tokens", "arguments", "reason", "item", "path", "content",
+    "economy", "template", "items", "concurrency",
 ]  # fmt: skip
 QUERY = ["after_seq", "limit", "status", "search", "all"]
 
