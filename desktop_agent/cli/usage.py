@@ -1,8 +1,9 @@
 """``desktop-agent usage [--since DATE] [--by GROUP] [--json]``: what runs spent.
 
-Per day (local time), per model, per schedule and per batch, from the steps that spent
-(see :mod:`desktop_agent.client.usage`), and this month so far against the monthly spend
-cap when one is set.
+Per day (local time), per model, per schedule, per batch and per mode (streamed, economy,
+archived runs apart), from the steps that spent (see :mod:`desktop_agent.client.usage`),
+what the prompt cache saved, net, and this month so far against the monthly spend cap
+when one is set.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import argparse
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TextIO
 
 from desktop_agent.cli.output import EXIT_OK, echo, model_label
 from desktop_agent.domain.units import format_usd
@@ -19,6 +20,9 @@ if TYPE_CHECKING:
     from desktop_agent.cli.output import Out
     from desktop_agent.client.usage import Total, Usage
 
+GROUP_KEYS = ("day", "model", "schedule", "batch", "mode")
+"""What ``--by`` takes (the client's ``GROUPS``, repeated so the parser imports no client)."""
+
 AddParser = Callable[[str, str], argparse.ArgumentParser]
 
 DEFAULT_SINCE = "last 30 days"
@@ -26,7 +30,7 @@ DEFAULT_SINCE = "last 30 days"
 
 def add_parsers(add: AddParser) -> None:
     """Add the ``usage`` command to the main parser (``add(name, help)``)."""
-    p = add("usage", "spend and tokens of all runs per day, model, schedule and batch")
+    p = add("usage", "spend and tokens of all runs per day, model, schedule, batch and mode")
     p.add_argument(
         "--since",
         metavar="DATE",
@@ -35,7 +39,7 @@ def add_parsers(add: AddParser) -> None:
     )
     p.add_argument(
         "--by",
-        choices=("day", "model", "schedule", "batch"),
+        choices=GROUP_KEYS,
         help="show only these totals (default: all of them)",
     )
     p.add_argument(
@@ -54,6 +58,20 @@ def add_parsers(add: AddParser) -> None:
 def _line(label: str, t: Total) -> str:
     tokens = f"{t.input_tokens:,} in / {t.output_tokens:,} out"
     return f"  {label:30} {format_usd(t.cost_usd):>10}  {tokens:>28}  {len(t.runs):>5} run(s)"
+
+
+def _mode_line(mode: str, t: Total) -> str:
+    """One mode's spend, its calls and what the cache saved on them (archived: runs only)."""
+    from desktop_agent.client.usage import ARCHIVED, MODE_LABELS
+
+    line = _line(MODE_LABELS[mode], t)
+    if mode == ARCHIVED:
+        return f"{line}  (calls and cache not kept)"
+    return f"{line}  {t.calls:>5} call(s)  cache saved {_signed_usd(t.cache_saving_usd)}"
+
+
+def _signed_usd(amount: float) -> str:
+    return f"-{format_usd(-amount)}" if amount < 0 else format_usd(amount)
 
 
 def cmd_usage(args: argparse.Namespace, out: Out) -> int:
@@ -75,16 +93,30 @@ def cmd_usage(args: argparse.Namespace, out: Out) -> int:
     if out.as_json:
         data = usage.to_json()
         if by:
-            for other in ("day", "model", "schedule", "batch"):
+            for other in GROUP_KEYS:
                 if other != by:
                     del data[f"by_{other}"]
         out.emit("", data)
         return EXIT_OK
+    _print_table(usage, since, by, out.stream)
+    return EXIT_OK
+
+
+def _print_table(usage: Usage, since: float, by: str | None, stream: TextIO) -> None:
+    """The totals as text: the headline lines, then each group (only ``by`` if given)."""
     start = time.strftime("%Y-%m-%d", time.localtime(since))
-    echo(f"since {start} (days in local time, {time.strftime('%Z')}):", file=out.stream)
-    echo(_line("total", usage.total), file=out.stream)
+    echo(f"since {start} (days in local time, {time.strftime('%Z')}):", file=stream)
+    echo(_line("total", usage.total), file=stream)
     if usage.simulated.calls or usage.simulated.runs:
-        echo(_line("simulated (demo, not counted)", usage.simulated), file=out.stream)
+        echo(_line("simulated (demo, not counted)", usage.simulated), file=stream)
+    if usage.total.calls:
+        echo(_saving_line(usage.total), file=stream)
+    if not by or by == "mode":
+        modes = [(m, t) for m, t in usage.by_mode.items() if t.calls or t.runs]
+        if modes:
+            echo("per mode:", file=stream)
+            for mode, total in modes:
+                echo(_mode_line(mode, total), file=stream)
     groups = (
         ("day", "per day", usage.by_day, str),
         ("model", "per model", usage.by_model, model_label),
@@ -95,13 +127,20 @@ def cmd_usage(args: argparse.Namespace, out: Out) -> int:
         if by and key != by:
             continue
         if group:
-            echo(title + ":", file=out.stream)
-            for key, total in group.items():
-                echo(_line(name(key), total), file=out.stream)
+            echo(title + ":", file=stream)
+            for label, total in group.items():
+                echo(_line(name(label), total), file=stream)
     if not usage.total.calls and not usage.total.runs:
-        echo("  nothing was spent in this period", file=out.stream)
-    echo(_month_line(usage), file=out.stream)
-    return EXIT_OK
+        echo("  nothing was spent in this period", file=stream)
+    echo(_month_line(usage), file=stream)
+
+
+def _saving_line(t: Total) -> str:
+    """The period's net cache saving (negative: the writes' premium outweighed the reads)."""
+    return (
+        f"  {'cache saving (net)':30} {_signed_usd(t.cache_saving_usd):>10}  "
+        "the cache reads' discount on input, less the cache writes' premium"
+    )
 
 
 def _cmd_cap(args: argparse.Namespace, out: Out) -> int:

@@ -4,6 +4,11 @@ Days are local calendar days (the machine's time zone). A step's spend counts on
 it finished (or started, while in flight). Runs archived and removed from the database
 keep their totals in the search index (``search_runs``: cost, model, schedule, batch, but
 no tokens and no steps): they count on the day they were created, the only date kept.
+
+Each spending step also says how it was sent (:data:`ECONOMY_MARK` in its intent: a
+request of a Message Batch, else streamed) and, where the API split them, how many of its
+cache writes were for an hour (``api.cache_write_1h`` in its output), read in SQL so that
+neither the intents' tool lists nor the answers' text leave the database.
 """
 
 from __future__ import annotations
@@ -12,10 +17,11 @@ import secrets
 import threading
 import time
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
-from sqlalchemy import delete, func, insert, or_, select, true
+from sqlalchemy import JSON, and_, case, cast, delete, func, insert, null, or_, select, true
 from sqlalchemy.engine import Connection
+from sqlalchemy.sql.elements import ColumnElement
 
 from desktop_agent.domain import DEMO_MODEL, RunStatus
 from desktop_agent.persistence.db import Database
@@ -23,9 +29,19 @@ from desktop_agent.persistence.mapping import spec_model
 from desktop_agent.persistence.readmodels import CHUNK, RunKeys
 from desktop_agent.persistence.tables import runs, search_runs, spend_reservations, steps
 
+ECONOMY_MARK = '"mode":"economy"'
+"""What an economy-mode model step's intent holds (its ``input`` column is compact JSON)."""
+
 
 class SpendRow(NamedTuple):
-    """What one step spent (a model call or a compaction), and when."""
+    """What one step spent (a model call or a compaction), and when.
+
+    Attributes:
+        model: the model the step asked (the step's name; "" when unknown).
+        economy: the step was a request of a Message Batch (its cost is the batch price).
+        cache_write_1h_tokens: how many of ``cache_write_tokens`` were written for an
+            hour, as the API reported them (None: the step does not say).
+    """
 
     run_id: str
     finished_at: float
@@ -34,6 +50,9 @@ class SpendRow(NamedTuple):
     output_tokens: int
     cache_write_tokens: int
     cache_read_tokens: int
+    model: str = ""
+    economy: bool = False
+    cache_write_1h_tokens: int | None = None
 
 
 class ArchivedSpend(NamedTuple):
@@ -53,31 +72,51 @@ def spend_since(
     """Steps that spent since ``since`` with their runs' keys, and archived runs since then.
 
     Only steps with a cost or tokens are read (model calls, compactions): tool calls spend
-    nothing, so a day of busy runs is a few thousand rows, not the journal.
+    nothing, so a day of busy runs is a few thousand rows, not the journal. Of each, the
+    columns of its spend, its name, whether its intent holds :data:`ECONOMY_MARK`, and
+    the one number of its output that says its hour-long cache writes.
     """
     when = func.coalesce(steps.c.finished_at, steps.c.started_at)
-    spent = (
-        select(
-            steps.c.run_id,
-            when,
-            steps.c.cost_usd,
-            steps.c.input_tokens,
-            steps.c.output_tokens,
-            steps.c.cache_write_tokens,
-            steps.c.cache_read_tokens,
-        )
-        .where(
-            when >= since,
-            or_(steps.c.cost_usd > 0, steps.c.input_tokens > 0, steps.c.output_tokens > 0),
-        )
-        .order_by(when)
-    )
+    economy = case((steps.c.input.like(f"%{ECONOMY_MARK}%"), 1), else_=0)
     r = search_runs.c
     archived = select(r.run_id, r.created_at, r.cost_usd, r.model, r.schedule_id, r.batch_id).where(
         r.archived == true(), r.created_at >= since, r.cost_usd > 0
     )
     with db.read() as conn:
-        rows = [SpendRow(*row) for row in conn.execute(spent)]
+        spent = (
+            select(
+                steps.c.run_id,
+                when,
+                steps.c.cost_usd,
+                steps.c.input_tokens,
+                steps.c.output_tokens,
+                steps.c.cache_write_tokens,
+                steps.c.cache_read_tokens,
+                steps.c.name,
+                economy,
+                _one_hour_writes(conn.dialect.name),
+            )
+            .where(
+                when >= since,
+                or_(steps.c.cost_usd > 0, steps.c.input_tokens > 0, steps.c.output_tokens > 0),
+            )
+            .order_by(when)
+        )
+        rows = [
+            SpendRow(
+                run_id=str(row[0]),
+                finished_at=float(row[1]),
+                cost_usd=float(row[2]),
+                input_tokens=int(row[3]),
+                output_tokens=int(row[4]),
+                cache_write_tokens=int(row[5]),
+                cache_read_tokens=int(row[6]),
+                model=str(row[7] or ""),
+                economy=bool(row[8]),
+                cache_write_1h_tokens=_count(row[9]),
+            )
+            for row in conn.execute(spent)
+        ]
         ids = sorted({row.run_id for row in rows})
         keys: list[RunKeys] = []
         for start in range(0, len(ids), CHUNK):
@@ -88,6 +127,38 @@ def spend_since(
             keys += [RunKeys(*row) for row in conn.execute(stmt)]
         gone = [ArchivedSpend(*row) for row in conn.execute(archived)]
     return rows, keys, gone
+
+
+ONE_HOUR_KEY = '"cache_write_1h"'
+"""The key of the hour-long cache writes in a model step's output (under ``api``)."""
+
+
+def _one_hour_writes(dialect: str) -> ColumnElement[Any]:
+    """The step's ``api.cache_write_1h`` read from its output in SQL (NULL: not there).
+
+    SQLite and PostgreSQL read the JSON themselves; only outputs that name the key are
+    parsed (and, on SQLite, only valid JSON: a malformed output reads as NULL). Another
+    database reads NULL: the writes count as 5-minute ones.
+    """
+    output = steps.c.output
+    named = output.like(f"%{ONE_HOUR_KEY}%")
+    if dialect == "sqlite":
+        value = func.json_extract(output, "$.api.cache_write_1h")
+        return case((and_(named, func.json_valid(output) == 1), value), else_=null())
+    if dialect == "postgresql":
+        value = func.json_extract_path_text(cast(output, JSON), "api", "cache_write_1h")
+        return case((named, value), else_=null())
+    return null()
+
+
+def _count(value: object) -> int | None:
+    """A token count read from JSON (a number, or its text on PostgreSQL), or None."""
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        return max(0, int(float(str(value))))
+    except ValueError:
+        return None
 
 
 def month_start(now: float) -> float:

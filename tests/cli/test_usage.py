@@ -36,7 +36,7 @@ def test_totals_add_up_per_model_and_day_and_the_cli_prints_them(
     assert shown.returncode == 0, shown.stderr
     data = json.loads(shown.stdout)
     assert set(data) == {
-        *("since", "total", "by_day", "by_model", "by_schedule", "by_batch"),
+        *("since", "total", "by_day", "by_model", "by_schedule", "by_batch", "by_mode"),
         *("timezone", "month", "simulated"),
     }
     assert data["simulated"]["cost_usd"] == 0  # no demo run here

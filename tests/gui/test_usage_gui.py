@@ -9,10 +9,13 @@ from pytestqt.qtbot import QtBot
 
 from desktop_agent.client.api import Client
 from desktop_agent.client.views import model_label
+from desktop_agent.domain.units import format_usd
 from desktop_agent.gui.views.usage import UsageWindow, days_of
 from tests.conftest import MakeExecutor, drain
 from tests.gui.conftest import OpenWindow
 from tests.helpers.fakes import Reply, ScriptedModel
+from tests.helpers.polling import qt_wait_until
+from tests.usage.spend_journal import write_journal
 
 
 @pytest.mark.qt_log_ignore("This plugin does not support raise")  # offscreen: no stacking
@@ -75,4 +78,46 @@ def test_bars_per_model_and_the_month_against_the_cap(
     view.group.setCurrentIndex(view.group.findData("day"))
     assert _per_day(view)
     assert view.chart.bars[-1][1] == pytest.approx(1.0)
+    view.close()
+
+
+@pytest.mark.qt_log_ignore("This plugin does not support raise")  # offscreen: no stacking
+def test_the_window_shows_the_split_by_mode_and_what_the_cache_saved(
+    qtbot: QtBot, open_window: OpenWindow, client: Client
+) -> None:
+    j = write_journal(client)
+    window = open_window()
+    view = window.open_usage()
+    qt_wait_until(qtbot, lambda: view.usage is not None, what="the usage read")
+    assert view.modes.text() == (
+        f"Streamed: {format_usd(j.streamed_cost)} in 3 call(s) · "
+        f"Economy (batch, half price): {format_usd(j.economy_cost)} in 2 call(s) · "
+        f"Archived, mode unknown: {format_usd(j.archived_cost)} in 1 run(s)"
+    )
+    saved = j.streamed_saving + j.economy_saving
+    assert view.cache.text().startswith(f"The prompt cache saved {format_usd(saved)} (net:")
+    assert not view.modes.isHidden() and not view.cache.isHidden()
+    real = j.streamed_cost + j.economy_cost + j.archived_cost  # the demo's $1.50 apart
+    assert view.total.text().startswith(f"{format_usd(real)} in 5 model call(s) of 3 run(s)")
+
+    heads = [view.tree.topLevelItem(i) for i in range(view.tree.topLevelItemCount())]
+    per_mode = next(h for h in heads if h is not None and h.text(0) == "Per mode")
+    rows = [per_mode.child(i) for i in range(per_mode.childCount())]
+    cells = [(r.text(0), r.text(1), r.text(4), r.text(6)) for r in rows if r is not None]
+    assert cells == [
+        ("Streamed", format_usd(j.streamed_cost), "3", format_usd(j.streamed_saving)),
+        ("Economy (batch, half price)", format_usd(j.economy_cost), "2",
+         format_usd(j.economy_saving)),
+        ("Archived, mode unknown", format_usd(j.archived_cost), "", ""),
+    ]  # fmt: skip
+
+    view.group.setCurrentIndex(view.group.findData("mode"))
+    assert [name for name, _ in view.chart.bars] == [
+        "Streamed",
+        "Economy (batch, half price)",
+        "Archived, mode unknown",
+    ]
+    assert [v for _, v in view.chart.bars] == pytest.approx(
+        [j.streamed_cost, j.economy_cost, j.archived_cost]
+    )
     view.close()

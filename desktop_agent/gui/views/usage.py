@@ -1,8 +1,10 @@
 """What all runs spent (View > Usage).
 
-A chart of spend per day (local days), switchable to per model, schedule or batch; totals
-per model, schedule and batch; this month so far against the monthly spend cap. The same
-figures as ``desktop-agent usage``, read on the task pool.
+A chart of spend per day (local days), switchable to per model, schedule, batch or mode;
+the split by mode (streamed, economy, archived runs apart) and what the prompt cache saved,
+net, under the total; totals per mode, model, schedule and batch, each with its calls and
+cache saving; this month so far against the monthly spend cap. The same figures as
+``desktop-agent usage``, read on the task pool.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from PySide6.QtWidgets import (
 
 from desktop_agent.client.api import Client
 from desktop_agent.client.messages import plain_error
-from desktop_agent.client.usage import Total, Usage
+from desktop_agent.client.usage import ARCHIVED, MODE_LABELS, Total, Usage, saving_text
 from desktop_agent.client.views import model_label
 from desktop_agent.domain import RunStatus
 from desktop_agent.domain.units import format_usd
@@ -33,7 +35,8 @@ from desktop_agent.gui.tasks import TaskRunner
 
 PERIODS = ((7, "Last 7 days"), (30, "Last 30 days"), (90, "Last 90 days"))
 GROUPS = (("day", "Per day"), ("model", "Per model"), ("schedule", "Per schedule"),
-          ("batch", "Per batch"))  # fmt: skip
+          ("batch", "Per batch"), ("mode", "Per mode"))  # fmt: skip
+COLUMNS = ["", "Cost", "Tokens in", "Tokens out", "Calls", "Runs", "Cache saved"]
 DAY = 86400.0
 
 
@@ -139,10 +142,46 @@ def simulated_text(usage: Usage) -> str:
     )
 
 
-def _item(label: str, t: Total) -> QTreeWidgetItem:
+def signed_usd(amount: float) -> str:
+    """Dollars, with a minus sign in front when negative."""
+    return f"-{format_usd(-amount)}" if amount < 0 else format_usd(amount)
+
+
+def mode_label(mode: str) -> str:
+    """A mode's name as the window shows it (capitalised)."""
+    label = MODE_LABELS.get(mode, mode)
+    return label[:1].upper() + label[1:]
+
+
+def modes_text(usage: Usage) -> str:
+    """The period's spend split by mode, one part per mode that spent ("" when none)."""
+    parts = []
+    for mode, t in usage.by_mode.items():
+        if not t.calls and not t.runs:
+            continue
+        count = f"{len(t.runs)} run(s)" if mode == ARCHIVED else f"{t.calls} call(s)"
+        parts.append(f"{mode_label(mode)}: {format_usd(t.cost_usd)} in {count}")
+    return " · ".join(parts)
+
+
+def cache_text(usage: Usage) -> str:
+    """What the prompt cache saved in the period, net ("" when no call was made)."""
+    t = usage.total
+    if not t.calls:
+        return ""
+    said = saving_text(t.cache_saving_usd)
+    return (
+        f"{said[:1].upper()}{said[1:]} (net: cache reads at their price instead of the input "
+        "price, less what cache writes cost above it; archived runs not included)"
+    )
+
+
+def _item(label: str, t: Total, *, archived: bool = False) -> QTreeWidgetItem:
+    calls = "" if archived else str(t.calls)
+    saved = "" if archived else signed_usd(t.cache_saving_usd)
     return QTreeWidgetItem(
-        [label, format_usd(t.cost_usd), f"{t.input_tokens:,}", f"{t.output_tokens:,}",
-         str(len(t.runs))]
+        [label, format_usd(t.cost_usd), f"{t.input_tokens:,}", f"{t.output_tokens:,}", calls,
+         str(len(t.runs)), saved]
     )  # fmt: skip
 
 
@@ -166,6 +205,10 @@ class UsageWindow(QWidget):
         self.group.currentIndexChanged.connect(self._on_group_current_index_changed)
         self.now = time.time()
         self.total = QLabel("Reading…", self)
+        self.modes = QLabel("", self)
+        self.modes.setWordWrap(True)
+        self.cache = QLabel("", self)
+        self.cache.setWordWrap(True)
         self.month = QLabel("", self)
         self.month_bar = QProgressBar(self)
         self.month_bar.setTextVisible(False)
@@ -173,7 +216,7 @@ class UsageWindow(QWidget):
         self.month_bar.hide()
         self.chart = DailyChart(self)
         self.tree = QTreeWidget(self)
-        self.tree.setHeaderLabels(["", "Cost", "Tokens in", "Tokens out", "Runs"])
+        self.tree.setHeaderLabels(COLUMNS)
         self.tree.setColumnWidth(0, 280)
         bar = QHBoxLayout()
         bar.addWidget(self.total, 1)
@@ -184,6 +227,8 @@ class UsageWindow(QWidget):
         month.addWidget(self.month_bar, 1)
         layout = QVBoxLayout(self)
         layout.addLayout(bar)
+        layout.addWidget(self.modes)
+        layout.addWidget(self.cache)
         layout.addLayout(month)
         layout.addWidget(self.chart)
         layout.addWidget(self.tree, 1)
@@ -230,6 +275,10 @@ class UsageWindow(QWidget):
             f"{format_usd(t.cost_usd)} in {t.calls} model call(s) of {len(t.runs)} run(s); "
             f"{t.input_tokens:,} tokens in, {t.output_tokens:,} out" + simulated_text(usage)
         )
+        self.modes.setText(modes_text(usage))
+        self.modes.setVisible(bool(self.modes.text()))
+        self.cache.setText(cache_text(usage))
+        self.cache.setVisible(bool(self.cache.text()))
         self.show_month(usage)
         self.show_chart(usage)
         self.tree.clear()
@@ -244,6 +293,13 @@ class UsageWindow(QWidget):
             head = QTreeWidgetItem([title])
             for key, total in sorted(group.items(), key=lambda kv: -kv[1].cost_usd):
                 head.addChild(_item(name(key), total))
+            self.tree.addTopLevelItem(head)
+            head.setExpanded(True)
+        spent = [(m, t) for m, t in usage.by_mode.items() if t.calls or t.runs]
+        if spent:
+            head = QTreeWidgetItem(["Per mode"])
+            for mode, total in spent:  # in a fixed order: streamed, economy, archived
+                head.addChild(_item(mode_label(mode), total, archived=mode == ARCHIVED))
             self.tree.addTopLevelItem(head)
             head.setExpanded(True)
 
@@ -264,6 +320,10 @@ class UsageWindow(QWidget):
                 [(d, usage.by_day[d].cost_usd if d in usage.by_day else 0.0)
                  for d in days_of(usage.since, self.now)]
             )  # fmt: skip
+            return
+        if key == "mode":
+            spent = [(m, t) for m, t in usage.by_mode.items() if t.calls or t.runs]
+            self.chart.set_groups([(mode_label(m), t.cost_usd) for m, t in spent])
             return
         name = model_label if key == "model" else str
         groups = sorted(usage.group(key).items(), key=lambda kv: -kv[1].cost_usd)
