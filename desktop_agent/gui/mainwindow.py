@@ -29,6 +29,7 @@ from desktop_agent.client import forks as client_forks
 from desktop_agent.client.api import Client, WorkerStatus
 from desktop_agent.client.checks import RecoveryReport, recovery_report
 from desktop_agent.client.export import Imported
+from desktop_agent.client.forecast import run_forecast
 from desktop_agent.client.messages import plain_error
 from desktop_agent.client.models import ModelList
 from desktop_agent.client.views import (
@@ -69,6 +70,7 @@ from desktop_agent.gui.views.compare import CompareWindow
 from desktop_agent.gui.views.scheduling import SchedulingViews
 from desktop_agent.gui.views.search import SearchWindow
 from desktop_agent.gui.views.usage import UsageWindow
+from desktop_agent.gui.widgets.forecast import estimate_with
 from desktop_agent.gui.widgets.inbox import ApprovalInbox
 from desktop_agent.gui.widgets.run_detail import RunDetailPane
 from desktop_agent.gui.widgets.runlist import RunListPanel
@@ -639,7 +641,7 @@ class MainWindow(QMainWindow):
             self.run_again(self.selected.run)
 
     def _read_forks(self, row: RunRow | None) -> None:
-        """Show the selected run's forks and inherited cost in its header (read off-thread)."""
+        """The selected run's forks, inherited cost and forecast in its header (read off-thread)."""
         if row is None:
             return
         client, run = self.client, row.run
@@ -651,6 +653,11 @@ class MainWindow(QMainWindow):
             self.detail.header.show_forks(run.id, *found)
 
         self.tasks.submit(read, show, lambda exc: None)
+        self.tasks.submit(
+            lambda: run_forecast(client, run.id),
+            lambda kept: self.detail.header.show_forecast(run.id, kept),
+            lambda exc: None,
+        )
 
     @Slot()
     def _on_fork_step_triggered(self) -> None:
@@ -824,6 +831,7 @@ class MainWindow(QMainWindow):
         if dialog is None:
             dialog = NewRunDialog(models, tools, settings, defaults, self)
             dialog.start_requested.connect(self._on_new_run_dialog_start_requested)
+            dialog.set_forecaster(self.tasks.submit, estimate_with(self.client))
             self.new_run_dialog = dialog
         else:  # never one built per opening: see NewRunDialog.refill
             dialog.refill(models, tools, settings, defaults)

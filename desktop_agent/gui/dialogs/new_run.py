@@ -37,6 +37,7 @@ from desktop_agent.gui import resources, theme
 from desktop_agent.gui.dialogs.guard import GuardedDialog
 from desktop_agent.gui.dialogs.prompts import MessageDialog
 from desktop_agent.gui.sizing import keep_minimum_size
+from desktop_agent.gui.widgets.forecast import Estimate, ForecastLine, ForecastQuestion, RunTask
 
 
 @dataclass(frozen=True)
@@ -155,6 +156,10 @@ class NewRunDialog(GuardedDialog):
             # A wrapped label asks for the height of its text at a narrow width: at the
             # width it gets here that left blank lines under it.
             note.setMinimumWidth(520)
+        self.forecast_line = ForecastLine(self)
+        """The forecast of the run as chosen (shown once :meth:`set_forecaster` is called)."""
+        self.forecast_template: str | None = None
+        """The schedule, watch or batch whose past runs the forecast reads first."""
         self.effort.currentIndexChanged.connect(self._on_effort_current_index_changed)
         options_row = QHBoxLayout()
         options_row.addWidget(self.effort)
@@ -205,6 +210,7 @@ class NewRunDialog(GuardedDialog):
         top.addRow("", self.model_notice)
         top.addRow("Effort", options_row)
         top.addRow("", self.thinking_note)
+        top.addRow("", self.forecast_line)
         top.addRow("Workspace", ws_row)
         top.addRow("", self.workspace_note)
         tools_box = QGroupBox("Tools and approvals", self)
@@ -264,6 +270,7 @@ class NewRunDialog(GuardedDialog):
         self.confirm, self._asked = None, None
         self.setWindowTitle("New run")
         self.again_of = None
+        self.forecast_template = None
         self.tool_infos = list(tools)
         self.goal.clear()
         self.model.blockSignals(True)
@@ -326,6 +333,7 @@ class NewRunDialog(GuardedDialog):
         """
         self.setWindowTitle("Run again")
         self.again_of = run.id
+        self.forecast_template = run.schedule_id or run.parent_id
         self.goal.setPlainText(run.goal)
         index = self.model.findData(run.model)
         if index >= 0:
@@ -344,6 +352,7 @@ class NewRunDialog(GuardedDialog):
         self.steps.setValue(b.max_steps or 0)
         self.time.setText(format_duration(b.max_time_s) if b.max_time_s else "")
         self.tokens.setValue(b.max_tokens or 0)
+        self.ask_forecast()  # the runs of its schedule or batch first
 
     def chosen_tools(self) -> list[str]:
         """Names of the checked tools."""
@@ -462,6 +471,20 @@ class NewRunDialog(GuardedDialog):
         text = choice.thinking_off_words(effort) if choice is not None else ""
         self.thinking_note.setText(text)
         self.thinking_note.setVisible(bool(text))
+        self.ask_forecast()
+
+    def set_forecaster(self, run_task: RunTask, estimate: Estimate) -> None:
+        """Show the forecast of the run as chosen, read with ``estimate`` off the GUI thread."""
+        self.forecast_line.set_source(run_task, estimate)
+        self.ask_forecast()
+
+    def ask_forecast(self) -> None:
+        """Ask the forecast line for the model, effort and template now chosen."""
+        model = self.model.currentData()
+        if model is None:
+            return
+        effort = str(self.effort.currentData() or "")
+        self.forecast_line.ask(ForecastQuestion(str(model), effort, self.forecast_template))
 
     @Slot(str)
     def _on_workspace_text_changed(self, text: str) -> None:

@@ -21,6 +21,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from desktop_agent.client.forecast import Forecast, versus_words
 from desktop_agent.client.views import RunRow, cache_words, model_label, run_settings_words
 from desktop_agent.domain import MONTHLY_CAP_REACHED, Approval, Run, RunStatus, WaitReason
 from desktop_agent.domain.placement import describe
@@ -300,6 +301,13 @@ class RunHeader(QWidget):
         self.lineage.linkActivated.connect(self._on_lineage_link_activated)
         self._forks: tuple[tuple[str, int | None], ...] = ()
         self._inherited = 0.0
+        self.forecast_label = QLabel(self)
+        """Once the run has ended: its cost and time beside the forecast made at its start."""
+        self.forecast_label.setWordWrap(True)
+        self.forecast_label.setForegroundRole(QPalette.ColorRole.PlaceholderText)
+        self.forecast_label.hide()
+        self.forecast: Forecast | None = None
+        """The forecast kept with the shown run, once read (None: not read yet, or none)."""
         self.gauges = {
             name: Gauge(name, self, note_line=name in ("Worked", "Tokens"))
             for name in ("Cost", "Steps", "Worked", "Tokens")
@@ -326,6 +334,7 @@ class RunHeader(QWidget):
         left.addWidget(self.status)
         left.addWidget(self.details)
         left.addWidget(self.lineage)
+        left.addWidget(self.forecast_label)
         left.addLayout(gauges)
         left.addStretch(1)
         columns = QHBoxLayout()
@@ -384,6 +393,7 @@ class RunHeader(QWidget):
         if row is None or self.row is None or row.run.id != self.row.run.id:
             self.pending = ()  # another run's approvals are not this one's
             self._forks, self._inherited = (), 0.0  # nor its forks
+            self.forecast = None  # nor its forecast
         self.row = row
         self._show_banner()
         if row is None:
@@ -396,6 +406,7 @@ class RunHeader(QWidget):
                 gauge.set_value("—", None)
             self.plan.setText("")
             self.lineage.hide()
+            self.forecast_label.hide()
             return
         run = row.run
         self.icon.setPixmap(
@@ -418,6 +429,7 @@ class RunHeader(QWidget):
         )
         self.details.setToolTip(run.workspace)
         self._show_lineage()
+        self._show_forecast()
         self._gauges(run)
         self.plan.setText(self._plan_html(row))
 
@@ -431,6 +443,27 @@ class RunHeader(QWidget):
         self._forks = tuple((f.id, f.forked_at_seq) for f in forks)
         self._inherited = inherited_usd
         self._show_lineage()
+
+    def show_forecast(self, run_id: str, forecast: Forecast | None) -> None:
+        """The forecast kept with ``run_id`` at its start (read off the GUI thread).
+
+        Shown beside the actual figures once the run has ended; ignored once another run
+        is shown.
+        """
+        if self.row is None or self.row.run.id != run_id:
+            return
+        self.forecast = forecast
+        self._show_forecast()
+
+    def _show_forecast(self) -> None:
+        run = self.row.run if self.row else None
+        f = self.forecast
+        if run is None or f is None or not run.status.is_terminal:
+            self.forecast_label.hide()
+            return
+        self.forecast_label.setText(versus_words(f, run))
+        self.forecast_label.setToolTip(f"Forecast made when the run started, {f.explain}")
+        self.forecast_label.show()
 
     def _show_lineage(self) -> None:
         run = self.row.run if self.row else None
