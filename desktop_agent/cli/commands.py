@@ -353,6 +353,7 @@ def _no_runs_message(search: str | None, statuses: Sequence[RunStatus] | None) -
 
 def cmd_show(args: argparse.Namespace, out: Out) -> int:
     """Show a run and its journal."""
+    from desktop_agent.client.forecast import forecast_json, kept_words, run_forecast
     from desktop_agent.client.shapes import event_json, run_json, step_json
     from desktop_agent.client.views import cache_share, run_settings_words
 
@@ -364,11 +365,13 @@ def cmd_show(args: argparse.Namespace, out: Out) -> int:
         return _show_archived(client, args.run, out)
     steps = client.steps(run.id)
     events = client.events(run.id)
+    kept = run_forecast(client, run.id)
     if out.as_json:
         out.emit(
             "",
             {
                 **run_json(run),
+                "forecast": forecast_json(kept) if kept else None,
                 "journal": [step_json(s) for s in steps],
                 "events": [event_json(e) for e in events],
             },
@@ -397,6 +400,8 @@ def cmd_show(args: argparse.Namespace, out: Out) -> int:
         f"  worked:    {format_duration(run.active_seconds)}"
         + (f" of {format_duration(b.max_time_s)}" if b.max_time_s else "")
     )
+    if kept is not None:
+        echo(f"  forecast:  {kept_words(kept, run)}")
     hint = next_step_hint(run)
     if hint:
         echo(f"  next:      {hint}")

@@ -452,6 +452,13 @@ def versus_words(f: Forecast, run: Run) -> str:
     )
 
 
+def kept_words(f: Forecast, run: Run) -> str:
+    """The forecast kept with ``run``: beside the actual once it ended, else with its basis."""
+    if run.status.is_terminal:
+        return versus_words(f, run)
+    return f"{mode_words(f, f.chosen)} · {basis_words(f)}"
+
+
 def text_lines(f: Forecast) -> list[str]:
     """The forecast as ``run --estimate`` prints it."""
     at = f" at {f.effort} effort" if f.effort else ""
@@ -572,6 +579,7 @@ __all__ = [
     "forecast",
     "forecast_from_json",
     "forecast_json",
+    "kept_words",
     "record_start_forecast",
     "run_forecast",
     "summary",

@@ -127,3 +127,23 @@ def test_batch_start_estimate_covers_every_item_and_makes_no_batch(
     assert code == 0, err
     assert out.startswith("Forecast for Claude Sonnet 5.5 at high effort, 5 items (4 at a time):")
     assert "all items" in out and "economy:" in out
+
+
+def test_show_gives_the_forecast_the_run_was_started_with(
+    client: Client, capsys: Capture, history: list[str]
+) -> None:
+    run = client.start_run("Summarise the notes", model="claude-sonnet-5-5")
+    costs = [c for c, _ in HISTORY]
+    code, out, err = run_cli(client, capsys, "show", run.id)
+    assert code == 0, err
+    (line,) = [x for x in out.splitlines() if x.startswith("  forecast:")]
+    assert line.startswith(
+        f"  forecast:  ≈ ${statistics.median(costs):.2f} (90%: ${p90(costs):.2f}) · "
+    )
+    assert line.endswith("· from 5 runs")
+    code, out, err = run_cli(client, capsys, "show", run.id, "--json")
+    assert code == 0, err
+    kept = json.loads(out)["forecast"]
+    assert (kept["basis"], kept["based_on"]) == ("history", 5)
+    code, out, _ = run_cli(client, capsys, "show", history[0], "--json")
+    assert json.loads(out)["forecast"] is None  # written into the store directly: none kept
