@@ -322,8 +322,7 @@ def _from_history(
         if have:
             notes.append(
                 f"streamed figures from the economy-mode runs at {1 / BATCH_DISCOUNT:g}x the "
-                "price, "
-                f"each turn a streamed call of ~{STREAMED_CALL_S:.0f} s"
+                f"price, each turn a streamed call of ~{STREAMED_CALL_S:.0f} s"
             )
         else:
             notes.append(
