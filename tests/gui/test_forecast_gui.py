@@ -26,13 +26,17 @@ def p90(values: list[float]) -> float:
     return statistics.quantiles(values, n=10, method="inclusive")[8]
 
 
-def figures(pairs: list[tuple[float, float]], factor: float = 1.0) -> str:
-    """``≈ $0.47 (90%: $0.76) · ≈ 6m (90%: 12m)`` of these runs' costs and durations."""
+def cost_words(pairs: list[tuple[float, float]], factor: float = 1.0) -> str:
+    """``≈ $0.47 (90%: $0.76)``: these runs' costs (times ``factor``)."""
     costs = [c * factor for c, _ in pairs]
+    return f"≈ {format_usd(statistics.median(costs))} (90%: {format_usd(p90(costs))})"
+
+
+def figures(pairs: list[tuple[float, float]]) -> str:
+    """``≈ $0.47 (90%: $0.76) · ≈ 6m (90%: 12m)`` of these runs' costs and durations."""
     durations = [d for _, d in pairs]
     return (
-        f"≈ {format_usd(statistics.median(costs))} (90%: {format_usd(p90(costs))}) · "
-        f"≈ {format_duration(statistics.median(durations))} "
+        f"{cost_words(pairs)} · ≈ {format_duration(statistics.median(durations))} "
         f"(90%: {format_duration(p90(durations))})"
     )
 
@@ -88,6 +92,22 @@ def test_new_run_shows_the_forecast_of_the_model_and_effort_chosen(
         qtbot, lambda: "from prices" in line.text(), what="Haiku's forecast", last=line.text
     )
     assert line.text().startswith(f"Forecast: ≈ {format_usd(economy)} (90%: ")
+    dialog.reject()
+
+    # Run again of a streamed run of a schedule: its mode leads, its schedule's runs first.
+    again = past_run(client, clock, model="claude-opus-5-5", effort="low", cost=1.0,
+                     duration=100.0, schedule_id="sch-digest")  # fmt: skip
+    dialog = window.run_again(again)
+    assert dialog.forecast_template == "sch-digest" and not line.economy
+    qt_wait_until(
+        qtbot,
+        lambda: "(fewer than 3 of 'sch-digest' so far)" in line.toolTip(),
+        what="Run again's forecast",
+        last=line.toolTip,
+    )
+    # Its one streamed run is too few: streamed figures come from the 3 economy-mode runs.
+    assert line.text().startswith(f"Forecast: {cost_words(OPUS_ECONOMY, 1 / BATCH_DISCOUNT)} · ")
+    assert line.text().endswith("· from 3 runs")
     dialog.reject()
 
 

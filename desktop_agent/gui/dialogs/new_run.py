@@ -271,6 +271,7 @@ class NewRunDialog(GuardedDialog):
         self.setWindowTitle("New run")
         self.again_of = None
         self.forecast_template = None
+        self.forecast_line.set_economy(False)
         self.tool_infos = list(tools)
         self.goal.clear()
         self.model.blockSignals(True)
@@ -334,6 +335,7 @@ class NewRunDialog(GuardedDialog):
         self.setWindowTitle("Run again")
         self.again_of = run.id
         self.forecast_template = run.schedule_id or run.parent_id
+        self.forecast_line.set_economy(run.spec.economy)
         self.goal.setPlainText(run.goal)
         index = self.model.findData(run.model)
         if index >= 0:
