@@ -18,6 +18,7 @@ from desktop_agent.client.models import ModelList, check_model, list_models
 from desktop_agent.client.usage import Usage, usage_since
 from desktop_agent.config import Settings
 from desktop_agent.domain import (
+    DEMO_MODEL,
     JSON,
     AgentSpec,
     Approval,
@@ -108,6 +109,8 @@ class RunSpecOptions(TypedDict, total=False):
             or off (default 0: off, which on models that always think means the least).
         effort: ``low``, ``medium``, ``high``, ``xhigh`` or ``max`` (default "": the
             model's documented default).
+        economy: send each model turn as a request of a Message Batch (half price; the
+            run waits for each result, most within an hour). Not for the demo model.
         use_defaults: fill budgets left out from the settings (default True).
         count_waiting_time: time waiting on the analyst counts towards the time budget
             (default False).
@@ -124,6 +127,7 @@ class RunSpecOptions(TypedDict, total=False):
     max_tokens: int
     thinking_budget: int
     effort: str | None
+    economy: bool
     use_defaults: bool
     count_waiting_time: bool
 
@@ -376,7 +380,13 @@ class Client:
             thinking_budget=options.get("thinking_budget", 0),
             approval_overrides=tuple(sorted((approval_overrides or {}).items())),
             effort=effort,
+            economy=bool(options.get("economy", False)),
         )
+        if spec.economy and model == DEMO_MODEL:
+            raise InvalidInputError(
+                "the demo model runs on this machine and cannot be sent in a Message Batch: "
+                "choose a Claude model for economy mode, or run the demo without it"
+            )
         return spec, budget
 
     def _workspace(self, workspace: str | Path | None, run_id: str) -> Path:

@@ -89,6 +89,9 @@ class BatchPump:
         clock: epoch seconds.
         config: tunables.
         on_woken: called after a pass woke runs (the worker polls at once).
+        crash_point: test seam called with a named point (``batch_created``: the API
+            made the batch, its id not yet recorded; ``results_applied``: a batch's
+            results are written, the batch not yet marked read); see ``worker/crash.py``.
     """
 
     def __init__(
@@ -98,8 +101,10 @@ class BatchPump:
         clock: Callable[[], float],
         config: PumpConfig | None = None,
         on_woken: Callable[[], None] | None = None,
+        crash_point: Callable[[str], None] | None = None,
     ) -> None:
         self.book = book
+        self.crash_point = crash_point or (lambda _name: None)
         self._make_api = api
         self._api: BatchApi | None = None
         self.clock = clock
@@ -264,6 +269,7 @@ class BatchPump:
                 log.warning("sending a batch of %d failed: %s", len(claim.requests), exc)
                 report.problem = str(exc)
                 return
+            self.crash_point("batch_created")
             self.book.submitted(
                 claim, made.id, made.created_at, self.clock(), self.clock() + cfg.first_poll_s
             )
@@ -288,6 +294,7 @@ class BatchPump:
                     self._apply(batch.id, chunk, report)
                     chunk = []
             self._apply(batch.id, chunk, report)
+            self.crash_point("results_applied")
             self.book.read_done(batch.id, self.clock())
             report.read.append(batch.id)
         for submission in self.book.settled_doubts():

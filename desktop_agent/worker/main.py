@@ -27,6 +27,7 @@ from desktop_agent.worker.batches import BatchPump, pump_config
 from desktop_agent.worker.catalogue import CatalogueKeeper
 from desktop_agent.worker.clock import clock_from_env
 from desktop_agent.worker.compose import ModelFactory, build_executor, open_store, tools_from_env
+from desktop_agent.worker.crash import crash_hook_from_env
 from desktop_agent.worker.notify import build_notifier
 from desktop_agent.worker.tracing import start_tracing
 from desktop_agent.worker.vanish import CODE as VANISHED
@@ -185,6 +186,7 @@ def serve(
         batch_api,
         clock.now,
         pump_config(settings.batch_window_s, settings.batch_poll_s, settings.batch_doubt_s),
+        crash_point=crash_hook_from_env(),
     )
 
     def housekeeping(now: float) -> None:

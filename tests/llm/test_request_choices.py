@@ -9,6 +9,7 @@ import pytest
 
 from desktop_agent.client.api import Client
 from desktop_agent.domain import RunStatus
+from desktop_agent.domain.errors import InvalidInputError
 from desktop_agent.engine.loop import EngineConfig
 from desktop_agent.engine.ports import ModelRequest
 from tests.conftest import MakeExecutor, drain
@@ -99,3 +100,17 @@ def test_an_estimate_near_the_budget_is_checked_with_an_exact_count(
     drain(client.store, make_executor(near))
     assert client.run(run.id).status == RunStatus.COMPLETED
     assert len(near.counted) == 1
+
+
+def test_an_economy_run_writes_its_cache_for_an_hour_even_when_it_cannot_wait(
+    client: Client, make_executor: MakeExecutor, workspace: Path
+) -> None:
+    streamed = _first_request(client, make_executor, workspace, tools=["read_file"])
+    economy = _first_request(client, make_executor, workspace, tools=["read_file"], economy=True)
+    assert (streamed.cache_ttl, economy.cache_ttl) == ("5m", "1h")
+
+
+def test_the_demo_model_cannot_run_in_economy_mode(client: Client) -> None:
+    with pytest.raises(InvalidInputError, match=r"demo model .* cannot be sent in a Message Batch"):
+        client.start_run("Look", model="demo", economy=True)
+    assert client.runs() == []  # nothing was created
