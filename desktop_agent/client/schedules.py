@@ -59,6 +59,7 @@ class RunOptions:
         approval_overrides: per-tool approval policy.
         effort: ``low`` … ``max``, or "" for the model's documented default.
         thinking_budget: thinking on (above 0) or off (0).
+        economy: each model turn goes to a Message Batch (half price, slower).
     """
 
     model: str | None = None
@@ -70,6 +71,7 @@ class RunOptions:
     approval_overrides: dict[str, str] = field(default_factory=dict)
     effort: str = ""
     thinking_budget: int = 0
+    economy: bool = False
 
 
 def _new_id(prefix: str) -> str:
@@ -150,6 +152,7 @@ class Scheduling:
             approval_overrides=opts.approval_overrides,
             effort=opts.effort,
             thinking_budget=opts.thinking_budget,
+            economy=opts.economy,
         )
         workspace = None
         if opts.workspace is not None:
