@@ -15,6 +15,17 @@ text between tool calls as thinking blocks on the models that do that, ``usage``
 API (``GET /v1/models``, ``GET /v1/models/{id}``). ``strict=False`` keeps the lenient fake
 for tests of transport faults: any request is answered from the script as written.
 
+It also serves the Message Batches API (``/v1/messages/batches``: create, retrieve, list,
+cancel, results; the batches themselves are :mod:`tests.helpers.fake_batches`). Each request
+of a batch goes, when the batch ends, through the same path as a ``POST /v1/messages`` (the
+contract checks, the script, the message building, the prompt cache): a request the API
+refuses ends ``errored`` with the error a direct call gets, an accepted one ``succeeded``
+with the message a non-streamed call gets. A test decides when batches end
+(``batch_delay``, ``hold_batches``, :meth:`FakeAnthropic.release_batches`), can make chosen
+requests end ``expired`` or ``errored`` (:meth:`FakeAnthropic.batch_outcome`), and can stop
+and restart the HTTP server on the same port (:meth:`FakeAnthropic.restart`) while the
+batches stay in the fake object.
+
 With ``cache=True`` it models the prompt cache (see :meth:`FakeAnthropic._cache_usage`) on an
 injectable ``clock``, and answers cache ``diagnostics``.
 
@@ -29,6 +40,7 @@ import secrets
 import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -37,7 +49,9 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from tests.helpers import claude_contract as contract
+from tests.helpers import fake_batches
 from tests.helpers.claude_contract import ApiError, Binding, Segment
+from tests.helpers.fake_batches import Batch, BatchStore, Outcome
 from tests.helpers.polling import DEFAULT_TIMEOUT_S, wait_until
 
 # --------------------------------------------------------------------------- script
@@ -174,12 +188,16 @@ Script = Callable[[dict[str, Any], int], Reply]
 class Request:
     """One request the server received, and what it answered.
 
+    A request of a Message Batch is one too, recorded when its batch ends: ``path`` is
+    ``/v1/messages/batches``, ``body`` its ``params``, ``headers`` those of the create call,
+    and ``custom_id`` / ``batch_id`` say which it was.
+
     Attributes:
         status: HTTP status of the answer (200 for a message, also when it broke off).
         error: the error answered, if any (contract refusals and scripted statuses).
         response: the message as the fake built it (``content`` in full, as a client
             assembles it from the stream, and ``usage``), or the ``count_tokens`` / Models
-            API answer.
+            API / batches answer.
     """
 
     path: str
@@ -189,6 +207,8 @@ class Request:
     status: int = 200
     error: ApiError | None = None
     response: dict[str, Any] | None = None
+    custom_id: str | None = None
+    batch_id: str | None = None
 
     @property
     def key(self) -> str:
@@ -243,6 +263,21 @@ class _Out:
 
 
 @dataclass
+class _Outcome:
+    """What a model call comes to: a refusal, a scripted error status, or a message."""
+
+    error: ApiError | None = None
+    status: Status | None = None
+    reply: Stream | None = None
+    message: dict[str, Any] = field(default_factory=dict)
+    outs: list[_Out] = field(default_factory=list)
+
+    def whole(self) -> dict[str, Any]:
+        """The message with its content, as a non-streamed call returns it."""
+        return dict(self.message, content=[o.final for o in self.outs])
+
+
+@dataclass
 class _Entry:
     """A prompt cache entry."""
 
@@ -275,13 +310,21 @@ class FakeAnthropic:
         accept_keys: when given, other keys get a 401 ``authentication_error``.
         strict: enforce the documented contract and answer in the API's shapes (see the
             module docstring); ``False`` answers any request from the script as written.
-        clock: the time source of the prompt cache (a test may jump it by hours).
+        clock: the time source of the prompt cache and of Message Batches (a test may jump
+            it by hours; a batch expires 24 hours after its creation).
         cache: model the prompt cache; ``usage`` is then computed from the request.
+        batch_delay: seconds from a batch's creation to its end (its requests processed at
+            the first look at the batches after that; 0: at the first look).
+        hold_batches: new batches stay ``in_progress`` until :meth:`release_batches`.
+        batch_max_requests, batch_max_bytes: the API's limits of one batch (tests may use
+            small ones).
 
     Attributes:
-        requests: the ``POST /v1/messages`` requests (and unknown routes), in order.
-        side_requests: the ``count_tokens`` and Models API requests (kept apart so that
-            :attr:`requests`, :meth:`bodies` and :meth:`wait_requests` count model calls).
+        requests: the model calls in order: ``POST /v1/messages`` requests (and unknown
+            routes), and each request of a Message Batch when its batch ends.
+        side_requests: the ``count_tokens``, Models API and Message Batches API calls (kept
+            apart so that :attr:`requests`, :meth:`bodies` and :meth:`wait_requests` count
+            model calls).
     """
 
     def __init__(
@@ -292,6 +335,10 @@ class FakeAnthropic:
         strict: bool = True,
         clock: Callable[[], float] = time.time,
         cache: bool = False,
+        batch_delay: float = 0.0,
+        hold_batches: bool = False,
+        batch_max_requests: int = fake_batches.MAX_REQUESTS,
+        batch_max_bytes: int = fake_batches.MAX_BYTES,
     ) -> None:
         self.script: Sequence[Reply] | Script = (
             script if script is not None else [Stream([Text("ok")])]
@@ -308,6 +355,17 @@ class FakeAnthropic:
         self._gates: list[threading.Event] = []
         self._entries: dict[tuple[str, str], _Entry] = {}
         self._fingerprints: dict[str, _Fingerprint] = {}
+        self._batches = BatchStore(
+            delay=batch_delay,
+            hold=hold_batches,
+            max_requests=batch_max_requests,
+            max_bytes=batch_max_bytes,
+        )
+        self._running = False
+        self._bind(0)
+        self._port = int(self._server.server_address[1])
+
+    def _bind(self, port: int) -> None:
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -320,7 +378,7 @@ class FakeAnthropic:
             def do_GET(self) -> None:
                 fake._handle_get(self)
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(
             target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
@@ -328,20 +386,124 @@ class FakeAnthropic:
 
     @property
     def url(self) -> str:
-        """Base URL for the SDK (``base_url`` or ``ANTHROPIC_BASE_URL``)."""
-        host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}"
+        """Base URL for the SDK (``base_url`` or ``ANTHROPIC_BASE_URL``); kept by a restart."""
+        return f"http://127.0.0.1:{self._port}"
 
     def __enter__(self) -> FakeAnthropic:
-        self._thread.start()
+        self.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         for gate in self._gates:
             gate.set()
+        self.stop()
+
+    def start(self) -> None:
+        """Serve (again, after :meth:`stop`, on the same port); nothing if serving."""
+        if self._running:
+            return
+        if self._thread.ident is not None:  # stopped before: a new server on the same port
+            self._bind(self._port)
+        self._thread.start()
+        self._running = True
+
+    def stop(self) -> None:
+        """Stop serving: connections are refused until :meth:`start`. State is kept."""
+        if not self._running:
+            return
+        self._running = False
         self._server.shutdown()
         self._server.server_close()
         self._thread.join(timeout=5)
+
+    def restart(self) -> None:
+        """Stop and start the HTTP server on the same port (batches, records, cache kept)."""
+        self.stop()
+        self.start()
+
+    # ------------------------------------------------------------------ batches (tests)
+
+    def hold_batches(self, hold: bool = True) -> None:
+        """Whether batches created from now on stay ``in_progress`` until released."""
+        with self._batches.lock:
+            self._batches.hold = hold
+
+    def release_batches(self, *batch_ids: str) -> list[str]:
+        """End the named batches now (every batch not ended when none is named).
+
+        Their requests are processed here, in the caller's thread, so the results are
+        there when this returns. A ``canceling`` batch ends with its requests ``canceled``.
+        Returns the ids of the batches it ended.
+        """
+        for batch_id in batch_ids:
+            if batch_id not in self._batches.batches:
+                raise KeyError(batch_id)
+        return self._batches.release(batch_ids, self.clock(), self._batch_request)
+
+    def batch_outcome(self, custom_id: str, outcome: Outcome | None) -> None:
+        """Make a request end ``expired`` or ``errored`` instead of being processed.
+
+        Applies to the request ``custom_id`` in any batch that ends from now on.
+
+        Args:
+            custom_id: the request's ``custom_id``.
+            outcome: ``"expired"``, or the error of an ``errored`` result (e.g.
+                ``ApiError(529, "overloaded_error", "Overloaded")``); ``None``: process the
+                request again.
+        """
+        with self._batches.lock:
+            if outcome is None:
+                self._batches.outcomes.pop(custom_id, None)
+            else:
+                self._batches.outcomes[custom_id] = outcome
+
+    def batch(self, batch_id: str) -> dict[str, Any]:
+        """The ``MessageBatch`` object the API would answer now (a look: due batches end)."""
+        self._settle()
+        with self._batches.lock:
+            return self._batches.batches[batch_id].shape(self.url)
+
+    def batch_results(self, batch_id: str) -> list[dict[str, Any]]:
+        """The results of an ended batch, in request order (not counted as a fetch)."""
+        self._settle()
+        with self._batches.lock:
+            batch = self._batches.batches[batch_id]
+            if batch.status != "ended":
+                raise AssertionError(f"batch {batch_id} has not ended ({batch.status})")
+            return [{"custom_id": cid, "result": batch.results[cid]} for cid, _ in batch.requests]
+
+    @property
+    def batch_ids(self) -> list[str]:
+        """Ids of the batches created, oldest first."""
+        with self._batches.lock:
+            return list(self._batches.batches)
+
+    @property
+    def batches_created(self) -> int:
+        """How many batches were created (refused create calls do not count)."""
+        with self._batches.lock:
+            return len(self._batches.batches)
+
+    @property
+    def batch_submissions(self) -> Counter[str]:
+        """How many times each custom_id was sent in a created batch, over all batches."""
+        with self._batches.lock:
+            return Counter(self._batches.submissions)
+
+    @property
+    def results_fetches(self) -> Counter[str]:
+        """How many times each batch's results were served (refused reads do not count)."""
+        with self._batches.lock:
+            return Counter(self._batches.fetches)
+
+    def wait_batches(self, n: int, timeout: float = DEFAULT_TIMEOUT_S) -> None:
+        """Block until ``n`` batches were created."""
+        wait_until(
+            lambda: self.batches_created >= n,
+            timeout,
+            f"{n} batches created on the fake API",
+            last=lambda: f"{self.batches_created} batches",
+        )
 
     def bodies(self) -> list[dict[str, Any]]:
         """Bodies of the requests received so far."""
@@ -394,8 +556,16 @@ class FakeAnthropic:
         except ValueError:
             body = None
         path = urlsplit(h.path).path
-        side = path == "/v1/messages/count_tokens"
+        batches = _batch_route(path)
+        side = path == "/v1/messages/count_tokens" or batches is not None
         request, index = self._record(h, body if isinstance(body, dict) else {}, side=side)
+        if batches == ():
+            self._create_batch(h, request, len(raw), body)
+            return
+        if batches is not None and batches[1:] == ("cancel",):
+            if self._authorized(h, request):
+                self._cancel_batch(h, request, batches[0])
+            return
         if path not in ("/v1/messages", "/v1/messages/count_tokens"):
             self._error(h, request, ApiError(404, "not_found_error", f"no route {h.path}"))
             return
@@ -411,6 +581,11 @@ class FakeAnthropic:
     def _handle_get(self, h: BaseHTTPRequestHandler) -> None:
         request, _ = self._record(h, {}, side=True)
         parts = urlsplit(h.path)
+        batches = _batch_route(parts.path)
+        if batches is not None and batches[-1:] != ("cancel",):
+            if self._authorized(h, request):
+                self._read_batches(h, request, batches, parse_qs(parts.query))
+            return
         if not parts.path.startswith("/v1/models"):
             self._error(h, request, ApiError(404, "not_found_error", f"no route {h.path}"))
             return
@@ -441,42 +616,162 @@ class FakeAnthropic:
         counted = {k: v for k, v in body.items() if k != "compaction"}
         self._json(h, request, {"input_tokens": contract.count_tokens(counted)})
 
-    def _messages(self, h: BaseHTTPRequestHandler, request: Request, index: int) -> None:
-        body = request.body
+    def _outcome(
+        self, body: dict[str, Any], headers: dict[str, str], index: int, *, batched: bool = False
+    ) -> _Outcome:
+        """What one model call comes to: a refusal, a scripted status, or a message.
+
+        The one path of streamed, non-streamed and batched requests: the contract checks,
+        the script, the message with its usage and signatures.
+        """
         binding: Binding | None = None
         if self.strict:
-            error = contract.validate(body, request.headers)
+            error = contract.validate(body, headers)
             if error is None:
                 binding = contract.check_binding(body, self.signer)
                 error = binding.error
             if error is not None:
-                self._error(h, request, error)
-                return
+                return _Outcome(error=error)
         reply = self._reply_for(body, index)
         if isinstance(reply, Status):
-            if reply.gate is not None:
-                with self._lock:
-                    self._gates.append(reply.gate)
-                reply.gate.wait(timeout=30)
-            self._error(
-                h, request, ApiError(reply.status, reply.type, reply.message), reply.headers
-            )
-            return
-        if not self.strict and not body.get("stream"):
-            error = ApiError(400, "invalid_request_error", "the fake only streams")
-            self._error(h, request, error)
-            return
+            return _Outcome(status=reply)
+        if not self.strict and not batched and not body.get("stream"):
+            return _Outcome(error=ApiError(400, "invalid_request_error", "the fake only streams"))
         message, outs = self._answer(reply, body, binding)
+        return _Outcome(reply=reply, message=message, outs=outs)
+
+    def _messages(self, h: BaseHTTPRequestHandler, request: Request, index: int) -> None:
+        body = request.body
+        outcome = self._outcome(body, request.headers, index)
+        if outcome.status is not None:
+            status = outcome.status
+            if status.gate is not None:
+                with self._lock:
+                    self._gates.append(status.gate)
+                status.gate.wait(timeout=30)
+            error = ApiError(status.status, status.type, status.message)
+            self._error(h, request, error, status.headers)
+            return
+        if outcome.error is not None:
+            self._error(h, request, outcome.error)
+            return
+        reply = outcome.reply
+        assert reply is not None
         with self._lock:
-            request.response = dict(message, content=[o.final for o in outs])
+            request.response = outcome.whole()
         if not body.get("stream"):
             self._json(h, request, request.response, reply.headers)
             return
         try:
-            self._stream(h, reply, message, outs)
+            self._stream(h, reply, outcome.message, outcome.outs)
         except (BrokenPipeError, ConnectionResetError):
             with self._lock:
                 self.disconnects += 1
+
+    # ------------------------------------------------------------------ batches (HTTP)
+
+    def _settle(self) -> None:
+        self._batches.settle(self.clock(), self._batch_request)
+
+    def _batch_request(
+        self, batch: Batch, custom_id: str, params: dict[str, Any]
+    ) -> dict[str, Any]:
+        """The ``result`` of one request of an ending batch.
+
+        Recorded in :attr:`requests` as a model call and answered through :meth:`_outcome`,
+        as a non-streamed ``POST /v1/messages`` is.
+        """
+        request = Request(
+            "/v1/messages/batches",
+            dict(batch.headers),
+            params,
+            time.time(),
+            custom_id=custom_id,
+            batch_id=batch.id,
+        )
+        with self._lock:
+            index = len(self.requests)
+            self.requests.append(request)
+        outcome = self._outcome(params, request.headers, index, batched=True)
+        error = outcome.error
+        if outcome.status is not None:
+            error = ApiError(outcome.status.status, outcome.status.type, outcome.status.message)
+        if error is not None:
+            with self._lock:
+                request.status = error.status
+                request.error = error
+            return {"type": "errored", "error": fake_batches.error_object(error)}
+        message = outcome.whole()
+        with self._lock:
+            request.response = message
+        return {"type": "succeeded", "message": message}
+
+    def _create_batch(
+        self, h: BaseHTTPRequestHandler, request: Request, size: int, body: object
+    ) -> None:
+        too_large = self._batches.oversize(size)
+        if too_large is not None:  # refused in front of the API, before the key is read
+            self._error(h, request, too_large)
+            return
+        if not self._authorized(h, request):
+            return
+        error = self._batches.refusal(body)
+        if error is not None:
+            self._error(h, request, error)
+            return
+        assert isinstance(body, dict)
+        batch = self._batches.create(body["requests"], request.headers, self.clock())
+        self._json(h, request, batch.shape(self.url))
+
+    def _cancel_batch(self, h: BaseHTTPRequestHandler, request: Request, batch_id: str) -> None:
+        self._settle()
+        if batch_id not in self._batches.batches:
+            self._error(h, request, _no_batch(batch_id))
+            return
+        batch = self._batches.cancel(batch_id, self.clock())
+        if isinstance(batch, ApiError):
+            self._error(h, request, batch)
+        else:
+            self._json(h, request, batch.shape(self.url))
+
+    def _read_batches(
+        self,
+        h: BaseHTTPRequestHandler,
+        request: Request,
+        route: tuple[str, ...],
+        query: dict[str, list[str]],
+    ) -> None:
+        self._settle()
+        if route == ():  # GET on the collection: the list
+            page = self._batches.page(query)
+            if isinstance(page, ApiError):
+                self._error(h, request, page)
+                return
+            data = [b.shape(self.url) for b in page["batches"]]
+            self._json(
+                h,
+                request,
+                {
+                    "data": data,
+                    "has_more": page["has_more"],
+                    "first_id": data[0]["id"] if data else None,
+                    "last_id": data[-1]["id"] if data else None,
+                },
+            )
+            return
+        batch_id = route[0]
+        if batch_id not in self._batches.batches:
+            self._error(h, request, _no_batch(batch_id))
+            return
+        if route[1:] == ():
+            self._json(h, request, self._batches.batches[batch_id].shape(self.url))
+            return
+        results = self._batches.results(batch_id)
+        if isinstance(results, ApiError):
+            self._error(h, request, results)
+            return
+        request_id = f"req_{uuid.uuid4().hex[:24]}"
+        self._write_bytes(h, 200, results, "application/x-jsonl", request_id, None)
 
     # ------------------------------------------------------------------ answers
 
@@ -675,8 +970,19 @@ class FakeAnthropic:
         headers: dict[str, str] | None,
     ) -> None:
         raw = json.dumps(data).encode()
+        FakeAnthropic._write_bytes(h, status, raw, "application/json", request_id, headers)
+
+    @staticmethod
+    def _write_bytes(
+        h: BaseHTTPRequestHandler,
+        status: int,
+        raw: bytes,
+        content_type: str,
+        request_id: str,
+        headers: dict[str, str] | None,
+    ) -> None:
         h.send_response(status)
-        h.send_header("content-type", "application/json")
+        h.send_header("content-type", content_type)
         h.send_header("content-length", str(len(raw)))
         h.send_header("request-id", request_id)
         for k, v in (headers or {}).items():
@@ -814,26 +1120,34 @@ def _events(message: dict[str, Any], outs: list[_Out]) -> Iterator[tuple[str, st
     yield ("meta", "message_stop", {"type": "message_stop"})
 
 
+def _batch_route(path: str) -> tuple[str, ...] | None:
+    """The Message Batches route of a path, or ``None``.
+
+    ``()`` for the collection (create on POST, list on GET), ``(id,)``, ``(id, "cancel")``,
+    ``(id, "results")``.
+    """
+    prefix = "/v1/messages/batches"
+    if path.rstrip("/") == prefix:
+        return ()
+    if not path.startswith(prefix + "/"):
+        return None
+    parts = tuple(unquote(p) for p in path[len(prefix) + 1 :].strip("/").split("/"))
+    if len(parts) == 1 or (len(parts) == 2 and parts[1] in ("cancel", "results")):
+        return parts
+    return None
+
+
+def _no_batch(batch_id: str) -> ApiError:
+    return ApiError(404, "not_found_error", f"message_batch: {batch_id}")
+
+
 def _models_page(query: dict[str, list[str]], beta: bool) -> dict[str, Any] | ApiError:
     """A page of ``GET /v1/models`` (newest first, ``after_id`` / ``before_id`` cursors)."""
     models = contract.catalogue()
-    ids = [m.id for m in models]
-    raw_limit = query.get("limit", ["20"])[0]
-    if not raw_limit.isdigit() or not 1 <= int(raw_limit) <= 1000:
-        return ApiError(400, "invalid_request_error", "limit: must be between 1 and 1000")
-    limit = int(raw_limit)
-    after, before = query.get("after_id", [""])[0], query.get("before_id", [""])[0]
-    for cursor in (after, before):
-        if cursor and cursor not in ids:
-            return ApiError(404, "not_found_error", f"model: {cursor}")
-    if before:
-        end = ids.index(before)
-        start = max(0, end - limit)
-        has_more = start > 0
-    else:
-        start = ids.index(after) + 1 if after else 0
-        end = min(len(ids), start + limit)
-        has_more = end < len(ids)
+    span = fake_batches.cursor_page([m.id for m in models], query, "model")
+    if isinstance(span, ApiError):
+        return span
+    start, end, has_more = span
     page = [contract.model_info(m, beta_compaction=beta) for m in models[start:end]]
     return {
         "data": page,
