@@ -49,7 +49,9 @@ def estimate_run(client: Client, args: argparse.Namespace, out: Out, **options: 
     from desktop_agent.client.estimates import estimate_run as estimate
 
     economy = _economy(args, options)
-    return print_forecast(estimate(client, economy=economy, **options), out)
+    if economy is not None:
+        options["economy"] = economy
+    return print_forecast(estimate(client, **options), out)
 
 
 def estimate_batch(

@@ -25,20 +25,17 @@ def estimate_run(
     template: str | None = None,
     items: int = 1,
     concurrency: int | None = None,
-    economy: bool | None = None,
     **options: Unpack[RunSpecOptions],
 ) -> Forecast:
     """The forecast for a run started with ``options`` (:meth:`Client.start_run`'s).
 
-    ``economy``: the mode to forecast when the options do not say it (None: as they do).
-    ``template``, ``items`` and ``concurrency``: see :func:`forecast`.
+    The mode is the options' (``economy``). ``template``, ``items`` and ``concurrency``:
+    see :func:`forecast`.
 
     Raises:
         InvalidInputError: an option that starting the run would refuse.
     """
     spec, _budget = client.prepare_run(**options)
-    if economy is not None:
-        spec = dataclasses.replace(spec, economy=economy)
     return forecast(client, spec, template=template, items=items, concurrency=concurrency)
 
 
