@@ -438,6 +438,7 @@ def cmd_rerun(args: argparse.Namespace, out: Out) -> int:
         max_cost_usd=args.max_cost,
         effort=changed.get("effort"),
         thinking_budget=changed.get("thinking_budget"),
+        economy=changed.get("economy"),
     )
     cli_models.say_notice(client)
     queued(out, run.id, run_json(run), worker_for_new_runs(client))

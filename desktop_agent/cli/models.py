@@ -5,7 +5,8 @@ marked), its window, its largest answer, its status and its price, with where th
 read and when on the line above. ``--refresh`` reads the catalogue from the API with the
 analyst's key first (and stores it for the app and the workers).
 
-The ``--effort`` and ``--thinking`` options of every command that defines a run (``run``,
+The ``--effort``, ``--thinking`` and ``--economy``/``--streamed`` options of every command
+that defines a run (``run``,
 ``rerun``, ``schedule add``, ``batch start``, ``watch add``) are declared here too, with
 the notice a deprecated model gets after the run is made.
 """
@@ -40,7 +41,7 @@ SOURCES = {
 
 
 def add_run_options(p: argparse.ArgumentParser) -> None:
-    """``--effort LEVEL`` and ``--thinking on|off`` on a command that defines runs."""
+    """The model options of a command that defines runs (effort, thinking, economy)."""
     p.add_argument(
         "--effort",
         metavar="LEVEL",
@@ -51,6 +52,28 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
         choices=("on", "off"),
         help="let the model think before it answers (default: off)",
     )
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument(
+        "--economy",
+        dest="economy",
+        action="store_const",
+        const=True,
+        help="economy mode: each model turn waits in a Message Batch (half price; most "
+        "batches end within an hour, all within 24)",
+    )
+    mode.add_argument(
+        "--streamed",
+        dest="economy",
+        action="store_const",
+        const=False,
+        help="stream every model call (full price, answers at once)",
+    )
+
+
+def economy_of(args: argparse.Namespace) -> bool | None:
+    """``--economy`` (True), ``--streamed`` (False), or None when neither was given."""
+    value = getattr(args, "economy", None)
+    return None if value is None else bool(value)
 
 
 def effort_of(args: argparse.Namespace) -> str | None:
@@ -73,13 +96,15 @@ def thinking_of(args: argparse.Namespace) -> int | None:
 
 
 def run_options(args: argparse.Namespace) -> dict[str, Any]:
-    """``effort`` and ``thinking_budget`` for ``Client.start_run``, only those given."""
+    """``effort``, ``thinking_budget`` and ``economy`` for ``Client.start_run``, if given."""
     options: dict[str, Any] = {}
-    effort, thinking = effort_of(args), thinking_of(args)
+    effort, thinking, economy = effort_of(args), thinking_of(args), economy_of(args)
     if effort is not None:
         options["effort"] = effort
     if thinking is not None:
         options["thinking_budget"] = thinking
+    if economy is not None:
+        options["economy"] = economy
     return options
 
 

@@ -15,9 +15,16 @@ from typing import TYPE_CHECKING, Any
 
 from desktop_agent.cli import backup as cli_backup
 from desktop_agent.cli import forecast as cli_forecast
-from desktop_agent.cli.models import add_run_options, effort_of, say_notice, thinking_of
+from desktop_agent.cli.models import (
+    add_run_options,
+    economy_of,
+    effort_of,
+    say_notice,
+    thinking_of,
+)
 from desktop_agent.cli.output import echo, open_client, usd
 from desktop_agent.cli.workers import worker_for_new_runs
+from desktop_agent.domain import DEMO_MODEL
 from desktop_agent.domain.units import format_duration, parse_duration
 
 if TYPE_CHECKING:
@@ -74,7 +81,13 @@ def add_parsers(add: AddParser, common: argparse.ArgumentParser) -> None:
     source.add_argument("--folder", help="one item per file of this folder")
     source.add_argument("--lines", metavar="FILE", help="one item per non-empty line")
     p.add_argument("--pattern", default="*", help="file names to take from --folder")
-    p.add_argument("--concurrency", type=int, default=4, metavar="N")
+    p.add_argument(
+        "--concurrency",
+        type=int,
+        metavar="N",
+        help=f"items running at once (default: {STREAMED_CONCURRENCY} streamed; in economy "
+        f"mode, the default, up to {ECONOMY_CONCURRENCY}: their turns share batches)",
+    )
     _run_options(p)
     cli_forecast.add_estimate_option(p, "all the items' runs")
     p = sub("status", "progress and per-item status (no id: every batch)")
@@ -108,6 +121,14 @@ def add_parsers(add: AddParser, common: argparse.ArgumentParser) -> None:
     cli_backup.add_parsers(sub)
 
 
+STREAMED_CONCURRENCY = 4
+"""Items of a streamed batch running at once, by default."""
+
+ECONOMY_CONCURRENCY = 1000
+"""Items of an economy-mode batch running at once, by default: a run waiting in a Message
+Batch holds no thread, and turns ready together share one batch."""
+
+
 def _run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", help="demo or a Claude model id")
     p.add_argument("--workspace", help="folder every run works in (default: one per run)")
@@ -120,11 +141,14 @@ def _run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-worker", action="store_true", help="do not start a worker")
 
 
-def _options(args: argparse.Namespace) -> RunOptions:
+def _options(args: argparse.Namespace, *, economy: bool = False) -> RunOptions:
+    """The runs' options; ``economy``: the mode when neither --economy nor --streamed."""
     from desktop_agent.client.schedules import RunOptions
 
     tools = [t.strip() for t in args.tools.split(",") if t.strip()] if args.tools else None
+    chosen = economy_of(args)
     return RunOptions(
+        economy=economy if chosen is None else chosen,
         effort=effort_of(args) or "",
         thinking_budget=thinking_of(args) or 0,
         model=args.model,
@@ -258,8 +282,22 @@ def cmd_batch(args: argparse.Namespace, out: Out) -> int:
     """``batch start|status|retry``."""
     sched = _scheduling(args)
     verb = args.batch_command
+    options = None
+    if verb == "start":
+        # Economy mode is a batch's default, but the demo model runs here and has none.
+        model = (args.model or sched.client.settings.default_model or "").strip()
+        options = _options(args, economy=model != DEMO_MODEL)
+    if options is not None and args.concurrency is None:
+        if options.economy:
+            from desktop_agent.client.schedules import batch_source
+
+            items, _source = batch_source(args.folder, args.pattern, args.lines)
+            args.concurrency = max(1, min(ECONOMY_CONCURRENCY, len(items)))
+        else:
+            args.concurrency = STREAMED_CONCURRENCY
     if verb == "start" and args.estimate:  # the forecast alone: no batch is made
-        return cli_forecast.estimate_batch(sched, args, _options(args), out)
+        assert options is not None
+        return cli_forecast.estimate_batch(sched, args, options, out)
     if verb == "start":
         b = sched.start_batch(
             args.goal,
@@ -267,7 +305,7 @@ def cmd_batch(args: argparse.Namespace, out: Out) -> int:
             pattern=args.pattern,
             lines=args.lines,
             concurrency=args.concurrency,
-            options=_options(args),
+            options=options,
         )
         note = _worker_note(sched, args)
         out.emit(

@@ -205,13 +205,14 @@ class Client:
         max_cost_usd: float | None = None,
         effort: str | None = None,
         thinking_budget: int | None = None,
+        economy: bool | None = None,
     ) -> Run:
         """A new run started as ``run_id`` was, some of its options changed.
 
-        ``goal``, ``model``, ``max_cost_usd``, ``effort``, ``thinking_budget``: None keeps
-        the original's. The same tools, approval overrides, budgets, workspace and
-        placement; the new run records the original (``forked_from``, at step 0), which
-        lists it among its forks.
+        ``goal``, ``model``, ``max_cost_usd``, ``effort``, ``thinking_budget``,
+        ``economy``: None keeps the original's. The same tools, approval overrides,
+        budgets, workspace and placement; the new run records the original
+        (``forked_from``, at step 0), which lists it among its forks.
         """
         old = self.run(run_id)
         b = old.budget
@@ -229,6 +230,7 @@ class Client:
                 thinking_budget if thinking_budget is not None else old.spec.thinking_budget
             ),
             effort=effort if effort is not None else old.spec.effort,
+            economy=economy if economy is not None else old.spec.economy,
             max_cost_usd=max_cost_usd if max_cost_usd is not None else b.max_cost_usd,
             max_steps=b.max_steps,
             max_time_s=b.max_time_s,

@@ -33,6 +33,7 @@ def run_json(run: Run) -> dict[str, Any]:
         "model_default_effort": default_effort(run.model) or None,
         "thinking": run.spec.thinking_budget > 0,
         "thinking_budget": run.spec.thinking_budget,
+        "economy": run.spec.economy,
         "demo": run.is_demo,
         "workspace": run.workspace,
         "cost_usd": round(run.cost_usd, 6),

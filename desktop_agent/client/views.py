@@ -176,9 +176,14 @@ def thinking_words(thinking_budget: int) -> str:
 
 
 def run_settings_words(run: Run) -> str:
-    """How the run's model was asked to work: ``effort high (model default) · thinking on``."""
+    """How the run's model was asked to work: ``effort high (model default) · thinking on``.
+
+    An economy-mode run adds ``economy (batches, half price)``.
+    """
     spec = run.spec
     parts = [effort_words(spec.model, spec.effort), thinking_words(spec.thinking_budget)]
+    if spec.economy:
+        parts.append("economy (batches, half price)")
     return " · ".join(p for p in parts if p)
 
 

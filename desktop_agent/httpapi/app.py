@@ -147,6 +147,16 @@ def _effort(body: dict[str, Any]) -> str:
     return value
 
 
+def _economy(body: dict[str, Any]) -> bool:
+    """``economy``: true (each model turn in a Message Batch) or false (streamed, default)."""
+    value = body.get("economy", False)
+    if value is None:
+        return False
+    if not isinstance(value, bool):
+        raise InvalidInputError("'economy' must be true or false")
+    return value
+
+
 def _thinking(body: dict[str, Any]) -> int:
     """``thinking``: true (on) or false (off, the default)."""
     value = body.get("thinking", False)
@@ -233,7 +243,7 @@ class Api:
             isinstance(tools, list) and all(isinstance(t, str) for t in tools)
         ):
             raise InvalidInputError("'tools' must be a list of tool names")
-        effort, thinking = _effort(body), _thinking(body)
+        effort, thinking, economy = _effort(body), _thinking(body), _economy(body)
 
         def start() -> tuple[Any, str]:
             c = self.client()
@@ -248,6 +258,7 @@ class Api:
                 max_time_s=max_time_s,
                 effort=effort,
                 thinking_budget=thinking,
+                economy=economy,
             )
             return run, model_notice(c)
 

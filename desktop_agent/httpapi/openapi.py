@@ -67,6 +67,11 @@ DESCRIPTION: dict[str, Any] = {
                         "type": "boolean",
                         "description": "let the model think before it answers (default false)",
                     },
+                    "economy": {
+                        "type": "boolean",
+                        "description": "economy mode: each model turn waits in a Message Batch "
+                        "at half price (default false: streamed)",
+                    },
                 },
             },
             "Estimate": {

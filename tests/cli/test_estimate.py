@@ -102,7 +102,8 @@ def test_batch_start_estimate_covers_every_item_and_makes_no_batch(
         client,
         capsys,
         *("batch", "start", "Profile {item}", "--lines", str(lines)),
-        *("--model", "claude-sonnet-5-5", "--concurrency", "2", "--estimate", "--json"),
+        *("--model", "claude-sonnet-5-5", "--concurrency", "2", "--streamed"),
+        *("--estimate", "--json"),
     )
     assert code == 0, err
     data = json.loads(out)
@@ -125,8 +126,10 @@ def test_batch_start_estimate_covers_every_item_and_makes_no_batch(
         *("--model", "claude-sonnet-5-5", "--estimate"),
     )
     assert code == 0, err
-    assert out.startswith("Forecast for Claude Sonnet 5.5 at high effort, 5 items (4 at a time):")
-    assert "all items" in out and "economy:" in out
+    # Without --streamed a batch is in economy mode, every item at once (their turns share
+    # batches): economy leads.
+    assert out.startswith("Forecast for Claude Sonnet 5.5 at high effort, 5 items (5 at a time):")
+    assert "all items" in out and " → economy:" in out
 
 
 def test_show_gives_the_forecast_the_run_was_started_with(

@@ -241,3 +241,44 @@ def test_models_refresh_without_a_key_says_why_and_exits_with_1(
     )
     code, out, _ = run_cli(client, capsys, "models", "--refresh", "--json")
     assert code == 1 and json.loads(out)["error"].startswith("no API key")
+
+
+def test_economy_is_a_run_option_and_a_batch_default_where_the_model_can_batch(
+    client: Client, capsys: Capture, workspace: Path
+) -> None:
+    run = started(client, capsys, "--model", "claude-sonnet-5-5", "--economy")
+    assert run["economy"] is True and client.run(run["id"]).spec.economy
+    code, out, _ = run_cli(client, capsys, "show", run["id"])
+    assert code == 0 and "economy (batches, half price)" in out
+    plain = started(client, capsys, "--model", "claude-sonnet-5-5")
+    assert plain["economy"] is False
+
+    # rerun keeps the mode unless told otherwise.
+    code, out, err = run_cli(client, capsys, "rerun", run["id"], "--json")
+    assert code == 0, err
+    assert client.run(json.loads(out)["id"]).spec.economy
+    code, out, err = run_cli(client, capsys, "rerun", run["id"], "--streamed", "--json")
+    assert code == 0, err
+    assert not client.run(json.loads(out)["id"]).spec.economy
+
+    def batch(*extra: str) -> Any:
+        code, out, err = run_cli(
+            client,
+            capsys,
+            *("batch", "start", "Summarise {item}", "--folder", str(workspace)),
+            *(*extra, "--no-worker", "--json"),
+        )
+        assert code == 0, err
+        return Scheduling(client).batch(json.loads(out)["id"])
+
+    economy = batch("--model", "claude-sonnet-5-5")
+    assert economy.template.spec.economy and economy.concurrency == 3  # every item at once
+    streamed = batch("--model", "claude-sonnet-5-5", "--streamed")
+    assert not streamed.template.spec.economy and streamed.concurrency == 4
+    demo = batch("--model", "demo")  # runs on this machine: no batches to wait in
+    assert not demo.template.spec.economy
+
+    code, _, err = run_cli(client, capsys, "run", "Look", "--model", "demo", "--economy")
+    assert code != 0 and "cannot be sent in a Message Batch" in err
+    code, _, err = run_cli(client, capsys, "run", "Look", "--economy", "--streamed")
+    assert code != 0 and "not allowed with argument" in err

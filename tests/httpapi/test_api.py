@@ -262,6 +262,23 @@ def test_a_run_is_started_with_the_effort_and_thinking_asked_for(api: Api, clien
     assert old.json()["notice"].startswith("claude-sonnet-4-5 is deprecated, retires 2026-11-30")
 
 
+def test_a_run_is_started_in_economy_mode_when_asked(api: Api, client: Client) -> None:
+    asked = {"goal": "Summarise", "model": "claude-sonnet-5-5", "economy": True}
+    started = api.http.post("/v1/runs", json=asked)
+    assert started.status_code == 202, started.text
+    run = api.http.get(started.json()["status_url"]).json()
+    assert run["economy"] is True and client.run(run["id"]).spec.economy
+    plain = api.http.post("/v1/runs", json={"goal": "Again", "model": "claude-sonnet-5-5"})
+    assert api.http.get(plain.json()["status_url"]).json()["economy"] is False
+    for bad, why in (
+        ({"model": "claude-sonnet-5-5", "economy": "yes"}, "'economy' must be true or false"),
+        ({"model": "demo", "economy": True}, "cannot be sent in a Message Batch"),
+    ):
+        wrong = api.http.post("/v1/runs", json={"goal": "X", **bad})
+        assert wrong.status_code == 400 and why in wrong.json()["error"], wrong.text
+    assert len(client.runs()) == 2
+
+
 def test_an_effort_or_a_model_that_cannot_work_answers_400_with_why(
     api: Api, client: Client
 ) -> None:
