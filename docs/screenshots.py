@@ -40,6 +40,7 @@ from desktop_agent.domain import (
     StepKind,
     StepStatus,
     Usage,
+    WaitReason,
     WorkerInfo,
 )
 from desktop_agent.engine.ports import RunPatch, StepIntent, StepOutcome, SystemClock
@@ -760,6 +761,105 @@ def shoot_compare(app: QApplication, root: Path, out: Path) -> None:
     client.close()
 
 
+def shoot_economy(app: QApplication, root: Path, out: Path) -> None:
+    """A run whose turn waits in a Message Batch, and New run's forecast in economy mode."""
+    from desktop_agent.engine.ports import BatchEntry, batch_custom_id
+    from desktop_agent.persistence.batches import BatchBook, SqlBatchQueue
+    from tests.forecast.history import past_run
+    from tests.helpers.timed_journal import Clock, timed_store
+
+    db = root / "economy-data" / "desktop-agent.db"
+    settings = Settings(durability="NORMAL", default_model="claude-sonnet-5-5")
+    settings.save(db)
+    client = Client(db, settings)
+    now = time.time()
+    clock = Clock(now - 30 * 86400)
+    rng = random.Random(5)
+    for i in range(9):  # the history the forecast reads: streamed and economy runs
+        cost = round(rng.uniform(0.30, 0.90), 2)
+        past_run(client, clock, economy=i % 3 == 0, cost=cost if i % 3 else cost / 2,
+                 duration=rng.uniform(240, 900) if i % 3 else rng.uniform(1800, 4000))  # fmt: skip
+    ws = root / "economy" / "q3"
+    ws.mkdir(parents=True)
+    for rel, text in SOURCES.items():
+        (ws / Path(rel).name).write_text(text)
+    run = client.start_run(
+        "Summarise the Q3 notes and list the vendors' market shares, with sources",
+        model="claude-sonnet-5-5",
+        workspace=ws,
+        economy=True,
+    )
+    started = now - 47 * 60
+    clock = Clock(started)
+    store = timed_store(client, clock)
+    store.commit(run.id, patch=RunPatch(status=RunStatus.RUNNING, started_at=started))
+    economy_call = {"model": "claude-sonnet-5-5", "mode": "economy"}
+    seq = 0
+    for name in ("market-2025.md", "churn-q3.txt"):
+        seq += 1
+        intent = StepIntent(seq, StepKind.MODEL_CALL, "claude-sonnet-5-5", economy_call)
+        store.commit(run.id, intents=[intent])
+        clock.advance(rng.uniform(600, 1000))  # the turn waited in a batch
+        content = [
+            {"type": "text", "text": f"Reading {name} next."},
+            {"type": "tool_use", "id": f"tu{seq}", "name": "read_file", "input": {"path": name}},
+        ]
+        output = {"content": content, "stop_reason": "tool_use"}
+        usage = Usage(900, 120, 5200, 21000 * seq)
+        done = StepOutcome(seq, StepStatus.COMPLETED, output, usage=usage, cost_usd=0.011 * seq)
+        store.commit(run.id, outcome=done)
+        seq += 1
+        read = StepIntent(
+            seq, StepKind.TOOL_CALL, "read_file", {"path": name}, EffectClass.READ_ONLY
+        )
+        store.commit(run.id, intents=[read])
+        clock.advance(0.05)
+        result = {"content": SOURCES["sources/" + name]}
+        store.commit(run.id, outcome=StepOutcome(seq, StepStatus.COMPLETED, result))
+    seq += 1
+    intent = StepIntent(seq, StepKind.MODEL_CALL, "claude-sonnet-5-5", economy_call)
+    store.commit(run.id, intents=[intent])
+    queued_at = clock()
+    custom_id = batch_custom_id(run.id, seq, 1)
+    SqlBatchQueue(client.store.db).enqueue(
+        BatchEntry(custom_id, run.id, seq, 1, "queued", queued_at), "claude-sonnet-5-5", {}
+    )
+    waiting = RunPatch(
+        status=RunStatus.WAITING,
+        wait_reason=WaitReason.BATCH,
+        status_message="In economy mode: in a batch",
+    )
+    store.commit(run.id, patch=waiting)
+    book = BatchBook(client.store.db)
+    claim = book.claim(now - 12 * 60, 100, 10_000_000)  # sent 12 minutes ago
+    assert claim is not None
+    batch_id = "msgbatch_01HkcTjaV5uDC8jWR4ZsDV8d"
+    book.submitted(claim, batch_id, queued_at + 10, now - 12 * 60, now + 60)
+    window = MainWindow(client, spawn_workers=False, poll_ms=100)
+    window.resize(1280, 800)
+    window.show()
+    wait_until(app, lambda: window.runs_model.get(run.id) is not None)
+    if window.recovery_dialog is not None:
+        window.recovery_dialog.close()
+    select(app, window, run.id, client)
+    status = window.detail.header.status
+    wait_until(app, lambda: "submitted 12 min ago" in status.text())
+    settle(app)
+    shoot(window, out / "screenshot-economy.png")
+
+    new_run = window.open_new_run()
+    new_run.goal.setPlainText("Summarise each vendor report and flag price changes")
+    new_run.model.setCurrentIndex(new_run.model.findData("claude-sonnet-5-5"))
+    new_run.economy.setChecked(True)
+    wait_until(app, lambda: "from 9 runs" in new_run.forecast_line.text())
+    settle(app, 0.2)
+    shoot(new_run, out / "screenshot-forecast.png")
+    new_run.close()
+    window.shutdown()
+    window.close()
+    client.close()
+
+
 # --------------------------------------------------------------------------- shots
 
 
@@ -897,6 +997,18 @@ def main(out: Path) -> int:
     return 0
 
 
+def main_economy(out: Path) -> int:
+    """Only the economy-mode shots (``--economy``)."""
+    out.mkdir(parents=True, exist_ok=True)
+    app = create_app()
+    app.setStyle(QStyleFactory.create("Fusion"))
+    with tempfile.TemporaryDirectory(prefix="desktop-agent-shots-") as tmp:
+        os.environ["HOME"] = tmp
+        shoot_economy(app, Path(tmp), out)
+    return 0
+
+
 if __name__ == "__main__":
-    target = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).resolve().parent
-    raise SystemExit(main(target))
+    args = [a for a in sys.argv[1:] if a != "--economy"]
+    target = Path(args[0]) if args else Path(__file__).resolve().parent
+    raise SystemExit((main_economy if "--economy" in sys.argv else main)(target))

@@ -43,3 +43,31 @@ def batch_wait(client: Client, run_id: str) -> BatchWait | None:
     if entry is None:
         return None
     return BatchWait(entry.state, entry.queued_at, entry.submitted_at, entry.batch_id, entry.seq)
+
+
+def batch_wait_words(wait: BatchWait, now: float) -> str:
+    """Where the run's turn is, for its header and ``show``: "in a batch, submitted 12 min ago"."""
+    if wait.state == "queued":
+        return f"queued for the next batch ({_ago(now - wait.queued_at)})"
+    if wait.state == "submitting":
+        return "being sent in a batch"
+    if wait.state == "submitted":
+        since = wait.submitted_at if wait.submitted_at is not None else wait.queued_at
+        return f"in a batch, submitted {_ago(now - since)}"
+    if wait.state == "withdrawn":
+        return "its batch request was withdrawn"
+    return f"its batch's result is in ({wait.state}); the run goes on shortly"
+
+
+def _ago(seconds: float) -> str:
+    """``just now``, ``12 min ago``, ``3 h 5 min ago``, ``2 d ago``."""
+    s = max(0.0, seconds)
+    if s < 60:
+        return "just now"
+    minutes = int(s // 60)
+    if minutes < 60:
+        return f"{minutes} min ago"
+    hours, rest = divmod(minutes, 60)
+    if hours < 24:
+        return f"{hours} h {rest} min ago" if rest else f"{hours} h ago"
+    return f"{hours // 24} d ago"

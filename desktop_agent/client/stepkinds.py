@@ -220,6 +220,8 @@ def _approval_parts(f: StepFacts) -> tuple[str, str]:
 
 
 def _streaming(f: StepFacts, c: Context) -> str:
+    if f.input.get("mode") == "economy":
+        return "in a batch (economy mode): the answer comes when its batch ends"
     live = f.partial_text.strip()
     return clip(live, c.width) if live else "waiting for the model…"
 

@@ -123,7 +123,7 @@ _STARTED = StepStatus.STARTED
 _FAILED = StepStatus.FAILED
 
 
-def _in_batch(entry: StepEntry) -> bool:
+def in_batch(entry: StepEntry) -> bool:
     """Whether the entry is a model call sent through a Message Batch (economy mode)."""
     return (
         entry.kind is _MODEL_CALL
@@ -326,7 +326,7 @@ class TimeAxis:
         """The spans that entry ``i`` puts on the lanes (reading entry ``i + 1``)."""
         entry = self._entries[i]
         after = self._entries[i + 1] if i + 1 < len(self._entries) else None
-        if _in_batch(entry):
+        if in_batch(entry):
             return self._batched(entry, after)
         out = [self._main_span(entry, after)]
         waits = id(entry.kind) in _WAITS_BY_ID

@@ -214,6 +214,7 @@ class RunCommands(QObject):
                 forked_from=request.forked_from,
                 effort=request.effort,
                 thinking_budget=request.thinking_budget,
+                economy=request.economy,
             )
             return run, model_notice(client)
 

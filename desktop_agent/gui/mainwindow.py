@@ -28,6 +28,7 @@ from desktop_agent import memory
 from desktop_agent.client import forks as client_forks
 from desktop_agent.client.api import Client, WorkerStatus
 from desktop_agent.client.checks import RecoveryReport, recovery_report
+from desktop_agent.client.economy import batch_wait
 from desktop_agent.client.export import Imported
 from desktop_agent.client.forecast import run_forecast
 from desktop_agent.client.messages import plain_error
@@ -259,6 +260,7 @@ class MainWindow(QMainWindow):
         self.detail.approval_step_activated.connect(self._on_detail_approval_step_activated)
         self.detail.review_requested.connect(self.open_approval)
         self.detail.control_requested.connect(self.run_control)
+        self.detail.batch_wait_wanted.connect(self._read_batch_wait)
         self.poller.runs_changed.connect(self._on_poller_runs_changed)
         self.poller.steps_loaded.connect(self._on_poller_steps_loaded)
         self.poller.poll_failed.connect(self._on_poller_poll_failed)
@@ -656,6 +658,16 @@ class MainWindow(QMainWindow):
         self.tasks.submit(
             lambda: run_forecast(client, run.id),
             lambda kept: self.detail.header.show_forecast(run.id, kept),
+            lambda exc: None,
+        )
+
+    @Slot(str)
+    def _read_batch_wait(self, run_id: str) -> None:
+        """Where a run waiting in a Message Batch has its turn, for its header (off-thread)."""
+        client = self.client
+        self.tasks.submit(
+            lambda: batch_wait(client, run_id),
+            lambda wait: self.detail.header.show_batch_wait(run_id, wait),
             lambda exc: None,
         )
 

@@ -59,7 +59,16 @@ class NewRunRequest:
     """``low`` … ``max``, or "" for the model's default."""
     thinking_budget: int = 0
     """Thinking on (above 0) or off."""
+    economy: bool = False
+    """Each model turn as a request of a Message Batch (half price, slower)."""
 
+
+ECONOMY_TIP = (
+    "Each model turn is sent as a request of a Message Batch and billed at half price. "
+    "The run waits for every answer (most batches end within an hour, all within 24 "
+    "hours), holding no thread: for work that can wait, such as a folder of documents."
+)
+ECONOMY_DEMO_TIP = "The demo model runs on this machine: it has no batches to wait in."
 
 POLICIES = [
     ("rules", "Ask when a rule says so: overwrites and irreversible actions (recommended)"),
@@ -147,6 +156,12 @@ class NewRunDialog(GuardedDialog):
             "On: the model reasons before answering and between tool calls (more tokens, "
             "often better work). Off: it answers directly."
         )
+        self.economy = QCheckBox(
+            "Economy: send each model turn in a Message Batch (half price, slower)", self
+        )
+        """Economy mode: the run waits for each answer, holding nothing, at half price."""
+        self.economy.setToolTip(ECONOMY_TIP)
+        self.economy.toggled.connect(self._on_economy_toggled)
         self.thinking_note = QLabel(self)
         """What Thinking off does on the selected model, when it does not simply stop it."""
         self.thinking_note.setWordWrap(True)
@@ -210,6 +225,7 @@ class NewRunDialog(GuardedDialog):
         top.addRow("", self.model_notice)
         top.addRow("Effort", options_row)
         top.addRow("", self.thinking_note)
+        top.addRow("Mode", self.economy)
         top.addRow("", self.forecast_line)
         top.addRow("Workspace", ws_row)
         top.addRow("", self.workspace_note)
@@ -271,6 +287,7 @@ class NewRunDialog(GuardedDialog):
         self.setWindowTitle("New run")
         self.again_of = None
         self.forecast_template = None
+        self.economy.setChecked(False)
         self.forecast_line.set_economy(False)
         self.tool_infos = list(tools)
         self.goal.clear()
@@ -343,6 +360,7 @@ class NewRunDialog(GuardedDialog):
         effort = self.effort.findData(run.spec.effort)
         self.effort.setCurrentIndex(max(0, effort))
         self.thinking.setChecked(run.spec.thinking_budget > 0)
+        self.economy.setChecked(run.spec.economy and self.economy.isEnabled())
         self.workspace.setText(run.workspace)
         used = {name for name, _version in run.spec.tools}
         for i in range(self.tools.count()):
@@ -388,6 +406,7 @@ class NewRunDialog(GuardedDialog):
             forked_from=self.again_of,
             effort=str(self.effort.currentData() or ""),
             thinking_budget=thinking_budget_for(self.thinking.isChecked()),
+            economy=self.economy.isEnabled() and self.economy.isChecked(),
         )
 
     def show_error(self, message: str) -> None:
@@ -450,6 +469,11 @@ class NewRunDialog(GuardedDialog):
     def _on_model_current_index_changed(self, _index: int) -> None:
         choice = self.chosen_model()
         self._fill_efforts(choice)
+        demo = choice is None or choice.is_demo
+        self.economy.setEnabled(not demo)
+        self.economy.setToolTip(ECONOMY_DEMO_TIP if demo else ECONOMY_TIP)
+        if demo:
+            self.economy.setChecked(False)
         if choice is None or choice.is_demo:
             self.model_note.setText(
                 "The demo model is offline and simulated: it follows a fixed research script "
@@ -474,6 +498,10 @@ class NewRunDialog(GuardedDialog):
         self.thinking_note.setText(text)
         self.thinking_note.setVisible(bool(text))
         self.ask_forecast()
+
+    @Slot(bool)
+    def _on_economy_toggled(self, checked: bool) -> None:
+        self.forecast_line.set_economy(checked)
 
     def set_forecaster(self, run_task: RunTask, estimate: Estimate) -> None:
         """Show the forecast of the run as chosen, read with ``estimate`` off the GUI thread."""

@@ -61,6 +61,7 @@ def run_options(request: NewRunRequest) -> RunOptions:
         approval_overrides=dict(request.approval_overrides),
         effort=request.effort,
         thinking_budget=request.thinking_budget,
+        economy=request.economy,
     )
 
 

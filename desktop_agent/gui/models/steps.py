@@ -13,6 +13,7 @@ from typing import Any
 from PySide6.QtCore import QAbstractListModel, QModelIndex, QObject, QPersistentModelIndex, Qt
 
 from desktop_agent.client.stepkinds import describe
+from desktop_agent.client.timeaxis import in_batch
 from desktop_agent.client.views import StepEntry, step_summary
 from desktop_agent.domain import StepKind, StepStatus
 from desktop_agent.gui import fmt
@@ -129,8 +130,8 @@ class StepTimelineModel(QAbstractListModel):
         """The open model call (or compaction) whose output is being produced, if any."""
         for seq in sorted(self._open, reverse=True):
             entry = self._rows[self._by_seq[seq]]
-            if entry.kind in (StepKind.MODEL_CALL, StepKind.COMPACTION):
-                return entry
+            if entry.kind in (StepKind.MODEL_CALL, StepKind.COMPACTION) and not in_batch(entry):
+                return entry  # a call in a Message Batch streams nothing
         return None
 
     # ------------------------------------------------------------------ updates

@@ -21,6 +21,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from desktop_agent.client.economy import BatchWait, batch_wait_words
 from desktop_agent.client.forecast import Forecast, versus_words
 from desktop_agent.client.views import RunRow, cache_words, model_label, run_settings_words
 from desktop_agent.domain import MONTHLY_CAP_REACHED, Approval, Run, RunStatus, WaitReason
@@ -228,6 +229,10 @@ class WaitBanner(QFrame):
         self.setPalette(pal)
 
 
+BATCH_REREAD_S = 5.0
+"""How often the header reads again where a queued turn is (sent without a run change)."""
+
+
 def span(seconds: float) -> str:
     """A duration as a person reads it: ``45s``, ``3m 12s``, ``2h 05m``, ``3d 04h``."""
     s = round(max(0.0, seconds))
@@ -271,10 +276,16 @@ class RunHeader(QWidget):
     open_workspace_requested = Signal(str)
     review_requested = Signal(object)
     control_requested = Signal(object)
+    batch_wait_wanted = Signal(str)
+    """A run waiting in a Message Batch is shown: read where its turn is (off the GUI
+    thread) and give it to :meth:`show_batch_wait`."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.row: RunRow | None = None
+        self.batch_wait: tuple[str, float, BatchWait | None] | None = None
+        """(run id, the row's ``updated_at``, where its turn is) of a run in a batch."""
+        self._batch_again = 0.0
         self.pending: tuple[Approval, ...] = ()
         """The selected run's approvals waiting for the analyst, oldest first."""
         self.banner = WaitBanner(self)
@@ -415,12 +426,7 @@ class RunHeader(QWidget):
         self.title.set_full_text(run.title or run.goal)
         self.title.setToolTip(run.goal)
         self.model.setText(self._model_chip(run))
-        color = theme.status_color(run.status, self.palette()).name()
-        message = f" — {html.escape(run.status_message)}" if run.status_message else ""
-        self.status.setText(
-            f"<span style='color:{color}; font-weight:bold'>{theme.status_text(run)}</span>"
-            f"{message}"
-        )
+        self._show_status(run)
         link_color = self.palette().color(QPalette.ColorRole.Link).name()
         self.details.setText(
             f"Run <code>{run.id}</code> · started {fmt.clock(run.started_at or run.created_at)}"
@@ -432,6 +438,30 @@ class RunHeader(QWidget):
         self._show_forecast()
         self._gauges(run)
         self.plan.setText(self._plan_html(row))
+
+    def _show_status(self, run: Run) -> None:
+        """The status line; a run waiting in a batch says where its turn is."""
+        color = theme.status_color(run.status, self.palette()).name()
+        text = run.status_message
+        if run.status == RunStatus.WAITING and run.wait_reason == WaitReason.BATCH:
+            known = self.batch_wait
+            if known is None or known[:2] != (run.id, run.updated_at):
+                self.batch_wait = (run.id, run.updated_at, None)
+                self.batch_wait_wanted.emit(run.id)
+            elif known[2] is not None:
+                text = "In economy mode: " + batch_wait_words(known[2], time.time())
+        message = f" — {html.escape(text)}" if text else ""
+        shown = f"<span style='color:{color}; font-weight:bold'>{theme.status_text(run)}</span>"
+        if self.status.text() != shown + message:  # the tick asks every second
+            self.status.setText(shown + message)
+
+    def show_batch_wait(self, run_id: str, wait: BatchWait | None) -> None:
+        """Where the shown run's turn is in the batch queue (read off the GUI thread)."""
+        run = self.row.run if self.row else None
+        if run is None or run.id != run_id:
+            return
+        self.batch_wait = (run.id, run.updated_at, wait)
+        self._show_status(run)
 
     def show_forks(self, run_id: str, forks: Sequence[Run], inherited_usd: float = 0.0) -> None:
         """The runs made from ``run_id``, and what its shared prefix cost.
@@ -527,9 +557,16 @@ class RunHeader(QWidget):
         )
 
     def tick(self) -> None:
-        """Once a second: the time worked of a working run moves on."""
+        """Once a second: the time worked of a working run moves on, and a batch wait's age."""
         if self.row is not None and self.row.run.status == RunStatus.RUNNING:
             self._time_gauge(self.row.run)
+        elif self.row is not None and self.batch_wait is not None and self.batch_wait[2]:
+            wait = self.batch_wait[2]
+            if wait.state in ("queued", "submitting") and time.monotonic() >= self._batch_again:
+                # Sent by a worker without a change to the run's row: look again.
+                self._batch_again = time.monotonic() + BATCH_REREAD_S
+                self.batch_wait_wanted.emit(self.row.run.id)
+            self._show_status(self.row.run)
 
     def worked_seconds(self, run: Run, now: float) -> float:
         """The time the run worked, as its time budget counts it (the engine's ``elapsed_s``).

@@ -53,6 +53,7 @@ class RunDetailPane(QWidget):
     approval_step_activated = Signal(str, int)
     review_requested = Signal(object)
     control_requested = Signal(object)
+    batch_wait_wanted = Signal(str)
 
     def __init__(
         self, model: StepTimelineModel, follow: QAction, parent: QWidget | None = None
@@ -64,6 +65,7 @@ class RunDetailPane(QWidget):
         self.header.open_workspace_requested.connect(self.open_workspace_requested)
         self.header.review_requested.connect(self.review_requested)
         self.header.control_requested.connect(self.control_requested)
+        self.header.batch_wait_wanted.connect(self.batch_wait_wanted)
         self.events_label = QLabel(self)
         """The run's events (e.g. what a worker that lost its lease did), when it has any."""
         self.events_label.setTextFormat(Qt.TextFormat.PlainText)

@@ -21,6 +21,7 @@ from PySide6.QtWidgets import (
 )
 
 from desktop_agent.client.stepkinds import describe
+from desktop_agent.client.timeaxis import in_batch
 from desktop_agent.client.views import StepEntry
 from desktop_agent.domain import StepStatus
 from desktop_agent.gui import fmt, theme
@@ -160,7 +161,9 @@ def duration_text(entry: StepEntry, now: float) -> str:
     if not entry.is_open:
         return fmt.short_duration(entry.duration_s)
     so_far = span(max(0.0, now - entry.started_at))
-    return f"for {so_far}" if describe(entry.kind).waits else f"running {so_far}"
+    if describe(entry.kind).waits:
+        return f"for {so_far}"
+    return f"in a batch {so_far}" if in_batch(entry) else f"running {so_far}"
 
 
 def _draw_badges(painter: QPainter, badges: list[tuple[str, QColor]], row: _Row, right: int) -> int:
