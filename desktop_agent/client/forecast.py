@@ -31,7 +31,7 @@ import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from desktop_agent.domain import DEMO_MODEL, AgentSpec, Run, Usage
 from desktop_agent.domain.errors import InvalidInputError
@@ -41,7 +41,21 @@ from desktop_agent.persistence import forecasts as rows
 from desktop_agent.persistence.db import Database
 
 if TYPE_CHECKING:
-    from desktop_agent.client.api import Client
+    from desktop_agent.persistence.store import SqlStore
+
+
+class Client(Protocol):
+    """What the forecast needs of the client: its store.
+
+    Not the whole client, which records a forecast when it starts a run and so imports
+    this module.
+    """
+
+    @property
+    def store(self) -> SqlStore:
+        """The client's store."""
+        ...
+
 
 log = logging.getLogger(__name__)
 
@@ -247,7 +261,7 @@ def forecast(
         raise InvalidInputError("a forecast is for one item or more")
     if concurrency is not None and concurrency < 1:
         raise InvalidInputError("concurrency must be at least 1")
-    db = client._db
+    db = client.store.db
     model, effort = spec.model, effective_effort(spec.model, spec.effort)
     streamed, economy = _history(db, model, effort, template)
     scope, fell_back = template, False
@@ -354,7 +368,7 @@ def _derived(
 ) -> ModeForecast:
     """One mode's figures from the other mode's runs (see the module's docstring)."""
     factor = BATCH_DISCOUNT if to_economy else 1 / BATCH_DISCOUNT
-    times = rows.model_call_times(client._db, [r.run_id for r in runs])
+    times = rows.model_call_times(client.store.db, [r.run_id for r in runs])
     typical, slow = [], []
     for past in runs:
         calls, took = times.get(past.run_id, (0, 0.0))
@@ -560,7 +574,8 @@ def record_start_forecast(client: Client, run: Run) -> Forecast | None:
     """
     try:
         made = forecast(client, run.spec)
-        rows.record_forecast(client._db, run.id, made.explain, forecast_json(made), made.made_at)
+        db = client.store.db
+        rows.record_forecast(db, run.id, made.explain, forecast_json(made), made.made_at)
     except Exception:
         log.warning("could not forecast run %s; it starts without one", run.id, exc_info=True)
         return None
@@ -569,7 +584,7 @@ def record_start_forecast(client: Client, run: Run) -> Forecast | None:
 
 def run_forecast(client: Client, run_id: str) -> Forecast | None:
     """The forecast kept with ``run_id`` when it was started (None: it has none)."""
-    return forecast_from_json(rows.recorded_forecast(client._db, run_id))
+    return forecast_from_json(rows.recorded_forecast(client.store.db, run_id))
 
 
 __all__ = [
