@@ -108,7 +108,7 @@ def _worker(procs: Procs, db: Path, fake: FakeAnthropic, **env: str) -> subproce
     return procs.worker(db, procs.env(fake.url, ANTHROPIC_API_KEY=KEY, **env))
 
 
-def test_a_folder_batch_in_economy_mode_completes_through_delayed_batches(
+def test_a_folder_batch_in_economy_mode_completes_through_delayed_batches_and_a_kill(
     tmp_path: Path, procs: Procs
 ) -> None:
     db = tmp_path / "data" / "desktop-agent.db"
@@ -143,8 +143,12 @@ def test_a_folder_batch_in_economy_mode_completes_through_delayed_batches(
             assert all(r.status != RunStatus.COMPLETED for r in waiting)
             # Turns that were ready together went in few batches, not one each.
             assert fake.batches_created <= 10, fake.batches_created
+            # The worker dies while every first turn is queued in the API; a new one goes on.
+            worker.send_signal(signal.SIGKILL)
+            assert worker.wait(timeout=60) == -signal.SIGKILL
             fake.hold_batches(False)
             fake.release_batches()
+            worker = _worker(procs, db, fake)
             assert worker.wait(timeout=240) == 0
             _check_done(client, run_ids, fake)
             assert max(fake.results_fetches.values()) == 1
