@@ -1,14 +1,19 @@
-"""Economy mode in the window: New run's checkbox, and the header of a run in a batch."""
+"""Economy mode in the window: New run's and Start batch's checkbox, a run in a batch."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from PySide6.QtCore import Qt
+from PySide6.QtTest import QTest
 from pytestqt.qtbot import QtBot
 
 from desktop_agent.client.api import Client
 from desktop_agent.client.economy import BatchWait, batch_wait_words
+from desktop_agent.client.schedules import Scheduling
 from desktop_agent.domain import RunStatus, StepKind, WaitReason
 from desktop_agent.engine.ports import BatchEntry, RunPatch, StepIntent, batch_custom_id
+from desktop_agent.gui.mainwindow import MainWindow
 from desktop_agent.persistence.batches import BatchBook, SqlBatchQueue
 from tests.gui.conftest import OpenWindow, select
 from tests.gui.test_forecast_gui import choose
@@ -70,7 +75,8 @@ def test_the_header_says_where_a_runs_turn_is_in_the_batch_queue(
         last=status.text,
     )
     # The open call streams nothing: no streaming panel, and its row says where it is.
-    assert window.steps_model.rowCount() == 1 and not window.detail.stream.isVisible()
+    qt_wait_until(qtbot, lambda: window.steps_model.rowCount() == 1, what="the open call")
+    assert not window.detail.stream.isVisible()
     summary = window.steps_model.index(0, 0).data(Qt.ItemDataRole.DisplayRole)
     assert "in a batch (economy mode)" in str(summary), summary
     book = BatchBook(client.store.db)
@@ -98,3 +104,32 @@ def test_batch_wait_words_say_how_long_ago() -> None:
     assert "result is in (succeeded)" in batch_wait_words(
         BatchWait("succeeded", 1000.0, 1100.0, "msgbatch_1", 3), 2000.0
     )
+
+
+def test_a_batch_is_in_economy_mode_by_default_with_every_item_at_once(
+    qtbot: QtBot, window: MainWindow, client: Client, tmp_path: Path
+) -> None:
+    companies = tmp_path / "companies.txt"
+    companies.write_text("Acme Corp\nBolt Ltd\nCirrus SA\n")
+    views = window.scheduling
+    window.side.setCurrentWidget(views.batches)
+    dialog = views.open_start_batch()
+    choose(dialog, "claude-sonnet-5-5")
+    assert dialog.economy.isChecked()
+    QTest.keyClicks(dialog.goal, "Profile {item}")
+    QTest.mouseClick(dialog.from_lines, Qt.MouseButton.LeftButton)
+    dialog.lines.setText(str(companies))
+    qtbot.waitUntil(lambda: dialog.check.text() == "✔ 3 lines: 3 runs")
+    assert dialog.concurrency.value() == 3  # every item at once: their turns share batches
+    dialog.economy.setChecked(False)
+    assert dialog.concurrency.value() == 4
+    dialog.economy.setChecked(True)
+    QTest.mouseClick(dialog.start, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: views.item_model.rowCount() == 3)
+    [batch] = Scheduling(client).batches()
+    assert batch.template.spec.economy and batch.concurrency == 3
+
+    again = views.open_start_batch()
+    choose(again, "demo")  # runs here: no batches to wait in
+    assert not again.economy.isChecked() and again.concurrency.value() == 4
+    again.reject()

@@ -112,6 +112,9 @@ class NewRunDialog(GuardedDialog):
 
     start_requested = Signal(object)
 
+    economy_by_default = False
+    """Whether economy mode is checked when a model that can batch is offered."""
+
     def __init__(
         self,
         models: Sequence[ModelChoice],
@@ -300,6 +303,7 @@ class NewRunDialog(GuardedDialog):
         self.effort.clear()
         self.effort.blockSignals(False)
         self._on_model_current_index_changed(self.model.currentIndex())
+        self.economy.setChecked(self.economy_by_default and self.economy.isEnabled())
         self.thinking.setChecked(False)
         self.workspace.clear()
         self._fill_tools(tools, default_tools)
@@ -470,10 +474,13 @@ class NewRunDialog(GuardedDialog):
         choice = self.chosen_model()
         self._fill_efforts(choice)
         demo = choice is None or choice.is_demo
+        offered_before = self.economy.isEnabled()
         self.economy.setEnabled(not demo)
         self.economy.setToolTip(ECONOMY_DEMO_TIP if demo else ECONOMY_TIP)
         if demo:
             self.economy.setChecked(False)
+        elif not offered_before:  # offered again: the form's default mode
+            self.economy.setChecked(self.economy_by_default)
         if choice is None or choice.is_demo:
             self.model_note.setText(
                 "The demo model is offline and simulated: it follows a fixed research script "

@@ -383,14 +383,26 @@ class ScheduleDialog(TemplateDialog):
 # --------------------------------------------------------------------------- batches
 
 
+STREAMED_CONCURRENCY = 4
+"""Items of a streamed batch running at once, by default (as ``batch start``)."""
+
+ECONOMY_CONCURRENCY = 1000
+"""Most items of a batch running at once: an economy-mode run in a batch holds no thread."""
+
+
 class BatchDialog(TemplateDialog):
     """Start a batch: one goal over the files of a folder or the lines of a file.
+
+    A batch is in economy mode by default (its turns wait together in Message Batches, at
+    half price), every item at once; not with the demo model.
 
     Args:
         run_task: counts the items off the GUI thread.
         count: how many items a folder (and pattern) or file of lines holds; raises
             InvalidInputError.
     """
+
+    economy_by_default = True
 
     def __init__(
         self,
@@ -428,8 +440,8 @@ class BatchDialog(TemplateDialog):
         self.lines.setPlaceholderText("one run per non-empty line of this file")
         self.check = self.feedback_label()
         self.concurrency = QSpinBox(self)
-        self.concurrency.setRange(1, 64)
-        self.concurrency.setValue(4)
+        self.concurrency.setRange(1, ECONOMY_CONCURRENCY)
+        self.concurrency.setValue(STREAMED_CONCURRENCY)
         self.concurrency.setSuffix(" runs at a time")
         self.placeholders = QLabel(
             "Without {item}, {name} or {path} in the goal, the item is added at its end.", self
@@ -446,8 +458,22 @@ class BatchDialog(TemplateDialog):
         for edit in (self.folder, self.pattern, self.lines):
             edit.textChanged.connect(self._on_items_changed)
         self.from_folder.toggled.connect(self._on_items_changed)
+        self.economy.toggled.connect(self._on_batch_economy_toggled)
+        self.economy.setChecked(self.economy.isEnabled())
         self._on_items_changed()
         self._finish()
+
+    @Slot(bool)
+    def _on_batch_economy_toggled(self, checked: bool) -> None:
+        self._fit_concurrency()
+
+    def _fit_concurrency(self) -> None:
+        """Economy mode: every item at once (up to the most); streamed: a few at a time."""
+        if self.economy.isChecked():
+            items = self.item_count or ECONOMY_CONCURRENCY
+            self.concurrency.setValue(max(1, min(ECONOMY_CONCURRENCY, items)))
+        else:
+            self.concurrency.setValue(STREAMED_CONCURRENCY)
 
     def section_problem(self) -> str | None:
         """Until the items are counted, or when there are none."""
@@ -485,6 +511,8 @@ class BatchDialog(TemplateDialog):
         def done(n: int) -> None:
             if generation == self._count_generation:
                 self.item_count = n
+                if self.economy.isChecked():
+                    self._fit_concurrency()
                 noun = ("file" if folder_mode else "line") + ("s" if n != 1 else "")
                 self.show_feedback(self.check, True, f"{n} {noun}: {n} runs")
                 self._validate()
