@@ -14,6 +14,7 @@ import json
 import logging
 import os
 import sys
+import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +34,7 @@ from desktop_agent.cli.output import (
     EXIT_OK,
     EXIT_USAGE,
     Out,
+    batch_line,
     clients_closed,
     echo,
     event_line,
@@ -46,6 +48,7 @@ from desktop_agent.cli.output import (
     status_label,
     step_line,
     usd,
+    waits_in_batch,
 )
 from desktop_agent.cli.workers import (
     carry_out,
@@ -353,8 +356,9 @@ def _no_runs_message(search: str | None, statuses: Sequence[RunStatus] | None) -
 
 def cmd_show(args: argparse.Namespace, out: Out) -> int:
     """Show a run and its journal."""
+    from desktop_agent.client.economy import batch_wait
     from desktop_agent.client.forecast import forecast_json, kept_words, run_forecast
-    from desktop_agent.client.shapes import event_json, run_json, step_json
+    from desktop_agent.client.shapes import batch_wait_json, event_json, run_json, step_json
     from desktop_agent.client.views import cache_share, run_settings_words
 
     client = _client(args)
@@ -366,11 +370,14 @@ def cmd_show(args: argparse.Namespace, out: Out) -> int:
     steps = client.steps(run.id)
     events = client.events(run.id)
     kept = run_forecast(client, run.id)
+    in_batch = waits_in_batch(run)
+    wait = batch_wait(client, run.id) if in_batch else None
     if out.as_json:
         out.emit(
             "",
             {
                 **run_json(run),
+                "batch": batch_wait_json(wait),
                 "forecast": forecast_json(kept) if kept else None,
                 "journal": [step_json(s) for s in steps],
                 "events": [event_json(e) for e in events],
@@ -388,6 +395,8 @@ def cmd_show(args: argparse.Namespace, out: Out) -> int:
         echo(f"  placement: {run.placement} (only {describe(run.placement)} run it)")
     if run.status_message:
         echo(f"  message:   {run.status_message}")
+    if in_batch:
+        echo(f"  batch:     {batch_line(wait, time.time())}")
     echo(
         f"  cost:      {format_usd(run.cost_usd)}"
         + (f" of {format_usd(b.max_cost_usd)}" if b.max_cost_usd is not None else "")

@@ -40,8 +40,11 @@ SOURCES = {
 # --------------------------------------------------------------------------- run options
 
 
-def add_run_options(p: argparse.ArgumentParser) -> None:
-    """The model options of a command that defines runs (effort, thinking, economy)."""
+def add_run_options(p: argparse.ArgumentParser, *, economy_default: bool = False) -> None:
+    """The model options of a command that defines runs (effort, thinking, economy).
+
+    ``economy_default``: the command is in economy mode unless ``--streamed`` (a batch).
+    """
     p.add_argument(
         "--effort",
         metavar="LEVEL",
@@ -59,14 +62,16 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
         action="store_const",
         const=True,
         help="economy mode: each model turn waits in a Message Batch (half price; most "
-        "batches end within an hour, all within 24)",
+        "batches end within an hour, all within 24)"
+        + (" — the default here, where the model can batch" if economy_default else ""),
     )
     mode.add_argument(
         "--streamed",
         dest="economy",
         action="store_const",
         const=False,
-        help="stream every model call (full price, answers at once)",
+        help="stream every model call (full price, answers at once)"
+        + (" instead of the default economy mode" if economy_default else ""),
     )
 
 

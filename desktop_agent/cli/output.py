@@ -26,6 +26,7 @@ from desktop_agent.domain.units import format_duration, format_usd
 
 if TYPE_CHECKING:
     from desktop_agent.client.api import Client
+    from desktop_agent.client.economy import BatchWait
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_WAITING = 0, 1, 2, 3
 """Exit codes: done, failed or cancelled, bad input or environment, waits for the analyst."""
@@ -160,6 +161,25 @@ def status_label(run: Run) -> str:
     if run.status == RunStatus.WAITING and run.wait_reason:
         return f"waiting({run.wait_reason})"
     return str(run.status)
+
+
+def waits_in_batch(run: Run) -> bool:
+    """Whether the run (economy mode) waits for a model turn sent in a Message Batch."""
+    return run.status == RunStatus.WAITING and run.wait_reason == WaitReason.BATCH
+
+
+def batch_line(wait: BatchWait | None, now: float) -> str:
+    """Where a run waiting in a Message Batch has its turn, for ``show``.
+
+    ``in a batch, submitted 12 min ago · msgbatch_…``, or ``queued for the next batch (just
+    now)`` before it is sent.
+    """
+    from desktop_agent.client.economy import batch_wait_words
+
+    if wait is None:
+        return "its turn is about to be queued for the next batch"
+    words = batch_wait_words(wait, now)
+    return f"{words} · {wait.batch_id}" if wait.batch_id else words
 
 
 def step_line(step: Step) -> str:
@@ -345,6 +365,12 @@ def next_step_hint(run: Run) -> str:
             return f"Answer with `desktop-agent answer {run.id} TEXT`."
         if run.wait_reason == WaitReason.CREDENTIALS:
             return "Set a key with `desktop-agent key set`; the run resumes."
+        if run.wait_reason == WaitReason.BATCH:
+            return (
+                "Nothing to do: its model turn waits in a Message Batch (economy mode, most "
+                "end within an hour); keep a worker running (`desktop-agent worker` or the "
+                "app) and it goes on when the result is in."
+            )
         if run.wake_at:
             return (
                 f"It wakes at {time.strftime('%H:%M:%S', time.localtime(run.wake_at))}; "

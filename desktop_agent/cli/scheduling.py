@@ -24,7 +24,6 @@ from desktop_agent.cli.models import (
 )
 from desktop_agent.cli.output import echo, open_client, usd
 from desktop_agent.cli.workers import worker_for_new_runs
-from desktop_agent.domain import DEMO_MODEL
 from desktop_agent.domain.units import format_duration, parse_duration
 
 if TYPE_CHECKING:
@@ -75,7 +74,11 @@ def add_parsers(add: AddParser, common: argparse.ArgumentParser) -> None:
         sub(verb, help_).add_argument("id")
 
     sub = group("batch", "one goal over many items (files of a folder, lines of a file)")
-    p = sub("start", "create a batch; its items run a few at a time")
+    p = sub(
+        "start",
+        "create a batch; in economy mode by default where the model can batch (each turn "
+        "in a Message Batch, half price), --streamed to opt out",
+    )
     p.add_argument("goal", help="{item}, {name}, {path} are replaced per item")
     source = p.add_mutually_exclusive_group(required=True)
     source.add_argument("--folder", help="one item per file of this folder")
@@ -88,7 +91,7 @@ def add_parsers(add: AddParser, common: argparse.ArgumentParser) -> None:
         help=f"items running at once (default: {STREAMED_CONCURRENCY} streamed; in economy "
         f"mode, the default, up to {ECONOMY_CONCURRENCY}: their turns share batches)",
     )
-    _run_options(p)
+    _run_options(p, economy_default=True)
     cli_forecast.add_estimate_option(p, "all the items' runs")
     p = sub("status", "progress and per-item status (no id: every batch)")
     p.add_argument("id", nargs="?")
@@ -129,7 +132,7 @@ ECONOMY_CONCURRENCY = 1000
 Batch holds no thread, and turns ready together share one batch."""
 
 
-def _run_options(p: argparse.ArgumentParser) -> None:
+def _run_options(p: argparse.ArgumentParser, *, economy_default: bool = False) -> None:
     p.add_argument("--model", help="demo or a Claude model id")
     p.add_argument("--workspace", help="folder every run works in (default: one per run)")
     p.add_argument("--max-cost", type=usd, metavar="USD")
@@ -137,7 +140,7 @@ def _run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-time", metavar="DURATION")
     p.add_argument("--tools", help="comma-separated tool names")
     p.add_argument("--ask", action="append", default=[], metavar="TOOL")
-    add_run_options(p)
+    add_run_options(p, economy_default=economy_default)
     p.add_argument("--no-worker", action="store_true", help="do not start a worker")
 
 
@@ -284,9 +287,10 @@ def cmd_batch(args: argparse.Namespace, out: Out) -> int:
     verb = args.batch_command
     options = None
     if verb == "start":
-        # Economy mode is a batch's default, but the demo model runs here and has none.
+        # Economy mode is a batch's default where the model can batch: not the demo (it
+        # runs here), nor a model whose catalogue entry lists no Message Batches.
         model = (args.model or sched.client.settings.default_model or "").strip()
-        options = _options(args, economy=model != DEMO_MODEL)
+        options = _options(args, economy=sched.client.can_batch(model))
     if options is not None and args.concurrency is None:
         if options.economy:
             from desktop_agent.client.schedules import batch_source

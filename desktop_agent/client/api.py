@@ -14,7 +14,7 @@ from typing import Any, TypedDict, Unpack
 
 from desktop_agent import config, procs
 from desktop_agent.client.forecast import record_start_forecast
-from desktop_agent.client.models import ModelList, check_model, list_models
+from desktop_agent.client.models import ModelList, can_batch, check_model, list_models
 from desktop_agent.client.usage import Usage, usage_since
 from desktop_agent.config import Settings
 from desktop_agent.domain import (
@@ -255,6 +255,10 @@ class Client:
             key = KeyStore().get() or ""
         return list_models(self._db, refresh_key=key, include_retired=include_retired)
 
+    def can_batch(self, model: str) -> bool:
+        """Whether ``model`` can run in economy mode (see :func:`client.models.can_batch`)."""
+        return can_batch(self._db, model)
+
     def forks_of(self, run_id: str) -> list[Run]:
         """The runs made from ``run_id``: forks, and runs again (``forked_at_seq`` 0)."""
         return self._store.forks_of(run_id)
@@ -334,7 +338,9 @@ class Client:
         use_defaults = options.get("use_defaults", True)
         validate_model(model)
         effort = (options.get("effort") or "").strip().lower()
-        self.last_model_notice = check_model(self._db, model, effort)
+        self.last_model_notice = check_model(
+            self._db, model, effort, economy=bool(options.get("economy", False))
+        )
         names = (
             list(tools)
             if tools is not None

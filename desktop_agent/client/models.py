@@ -162,14 +162,15 @@ def list_models(
     return ModelList(rows, catalogue.source, catalogue.read_at)
 
 
-def check_model(db: Database, model: str, effort: str) -> str:
+def check_model(db: Database, model: str, effort: str, *, economy: bool = False) -> str:
     """Refuse a model or effort that cannot work; return a notice for a deprecated model.
 
     A model the catalogue does not know is let through (a newer model than this release
     knows, or one a key has early access to): the API will say if it is wrong.
 
     Raises:
-        InvalidInputError: the model is retired, or the effort is not one it takes.
+        InvalidInputError: the model is retired, the effort is not one it takes, or
+            ``economy`` is asked of a model whose entry does not list Message Batches.
     """
     if effort and effort not in EFFORT_LEVELS:
         raise InvalidInputError(f"unknown effort {effort!r}: use one of {', '.join(EFFORT_LEVELS)}")
@@ -184,13 +185,37 @@ def check_model(db: Database, model: str, effort: str) -> str:
     if effort and not entry.accepts_effort(effort):
         takes = ", ".join(entry.efforts) if entry.efforts else "none (it has no effort setting)"
         raise InvalidInputError(f"{model} does not take effort {effort!r}; it takes: {takes}")
+    if economy and not entry.has("batch"):
+        raise InvalidInputError(economy_refusal(model))
     return row.notice
+
+
+def economy_refusal(model: str) -> str:
+    """Why ``model``, whose catalogue entry lists no Message Batches, has no economy mode."""
+    return (
+        f"{model} does not take Message Batches (its catalogue entry does not list them): "
+        "choose a model that does for economy mode, or run this one streamed"
+    )
+
+
+def can_batch(db: Database, model: str) -> bool:
+    """Whether runs of ``model`` can be in economy mode (each turn in a Message Batch).
+
+    Not the demo (it runs on this machine), nor a model whose catalogue entry does not list
+    batches; a model the catalogue does not know is given the benefit of the doubt.
+    """
+    if model == DEMO:
+        return False
+    entry = stored_catalogue(db).entry(model)
+    return entry is None or entry.has("batch")
 
 
 __all__ = [
     "ModelList",
     "ModelRow",
+    "can_batch",
     "check_model",
+    "economy_refusal",
     "list_models",
     "row_of",
     "snapshot_models",

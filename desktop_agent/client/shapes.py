@@ -6,10 +6,13 @@ Raw JSON tab shows a step the same way.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from desktop_agent.client.views import cache_share, default_effort
 from desktop_agent.domain import Run, RunEvent, Step
+
+if TYPE_CHECKING:
+    from desktop_agent.client.economy import BatchWait
 
 
 def run_json(run: Run) -> dict[str, Any]:
@@ -70,6 +73,23 @@ def step_json(step: Step) -> dict[str, Any]:
         "cost_usd": step.cost_usd,
         "started_at": step.started_at,
         "finished_at": step.finished_at,
+    }
+
+
+def batch_wait_json(wait: BatchWait | None) -> dict[str, Any] | None:
+    """Where an economy-mode run's newest turn is in the Message Batch queue, or None.
+
+    ``state`` is ``queued`` (for the next batch), ``submitting``, ``submitted`` or the
+    result's type; the times are epoch seconds (``submitted_at`` None until it is sent).
+    """
+    if wait is None:
+        return None
+    return {
+        "state": wait.state,
+        "seq": wait.seq,
+        "queued_at": wait.queued_at,
+        "submitted_at": wait.submitted_at,
+        "batch_id": wait.batch_id,
     }
 
 

@@ -31,11 +31,12 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from desktop_agent.client.api import Client
+from desktop_agent.client.economy import batch_wait
 from desktop_agent.client.estimates import estimate_run
 from desktop_agent.client.forecast import forecast_json, run_forecast
-from desktop_agent.client.shapes import run_json, step_json
+from desktop_agent.client.shapes import batch_wait_json, run_json, step_json
 from desktop_agent.client.views import model_notice, thinking_budget_for
-from desktop_agent.domain import Approval, RunStatus
+from desktop_agent.domain import Approval, RunStatus, WaitReason
 from desktop_agent.domain.catalogue import EFFORT_LEVELS
 from desktop_agent.domain.errors import (
     DesktopAgentError,
@@ -286,15 +287,24 @@ class Api:
         return JSONResponse([run_json(r) for r in runs])
 
     async def get_run(self, request: Request) -> Response:
-        """``GET /v1/runs/{run_id}``, with the forecast kept when it was started."""
+        """``GET /v1/runs/{run_id}``, with its kept forecast and its place in a batch.
 
-        def read() -> tuple[Any, Any]:
-            run = self.client().run(request.path_params["run_id"])
-            return run, run_forecast(self.client(), run.id)
+        ``batch``: where the turn of a run waiting in a Message Batch is (else null).
+        """
 
-        run, forecast = await self.call(read)
+        def read() -> tuple[Any, Any, Any]:
+            c = self.client()
+            run = c.run(request.path_params["run_id"])
+            in_batch = run.status == RunStatus.WAITING and run.wait_reason == WaitReason.BATCH
+            return run, run_forecast(c, run.id), batch_wait(c, run.id) if in_batch else None
+
+        run, forecast, wait = await self.call(read)
         return JSONResponse(
-            {**run_json(run), "forecast": forecast_json(forecast) if forecast else None}
+            {
+                **run_json(run),
+                "batch": batch_wait_json(wait),
+                "forecast": forecast_json(forecast) if forecast else None,
+            }
         )
 
     async def estimate_run(self, request: Request) -> Response:

@@ -114,7 +114,13 @@ DESCRIPTION: dict[str, Any] = {
                 {"$ref": "#/components/schemas/Estimate"},
             )
         },
-        "/v1/runs/{run_id}": {"get": _op("a run, with the forecast made when it was started")},
+        "/v1/runs/{run_id}": {
+            "get": _op(
+                "a run, with the forecast made when it was started and, while it waits in a "
+                "Message Batch (economy mode), where its turn is: batch {state, seq, "
+                "queued_at, submitted_at, batch_id}"
+            )
+        },
         "/v1/runs/{run_id}/steps": {"get": _op("a page of its steps (after_seq, limit)")},
         "/v1/runs/{run_id}/events": {"get": _op("server-sent events: step, status, end")},
         "/v1/runs/{run_id}/{command}": {
