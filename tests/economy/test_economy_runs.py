@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import signal
 import subprocess
+import sys
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,7 +25,9 @@ from desktop_agent.client.economy import batch_wait
 from desktop_agent.client.schedules import RunOptions, Scheduling
 from desktop_agent.config import Settings
 from desktop_agent.domain import RunStatus, StepKind, StepStatus, WaitReason
+from desktop_agent.engine.ports import batch_custom_id
 from desktop_agent.llm.pricing import model_info
+from tests.helpers.claude_contract import ApiError
 from tests.helpers.fake_anthropic import FakeAnthropic, Reply, Stream, Text, ToolUse
 from tests.helpers.polling import wait_until
 from tests.llm.conftest import KEY
@@ -102,6 +105,23 @@ def _check_done(client: Client, run_ids: list[str], fake: FakeAnthropic) -> None
     assert sum(submitted.values()) == 2 * len(run_ids)
     paths = Counter(r.path for r in fake.requests)
     assert paths == Counter({"/v1/messages/batches": 2 * len(run_ids)}), paths
+
+
+def _serving(procs: Procs, db: Path, fake: FakeAnthropic) -> subprocess.Popen[bytes]:
+    """A worker that keeps serving until killed (waits with a wake time keep it busy)."""
+    log = db.parent / "logs"
+    log.mkdir(parents=True, exist_ok=True)
+    with open(log / "worker.log", "ab") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "desktop_agent", "--db", str(db), "worker"],
+            env=procs.env(fake.url, ANTHROPIC_API_KEY=KEY),
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=procs.tmp,
+        )
+    procs.started.append(proc)
+    return proc
 
 
 def _worker(procs: Procs, db: Path, fake: FakeAnthropic, **env: str) -> subprocess.Popen[bytes]:
@@ -205,5 +225,54 @@ def test_a_worker_killed_while_requests_are_in_batches_sends_and_applies_each_on
                 # The lost batch was found in the API's list and read; nothing was resent.
                 log = (db.parent / "logs" / "worker.log").read_text(encoding="utf-8")
                 assert "lost their answer" in log and "may hold them" in log, log[-2000:]
+        finally:
+            client.close()
+
+
+def test_an_expired_or_failed_request_is_tried_again_and_a_refused_one_asks_the_analyst(
+    tmp_path: Path, procs: Procs
+) -> None:
+    db = tmp_path / "data" / "desktop-agent.db"
+    client = Client(db, _settings(db))
+    with FakeAnthropic(_script) as fake:
+        try:
+            expired, overloaded, refused = (
+                client.start_run(f"Summarise note {i}", model=SONNET, economy=True).id
+                for i in range(3)
+            )
+            fake.batch_outcome(batch_custom_id(expired, 1, 1), "expired")
+            fake.batch_outcome(
+                batch_custom_id(overloaded, 1, 1), ApiError(529, "overloaded_error", "Overloaded")
+            )
+            fake.batch_outcome(
+                batch_custom_id(refused, 1, 1),
+                ApiError(400, "invalid_request_error", "max_tokens: too large for this model"),
+            )
+            # A worker that stays (not --until-idle): the retries wait a few seconds first.
+            worker = _serving(procs, db, fake)
+            wait_until(
+                lambda: client.run(refused).status == RunStatus.NEEDS_ATTENTION,
+                timeout=120,
+                what="the refused turn to reach the analyst",
+            )
+            for run_id in (expired, overloaded):
+                wait_until(
+                    lambda r=run_id: client.run(r).status == RunStatus.COMPLETED,  # type: ignore[misc]
+                    timeout=120,
+                    what="the run to finish after its turn was tried again",
+                )
+                calls = _model_calls(client, run_id)
+                assert [c.status for c in calls] == [
+                    StepStatus.FAILED,
+                    StepStatus.COMPLETED,
+                    StepStatus.COMPLETED,
+                ]
+                assert all(c.input.get("mode") == "economy" for c in calls)
+            message = client.run(refused).status_message
+            assert "output limit" in message and "max_tokens: too large" in message, message
+            submitted = fake.batch_submissions
+            assert max(submitted.values()) == 1  # each attempt is a request of its own
+            worker.send_signal(signal.SIGKILL)
+            worker.wait(timeout=60)
         finally:
             client.close()
