@@ -276,3 +276,53 @@ def test_an_expired_or_failed_request_is_tried_again_and_a_refused_one_asks_the_
             worker.wait(timeout=60)
         finally:
             client.close()
+
+
+def test_cancel_withdraws_a_runs_batch_and_pause_keeps_a_result_for_the_resume(
+    tmp_path: Path, procs: Procs
+) -> None:
+    db = tmp_path / "data" / "desktop-agent.db"
+    client = Client(db, _settings(db))
+    with FakeAnthropic(_script, hold_batches=True) as fake:
+        try:
+            worker = _serving(procs, db, fake)
+            cancelled = client.start_run("Summarise note 1", model=SONNET, economy=True).id
+            wait_until(lambda: fake.batches_created == 1, timeout=120, what="the first batch")
+            paused = client.start_run("Summarise note 2", model=SONNET, economy=True).id
+            wait_until(lambda: fake.batches_created == 2, timeout=120, what="the second batch")
+            first, second = fake.batch_ids
+
+            # Cancelled: its batch holds nothing else, so the worker cancels the batch.
+            client.cancel(cancelled)
+            wait_until(
+                lambda: fake.batch(first)["cancel_initiated_at"] is not None,
+                timeout=60,
+                what="the cancelled run's batch canceled",
+            )
+            assert client.run(cancelled).status == RunStatus.CANCELLED
+            assert fake.batch(second)["cancel_initiated_at"] is None
+
+            # Paused: the result that comes meanwhile waits for the resume, unsent again.
+            client.pause(paused)
+            wait_until(lambda: client.run(paused).status == RunStatus.PAUSED, what="the pause")
+            fake.hold_batches(False)
+            fake.release_batches()
+            wait_until(
+                lambda: batch_wait(client, paused).state == "succeeded",  # type: ignore[union-attr]
+                timeout=60,
+                what="the paused run's result read",
+            )
+            assert client.run(paused).status == RunStatus.PAUSED
+            client.resume(paused)
+            wait_until(
+                lambda: client.run(paused).status == RunStatus.COMPLETED,
+                timeout=120,
+                what="the resumed run's end",
+            )
+            assert fake.batch(first)["request_counts"]["canceled"] == 1
+            assert max(fake.batch_submissions.values()) == 1
+            assert len(_model_calls(client, paused)) == 2
+            worker.send_signal(signal.SIGKILL)
+            worker.wait(timeout=60)
+        finally:
+            client.close()
