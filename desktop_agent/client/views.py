@@ -40,6 +40,10 @@ _EFFECTS = {e.value: e for e in EffectClass}
 # --------------------------------------------------------------------------- catalogs
 
 
+DEMO_NO_ECONOMY = "The demo model runs on this machine: it has no batches to wait in."
+"""Why runs of the demo model have no economy mode."""
+
+
 @dataclass(frozen=True)
 class ModelChoice:
     """A model the analyst can pick.
@@ -54,6 +58,7 @@ class ModelChoice:
         notice: what the analyst is told when picking it ("" for an active model).
         price: "$I / $O per million tokens", "price unknown", or "" (the demo).
         lifecycle: ``active``, ``deprecated`` or ``retired``.
+        batches: its catalogue entry lists Message Batches (economy mode is offered).
     """
 
     id: str
@@ -65,6 +70,18 @@ class ModelChoice:
     notice: str = ""
     price: str = ""
     lifecycle: str = "active"
+    batches: bool = True
+
+    def economy_refusal(self) -> str:
+        """Why economy mode is not offered with this model ("" when it is)."""
+        if self.is_demo:
+            return DEMO_NO_ECONOMY
+        if not self.batches:
+            return (
+                f"{self.label} does not take Message Batches (its catalogue entry does not "
+                "list them): runs of it are streamed."
+            )
+        return ""
 
     def thinking_off_words(self, effort: str) -> str:
         """What Thinking off does on this model at ``effort`` ("" when it simply is off).
@@ -114,6 +131,7 @@ def choice_of(row: ModelRow) -> ModelChoice:
         notice=row.notice,
         price=row.price,
         lifecycle=row.lifecycle,
+        batches="batch" in row.features,
     )
 
 
@@ -125,7 +143,9 @@ def model_choices(models: ModelList | None = None) -> list[ModelChoice]:
     """
     listed = models if models is not None else snapshot_model_list()
     claude = [choice_of(r) for r in listed.rows if r.lifecycle != "retired" and r.id != DEMO]
-    demo = ModelChoice(DEMO, demo_label(), True, efforts=EFFORT_LEVELS, thinking=("disabled",))
+    demo = ModelChoice(
+        DEMO, demo_label(), True, efforts=EFFORT_LEVELS, thinking=("disabled",), batches=False
+    )
     return [*claude, demo]
 
 

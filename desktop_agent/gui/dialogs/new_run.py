@@ -27,7 +27,12 @@ from PySide6.QtWidgets import (
 )
 
 from desktop_agent.client.messages import plain_error
-from desktop_agent.client.views import ModelChoice, ToolInfo, thinking_budget_for
+from desktop_agent.client.views import (
+    DEMO_NO_ECONOMY,
+    ModelChoice,
+    ToolInfo,
+    thinking_budget_for,
+)
 from desktop_agent.client.workspaces import WorkspaceState, check_workspace
 from desktop_agent.config import Settings
 from desktop_agent.domain import EffectClass, Run, RunStatus
@@ -68,7 +73,7 @@ ECONOMY_TIP = (
     "The run waits for every answer (most batches end within an hour, all within 24 "
     "hours), holding no thread: for work that can wait, such as a folder of documents."
 )
-ECONOMY_DEMO_TIP = "The demo model runs on this machine: it has no batches to wait in."
+ECONOMY_DEMO_TIP = DEMO_NO_ECONOMY
 
 POLICIES = [
     ("rules", "Ask when a rule says so: overwrites and irreversible actions (recommended)"),
@@ -165,6 +170,12 @@ class NewRunDialog(GuardedDialog):
         """Economy mode: the run waits for each answer, holding nothing, at half price."""
         self.economy.setToolTip(ECONOMY_TIP)
         self.economy.toggled.connect(self._on_economy_toggled)
+        self.economy_note = QLabel(self)
+        """Why economy mode is not offered with the selected model (shown only then)."""
+        self.economy_note.setWordWrap(True)
+        self.economy_note.setForegroundRole(QPalette.ColorRole.PlaceholderText)
+        self.economy_note.setMinimumWidth(520)  # wrapped: its height at the width it gets
+        self.economy_note.hide()
         self.thinking_note = QLabel(self)
         """What Thinking off does on the selected model, when it does not simply stop it."""
         self.thinking_note.setWordWrap(True)
@@ -229,6 +240,7 @@ class NewRunDialog(GuardedDialog):
         top.addRow("Effort", options_row)
         top.addRow("", self.thinking_note)
         top.addRow("Mode", self.economy)
+        top.addRow("", self.economy_note)
         top.addRow("", self.forecast_line)
         top.addRow("Workspace", ws_row)
         top.addRow("", self.workspace_note)
@@ -410,8 +422,12 @@ class NewRunDialog(GuardedDialog):
             forked_from=self.again_of,
             effort=str(self.effort.currentData() or ""),
             thinking_budget=thinking_budget_for(self.thinking.isChecked()),
-            economy=self.economy.isEnabled() and self.economy.isChecked(),
+            economy=self.economy_checked(),
         )
+
+    def economy_checked(self) -> bool:
+        """Whether the run is to be in economy mode (offered for the model, and checked)."""
+        return self.economy.isEnabled() and self.economy.isChecked()
 
     def show_error(self, message: str) -> None:
         """Show why the run could not start."""
@@ -473,11 +489,13 @@ class NewRunDialog(GuardedDialog):
     def _on_model_current_index_changed(self, _index: int) -> None:
         choice = self.chosen_model()
         self._fill_efforts(choice)
-        demo = choice is None or choice.is_demo
+        refusal = choice.economy_refusal() if choice is not None else ECONOMY_DEMO_TIP
         offered_before = self.economy.isEnabled()
-        self.economy.setEnabled(not demo)
-        self.economy.setToolTip(ECONOMY_DEMO_TIP if demo else ECONOMY_TIP)
-        if demo:
+        self.economy.setEnabled(not refusal)
+        self.economy.setToolTip(refusal or ECONOMY_TIP)
+        self.economy_note.setText(refusal)
+        self.economy_note.setVisible(bool(refusal))
+        if refusal:
             self.economy.setChecked(False)
         elif not offered_before:  # offered again: the form's default mode
             self.economy.setChecked(self.economy_by_default)
