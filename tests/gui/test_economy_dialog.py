@@ -12,7 +12,7 @@ from desktop_agent.client.views import model_choices
 from desktop_agent.gui.dialogs.templates import ScheduleDialog
 from desktop_agent.gui.mainwindow import MainWindow
 from tests.economy.waits import NO_BATCH, without_batches
-from tests.gui.conftest import OpenWindow
+from tests.gui.conftest import OpenWindow, select
 from tests.gui.test_forecast_gui import choose
 from tests.gui.test_schedules import click
 from tests.helpers.polling import qt_wait_until
@@ -87,3 +87,27 @@ def test_a_schedule_made_in_the_dialog_starts_economy_mode_runs(
     qt_wait_until(qtbot, lambda: views.template_dialog is None, what="the dialog closed")
     [schedule] = Scheduling(client).schedules()
     assert schedule.template.spec.economy and schedule.template.spec.model == "claude-sonnet-5-5"
+
+
+def test_the_header_says_a_run_is_in_economy_mode_beside_its_effort(
+    qtbot: QtBot, client: Client, open_window: OpenWindow
+) -> None:
+    economy = client.start_run("Summarise", model="claude-sonnet-5-5", economy=True)
+    streamed = client.start_run("Summarise", model="claude-sonnet-5-5")
+    window = open_window()
+    chip = window.detail.header.model
+    select(qtbot, window, economy.id)
+    qt_wait_until(
+        qtbot,
+        lambda: (
+            "effort high (model default) · thinking off · economy (batches, half price)"
+            in chip.text()
+        ),
+        what="economy mode in the header",
+        last=chip.text,
+    )
+    select(qtbot, window, streamed.id)
+    qt_wait_until(
+        qtbot, lambda: "thinking off" in chip.text() and "economy" not in chip.text(),
+        what="the streamed run's header", last=chip.text,
+    )  # fmt: skip
