@@ -122,3 +122,45 @@ def test_show_says_where_a_run_waiting_in_a_batch_has_its_turn(
     assert "batch:" not in out
     code, out, _ = run_cli(client, capsys, "show", plain.id, "--json")
     assert json.loads(out)["batch"] is None
+
+
+def test_schedules_and_watches_keep_economy_mode_in_their_template(
+    client: Client, capsys: Capture, workspace: Path
+) -> None:
+    sched = Scheduling(client)
+    code, _, err = run_cli(
+        client,
+        capsys,
+        *("schedule", "add", "Digest the filings", "--every", "1d"),
+        *("--model", "claude-sonnet-5-5", "--economy", "--no-worker", "--json"),
+    )
+    assert code == 0, err
+    (schedule,) = sched.schedules()
+    assert schedule.template.spec.economy
+    code, _, err = run_cli(
+        client,
+        capsys,
+        *("watch", "add", str(workspace), "Summarise {path}"),
+        *("--model", "claude-sonnet-5-5", "--economy", "--no-worker", "--json"),
+    )
+    assert code == 0, err
+    (watch,) = sched.watches()
+    assert watch.template.spec.economy
+
+    # Streamed unless asked, and refused where the model cannot batch.
+    code, _, err = run_cli(
+        client,
+        capsys,
+        *("schedule", "add", "Plain", "--every", "1d", "--model", "claude-sonnet-5-5"),
+        "--no-worker",
+    )
+    assert code == 0, err
+    assert [s.template.spec.economy for s in sched.schedules()].count(False) == 1
+    code, _, err = run_cli(
+        client,
+        capsys,
+        *("schedule", "add", "Demo", "--every", "1d", "--model", "demo", "--economy"),
+        "--no-worker",
+    )
+    assert code != 0 and "cannot be sent in a Message Batch" in err
+    assert len(sched.schedules()) == 2
