@@ -6,6 +6,7 @@ new or changed schedules and watches within seconds, and starts batch items as r
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 import uuid
@@ -14,7 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from desktop_agent.client.api import Client, prepare_workspace
-from desktop_agent.domain import Run
+from desktop_agent.client.forecast import forecast, forecast_json
+from desktop_agent.domain import JSON, AgentSpec, Run
 from desktop_agent.domain.errors import InvalidInputError, NotFoundError
 from desktop_agent.domain.scheduling import (
     Batch,
@@ -40,6 +42,8 @@ from desktop_agent.persistence.archive import (
 from desktop_agent.persistence.schedules import ScheduleStore
 from desktop_agent.scheduler.folders import folder_files
 from desktop_agent.scheduler.timing import check_timezone, parse_crontab
+
+log = logging.getLogger(__name__)
 
 MIN_INTERVAL_S = 1.0
 MAX_BATCH_ITEMS = 100_000
@@ -72,6 +76,18 @@ class RunOptions:
     effort: str = ""
     thinking_budget: int = 0
     economy: bool = False
+
+
+def _forecast(sched: Scheduling, spec: AgentSpec) -> JSON:
+    """The forecast of one run of ``spec`` now, kept with each run the template starts.
+
+    None when it cannot be made: a template is made with or without one.
+    """
+    try:
+        return forecast_json(forecast(sched.client, spec))
+    except Exception:
+        log.warning("no forecast for the template's runs", exc_info=True)
+        return None
 
 
 def _new_id(prefix: str) -> str:
@@ -157,7 +173,9 @@ class Scheduling:
         workspace = None
         if opts.workspace is not None:
             workspace = str(prepare_workspace(opts.workspace))
-        return RunTemplate(goal=goal, spec=spec, budget=budget, workspace=workspace)
+        return RunTemplate(
+            goal=goal, spec=spec, budget=budget, workspace=workspace, forecast=_forecast(self, spec)
+        )
 
     # ------------------------------------------------------------------ schedules
 

@@ -63,12 +63,15 @@ class RunTemplate:
         spec: model, system prompt and tools.
         budget: limits of each run.
         workspace: folder every run works in, or None for a fresh folder per run.
+        forecast: the forecast of one run made when the template was (its JSON, see
+            ``client/forecast.py``): kept with each run the template starts (None: none).
     """
 
     goal: str
     spec: AgentSpec
     budget: Budget = field(default_factory=Budget)
     workspace: str | None = None
+    forecast: JSON = None
 
     def to_json(self) -> dict[str, JSON]:
         """Plain dict for storage."""
@@ -77,6 +80,7 @@ class RunTemplate:
             "spec": self.spec.to_json(),
             "budget": self.budget.to_json(),
             "workspace": self.workspace,
+            **({"forecast": self.forecast} if self.forecast is not None else {}),
         }
 
     @classmethod
@@ -87,6 +91,7 @@ class RunTemplate:
             spec=AgentSpec.from_json(data["spec"]),
             budget=Budget.from_json(data.get("budget")),
             workspace=data.get("workspace"),
+            forecast=data.get("forecast"),
         )
 
     def render_goal(self, *, item: str = "", name: str = "", path: str = "") -> str:

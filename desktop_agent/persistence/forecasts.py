@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from sqlalchemy import func, insert, or_, select
+from sqlalchemy.engine import Connection
 
 from desktop_agent.domain import RunEventKind, RunStatus, StepKind
 from desktop_agent.persistence.db import Database
@@ -143,16 +144,28 @@ def record_forecast(
     db: Database, run_id: str, message: str, data: Any, now: float | None = None
 ) -> None:
     """Keep the forecast made when ``run_id`` was started (one insert; the run is not touched)."""
+    with db.write() as conn:
+        keep_forecast(conn, run_id, data, time.time() if now is None else now, message)
+
+
+def keep_forecast(
+    conn: Connection, run_id: str, data: Any, now: float, message: str | None = None
+) -> None:
+    """:func:`record_forecast` inside a transaction: a run a template started.
+
+    ``data`` is the forecast the template keeps; ``message`` defaults to its ``explain``.
+    """
+    if message is None:
+        message = str(data.get("explain", "")) if isinstance(data, dict) else ""
     values = {
         "run_id": run_id,
         "seq": None,
         "kind": FORECAST,
         "message": message,
         "data": dumps(data),
-        "created_at": time.time() if now is None else now,
+        "created_at": now,
     }
-    with db.write() as conn:
-        conn.execute(insert(run_events).values(values))
+    conn.execute(insert(run_events).values(values))
 
 
 def recorded_forecast(db: Database, run_id: str) -> Any:

@@ -28,10 +28,12 @@ from desktop_agent.domain.scheduling import (
     FolderWatch,
     ItemStatus,
     OverlapPolicy,
+    RunTemplate,
     Schedule,
     StuckRun,
 )
 from desktop_agent.persistence.db import Database
+from desktop_agent.persistence.forecasts import keep_forecast
 from desktop_agent.persistence.mapping import dumps, run_values
 from desktop_agent.persistence.scheduling_rows import (
     ENDED_OR_STOPPED,
@@ -147,8 +149,11 @@ class ScheduleStore(SqlStore):
         return str(found) if found is not None else None
 
     @staticmethod
-    def _insert_run(conn: Connection, run: Run) -> None:
+    def _insert_run(conn: Connection, run: Run, template: RunTemplate) -> None:
+        """Insert a run a template started, with the forecast the template keeps."""
         conn.execute(insert(runs).values(run_values(run)))
+        if isinstance(template.forecast, dict):
+            keep_forecast(conn, run.id, template.forecast, run.created_at)
 
     def wake_time(self, run_id: str) -> float | None:
         """The run's wake time if it waits with one."""
@@ -241,7 +246,7 @@ class ScheduleStore(SqlStore):
             if conn.execute(stmt).rowcount != 1:
                 return _STALE
             if run is not None:
-                self._insert_run(conn, run)
+                self._insert_run(conn, run, schedule.template)
             return result
 
         return self._write(txn)
@@ -285,7 +290,7 @@ class ScheduleStore(SqlStore):
             )
             if conn.execute(take).rowcount != 1:
                 continue
-            self._insert_run(conn, run)
+            self._insert_run(conn, run, schedule.template)
             started.append(run.id)
         return started
 
@@ -432,7 +437,7 @@ class ScheduleStore(SqlStore):
             )
             if conn.execute(take).rowcount != 1:  # another worker dispatched it first
                 continue
-            self._insert_run(conn, run)
+            self._insert_run(conn, run, batch.template)
             started.append(run.id)
         return started
 
@@ -549,7 +554,7 @@ class ScheduleStore(SqlStore):
                 source_file=key.path,
             )
             self._insert_seen(conn, watch.id, key, run.id, now)
-            self._insert_run(conn, run)
+            self._insert_run(conn, run, watch.template)
             return run.id
 
         try:

@@ -12,6 +12,7 @@ import dataclasses
 import logging
 import math
 import statistics
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -31,7 +32,9 @@ from desktop_agent.client.schedules import RunOptions, Scheduling
 from desktop_agent.domain import AgentSpec, RunStatus, Usage
 from desktop_agent.domain.errors import InvalidInputError
 from desktop_agent.domain.units import format_duration
+from desktop_agent.engine.ports import SystemClock
 from desktop_agent.llm.pricing import BATCH_DISCOUNT, model_info
+from desktop_agent.worker.scheduling import DbSchedulerPort
 from tests.forecast.history import past_run
 from tests.helpers.timed_journal import Clock
 
@@ -328,3 +331,25 @@ def test_an_ended_run_is_shown_beside_its_forecast(client: Client, clock: Clock)
         f" · took 7m, forecast ≈ {format_duration(statistics.median(durations))}"
         f" (90%: {format_duration(p90(durations))})"
     )
+
+
+def test_runs_a_batch_starts_keep_the_forecast_its_template_made(
+    client: Client, tmp_path: Path
+) -> None:
+    lines = tmp_path / "companies.txt"
+    lines.write_text("Acme\nBolt\n")
+    sched = Scheduling(client)
+    batch = sched.start_batch(
+        "Profile {item}",
+        lines=lines,
+        options=RunOptions(model="claude-sonnet-5-5", economy=True),
+    )
+    kept = batch.template.forecast
+    assert isinstance(kept, dict) and kept["economy"] is True and kept["items"] == 1
+    DbSchedulerPort(client.store, SystemClock(), client.db_path.parent).pump(time.time())  # worker
+    runs = [i.run_id for i in sched.batch_items(batch.id) if i.run_id]
+    assert len(runs) == 2
+    for run_id in runs:
+        made = run_forecast(client, run_id)
+        assert made is not None and made.economy
+        assert made == forecast_from_json(kept)  # the one the template made, not a new one
