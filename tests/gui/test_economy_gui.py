@@ -121,6 +121,12 @@ def test_a_batch_is_in_economy_mode_by_default_with_every_item_at_once(
     dialog.lines.setText(str(companies))
     qtbot.waitUntil(lambda: dialog.check.text() == "✔ 3 lines: 3 runs")
     assert dialog.concurrency.value() == 3  # every item at once: their turns share batches
+    line = dialog.forecast_line
+    qt_wait_until(
+        qtbot, lambda: "3 items" in line.text(), what="the batch's forecast", last=line.text
+    )
+    # For every item, economy mode (chosen) leading, streamed beside it.
+    assert line.text().startswith("Forecast: 3 items: ≈ $") and "· streamed ≈ $" in line.text()
     dialog.economy.setChecked(False)
     assert dialog.concurrency.value() == 4
     dialog.economy.setChecked(True)

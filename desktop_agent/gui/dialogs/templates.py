@@ -44,6 +44,7 @@ from desktop_agent.domain.units import parse_duration
 from desktop_agent.gui import resources, theme
 from desktop_agent.gui.dialogs.new_run import NewRunDialog, NewRunRequest
 from desktop_agent.gui.sizing import keep_minimum_size
+from desktop_agent.gui.widgets.forecast import ForecastQuestion
 
 RunTask = Callable[[Callable[[], Any], Callable[[Any], None], Callable[[Exception], None]], None]
 """Runs a function off the GUI thread, then one of the two callbacks on it."""
@@ -467,6 +468,15 @@ class BatchDialog(TemplateDialog):
     def _on_batch_economy_toggled(self, checked: bool) -> None:
         self._fit_concurrency()
 
+    def ask_forecast(self) -> None:
+        """The forecast of the whole batch: every item counted so far (one until then)."""
+        model = self.model.currentData()
+        if model is None:
+            return
+        effort = str(self.effort.currentData() or "")
+        items = self.item_count or 1
+        self.forecast_line.ask(ForecastQuestion(str(model), effort, None, items))
+
     def _fit_concurrency(self) -> None:
         """Economy mode: every item at once (up to the most); streamed: a few at a time."""
         if self.economy.isChecked():
@@ -513,6 +523,7 @@ class BatchDialog(TemplateDialog):
                 self.item_count = n
                 if self.economy.isChecked():
                     self._fit_concurrency()
+                self.ask_forecast()  # for every item now
                 noun = ("file" if folder_mode else "line") + ("s" if n != 1 else "")
                 self.show_feedback(self.check, True, f"{n} {noun}: {n} runs")
                 self._validate()

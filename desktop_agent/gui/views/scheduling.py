@@ -59,6 +59,7 @@ from desktop_agent.gui.tasks import TaskRunner
 from desktop_agent.gui.views.batches import BatchesView
 from desktop_agent.gui.views.common import StuckBadgeDelegate
 from desktop_agent.gui.views.schedules import SchedulesView, WatchesView
+from desktop_agent.gui.widgets.forecast import estimate_with
 from desktop_agent.gui.widgets.runlist import RunListPanel
 
 
@@ -514,6 +515,8 @@ class SchedulingViews(QObject):
             count=count_items,
             parent=self.widget,
         )
+        # The forecast for all the items, economy mode beside streamed.
+        dialog.set_forecaster(self.window.tasks.submit, estimate_with(self.sched.client))
         self._open(dialog, self._on_batch_submitted)
         return dialog
 
