@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+import shiboken6
 from PySide6.QtCore import Qt
 from PySide6.QtTest import QTest
 from pytestqt.qtbot import QtBot
@@ -14,6 +17,7 @@ from desktop_agent.client.schedules import Scheduling
 from desktop_agent.domain import RunStatus, StepKind, WaitReason
 from desktop_agent.engine.ports import BatchEntry, RunPatch, StepIntent, batch_custom_id
 from desktop_agent.gui.mainwindow import MainWindow
+from desktop_agent.gui.widgets.forecast import ForecastLine, ForecastQuestion, estimate_with
 from desktop_agent.persistence.batches import BatchBook, SqlBatchQueue
 from tests.gui.conftest import OpenWindow, select
 from tests.gui.test_forecast_gui import choose
@@ -139,3 +143,22 @@ def test_a_batch_is_in_economy_mode_by_default_with_every_item_at_once(
     choose(again, "demo")  # runs here: no batches to wait in
     assert not again.economy.isChecked() and again.concurrency.value() == 4
     again.reject()
+
+
+def test_a_forecast_read_that_ends_after_its_dialog_was_deleted_is_dropped(
+    qtbot: QtBot, client: Client
+) -> None:
+    pending: list[Callable[[], None]] = []
+
+    def later(
+        fn: Callable[[], Any], done: Callable[[Any], None], _failed: Callable[[Exception], None]
+    ) -> None:
+        pending.append(lambda: done(fn()))
+
+    line = ForecastLine()
+    line.set_source(later, estimate_with(client))
+    line.ask(ForecastQuestion("claude-sonnet-5-5"))
+    assert len(pending) == 1 and line.busy
+    shiboken6.delete(line)  # a Start batch dialog closed (and deleted) while it read
+    pending[0]()  # the read ends: nothing is shown anywhere, and nothing raises
+    assert not shiboken6.isValid(line)

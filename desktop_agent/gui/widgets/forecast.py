@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
+import shiboken6
 from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import QLabel, QWidget
 
@@ -114,12 +115,16 @@ class ForecastLine(QLabel):
         run_task(lambda: estimate(question), self._on_read, self._on_failed)
 
     def _on_read(self, forecast: Forecast) -> None:
+        if not shiboken6.isValid(self):
+            return  # its dialog was closed and deleted while the read ran
         self._shown, self._asking = self._asking, None
         self.forecast = forecast
         self._render()
         self._ask_next()  # the choice changed meanwhile
 
     def _on_failed(self, exc: Exception) -> None:
+        if not shiboken6.isValid(self):
+            return
         self._shown, self._asking = self._asking, None
         self.forecast = None
         self.setText(f"No forecast: {plain_error(exc)}")
