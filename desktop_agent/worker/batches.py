@@ -14,7 +14,8 @@ a short-lived thread, every few seconds while anything is queued or in a batch:
    and their runs woken;
 5. runs that missed their wake-up (a result came while they were busy) are woken.
 
-Without an API key nothing is sent or read: the requests wait, and the pass says so once.
+Without an API key nothing is sent or read: the queued turns end refused, as a call without
+a key is, and their runs wait for a key (resumed when one is set), as streamed runs do.
 """
 
 from __future__ import annotations
@@ -35,6 +36,15 @@ if TYPE_CHECKING:  # the SDK is imported by the first pass that has something to
     from desktop_agent.llm.batches import BatchApi
 
 log = logging.getLogger(__name__)
+
+NO_KEY_REFUSAL: JSON = {
+    "type": "error",
+    "error": {
+        "type": "authentication_error",
+        "message": "no API key: set one with `desktop-agent key set` or ANTHROPIC_API_KEY",
+    },
+}
+"""The result a queued turn gets when no key is set: as the API refuses a call without one."""
 
 POLL_CAP_S = 600.0
 """The longest wait between two looks at a batch's status."""
@@ -183,11 +193,16 @@ class BatchPump:
             return report
         report.withdrawn = self.book.withdraw_ended()
         if not self.api.has_key():
+            # Nothing can be sent: the queued turns end as the API ends a call without a
+            # key, and their runs wait for one, saying so, as streamed runs do.
             if not self._said_no_key:
-                log.warning("economy-mode turns wait: no API key is set to send them")
+                log.warning("economy-mode turns cannot be sent: no API key is set")
                 self._said_no_key = True
             report.problem = "no API key"
-            report.woken = self.book.wake_missed(self.clock())
+            now = self.clock()
+            while (claim := self.book.claim(now, self.config.max_requests, 1 << 62)) is not None:
+                report.woken += self.book.refused(claim, NO_KEY_REFUSAL, now)
+            report.woken += self.book.wake_missed(now)
             self._told(report)
             return report
         self._said_no_key = False

@@ -161,3 +161,24 @@ def test_a_result_that_came_while_its_run_was_busy_wakes_it_later(client: Client
     )
     assert book.wake_missed(330.0) == []  # taken: it wakes the run no more
     assert not book.active()
+
+
+def test_without_a_key_queued_turns_end_refused_and_their_runs_are_woken(
+    client: Client,
+) -> None:
+    from desktop_agent.domain.errors import AuthenticationError
+    from desktop_agent.llm.batches import BatchApi
+    from desktop_agent.llm.claude import ClaudeModel
+    from desktop_agent.worker.batches import BatchPump
+
+    run_id = _waiting_run(client)
+    cid = _queue(client, run_id)
+    pump = BatchPump(BatchBook(client.store.db), lambda: BatchApi(lambda: None), lambda: 500.0)
+    report = pump.run_pass()
+    assert report.problem == "no API key" and report.woken == [run_id]
+    entry = SqlBatchQueue(client.store.db).entry(cid)
+    assert entry is not None and entry.state == "errored"
+    assert client.run(run_id).wake_at == 500.0
+    # The run's step reads it as a call without a key: it waits for one, as streamed runs do.
+    with pytest.raises(AuthenticationError, match="no API key"):
+        ClaudeModel(lambda: None).batch_response(None, entry.result)  # type: ignore[arg-type]
