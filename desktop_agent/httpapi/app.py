@@ -35,16 +35,14 @@ from desktop_agent.client.economy import batch_wait
 from desktop_agent.client.estimates import estimate_run
 from desktop_agent.client.forecast import forecast_json, run_forecast
 from desktop_agent.client.shapes import batch_wait_json, run_json, step_json
-from desktop_agent.client.views import model_notice, thinking_budget_for
+from desktop_agent.client.views import model_notice
 from desktop_agent.domain import Approval, RunStatus, WaitReason
-from desktop_agent.domain.catalogue import EFFORT_LEVELS
 from desktop_agent.domain.errors import (
     DesktopAgentError,
     InvalidInputError,
     InvalidStateError,
     NotFoundError,
 )
-from desktop_agent.domain.units import parse_duration
 from desktop_agent.httpapi.estimates import estimate_options
 from desktop_agent.httpapi.inputs import (
     MAX_INT,
@@ -56,6 +54,7 @@ from desktop_agent.httpapi.inputs import (
     parse_object,
     query_int,
     read_body,
+    run_options,
     text,
 )
 from desktop_agent.httpapi.openapi import DESCRIPTION
@@ -138,36 +137,6 @@ async def _body(request: Request) -> dict[str, Any]:
     return parse_object(await read_body(request))
 
 
-def _effort(body: dict[str, Any]) -> str:
-    """``effort``: a level, or absent, null or "" for the model's default (the client checks)."""
-    value = body.get("effort")
-    if value is None:
-        return ""
-    if not isinstance(value, str):
-        raise InvalidInputError(f"'effort' must be one of {', '.join(EFFORT_LEVELS)}")
-    return value
-
-
-def _economy(body: dict[str, Any]) -> bool:
-    """``economy``: true (each model turn in a Message Batch) or false (streamed, default)."""
-    value = body.get("economy", False)
-    if value is None:
-        return False
-    if not isinstance(value, bool):
-        raise InvalidInputError("'economy' must be true or false")
-    return value
-
-
-def _thinking(body: dict[str, Any]) -> int:
-    """``thinking``: true (on) or false (off, the default)."""
-    value = body.get("thinking", False)
-    if value is None:
-        return 0
-    if not isinstance(value, bool):
-        raise InvalidInputError("'thinking' must be true or false")
-    return thinking_budget_for(value)
-
-
 class Api:
     """The routes' handlers over one client (see the module's docstring).
 
@@ -227,40 +196,12 @@ class Api:
         """``POST /v1/runs``."""
         body = await _body(request)
         goal = text(body, "goal")
-        model, workspace = optional_text(body, "model"), optional_text(body, "workspace")
-        placement = optional_text(body, "placement")
-        max_cost_usd = number(body, "max_cost_usd", 0.0)
-        max_steps = integer(body, "max_steps")
-        max_time = body.get("max_time")
-        if max_time is not None and (
-            isinstance(max_time, bool) or not isinstance(max_time, str | int | float)
-        ):
-            raise InvalidInputError("'max_time' must be a duration such as 30m or 2h")
-        max_time_s = parse_duration(str(max_time)) if max_time else None
-        if max_time_s is not None and max_time_s > MAX_INT:
-            raise InvalidInputError("'max_time' is too long")
-        tools = body.get("tools")
-        if tools is not None and not (
-            isinstance(tools, list) and all(isinstance(t, str) for t in tools)
-        ):
-            raise InvalidInputError("'tools' must be a list of tool names")
-        effort, thinking, economy = _effort(body), _thinking(body), _economy(body)
+        workspace, placement = optional_text(body, "workspace"), optional_text(body, "placement")
+        options = run_options(body)
 
         def start() -> tuple[Any, str]:
             c = self.client()
-            run = c.start_run(
-                goal,
-                model=model,
-                workspace=workspace,
-                placement=placement,
-                tools=tools,
-                max_cost_usd=max_cost_usd,
-                max_steps=max_steps or None,
-                max_time_s=max_time_s,
-                effort=effort,
-                thinking_budget=thinking,
-                economy=economy,
-            )
+            run = c.start_run(goal, workspace=workspace, placement=placement, **options)
             return run, model_notice(c)
 
         run, notice = await self.call(start)

@@ -18,7 +18,10 @@ from typing import Any
 
 from starlette.requests import Request
 
+from desktop_agent.client.views import thinking_budget_for
+from desktop_agent.domain.catalogue import EFFORT_LEVELS
 from desktop_agent.domain.errors import InvalidInputError
+from desktop_agent.domain.units import parse_duration
 
 MAX_BODY_BYTES = 1024 * 1024
 """The largest body taken (1 MiB); a longer one is refused with 413 as soon as it is seen."""
@@ -198,3 +201,47 @@ def integer(body: dict[str, Any], key: str, low: int = 0, high: int = MAX_INT) -
     ):
         raise InvalidInputError(f"{key!r} must be a whole number from {low} to {high}")
     return int(value)
+
+
+def flag(body: dict[str, Any], key: str) -> bool:
+    """A boolean field: true or false (absent or null: false)."""
+    value = body.get(key, False)
+    if value is None:
+        return False
+    if not isinstance(value, bool):
+        raise InvalidInputError(f"{key!r} must be true or false")
+    return value
+
+
+def run_options(body: dict[str, Any]) -> dict[str, Any]:
+    """A run's options in a body, checked, as ``Client.start_run``'s keyword arguments.
+
+    One reading for ``POST /v1/runs`` and ``POST /v1/runs/estimate``: model, tools,
+    budgets, effort (absent, null or "": the model's default), thinking and economy.
+    """
+    max_time = body.get("max_time")
+    if max_time is not None and (
+        isinstance(max_time, bool) or not isinstance(max_time, str | int | float)
+    ):
+        raise InvalidInputError("'max_time' must be a duration such as 30m or 2h")
+    max_time_s = parse_duration(str(max_time)) if max_time else None
+    if max_time_s is not None and max_time_s > MAX_INT:
+        raise InvalidInputError("'max_time' is too long")
+    tools = body.get("tools")
+    if tools is not None and not (
+        isinstance(tools, list) and all(isinstance(t, str) for t in tools)
+    ):
+        raise InvalidInputError("'tools' must be a list of tool names")
+    effort = body.get("effort")
+    if effort is not None and not isinstance(effort, str):
+        raise InvalidInputError(f"'effort' must be one of {', '.join(EFFORT_LEVELS)}")
+    return {
+        "model": optional_text(body, "model"),
+        "tools": tools,
+        "max_cost_usd": number(body, "max_cost_usd", 0.0),
+        "max_steps": integer(body, "max_steps") or None,
+        "max_time_s": max_time_s,
+        "effort": effort or "",
+        "thinking_budget": thinking_budget_for(flag(body, "thinking")),
+        "economy": flag(body, "economy"),
+    }
