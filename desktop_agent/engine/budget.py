@@ -25,7 +25,7 @@ from desktop_agent.domain.units import format_duration, format_usd
 from desktop_agent.engine import fencing
 from desktop_agent.engine.commands import boundary
 from desktop_agent.engine.ports import MONTHLY_CAP, RunPatch, StepIntent
-from desktop_agent.engine.recording import close_wait, open_wait, suspend
+from desktop_agent.engine.recording import close_wait, commit, open_wait, suspend
 from desktop_agent.engine.request import build_request
 from desktop_agent.engine.run_state import RunState
 
@@ -120,13 +120,23 @@ def reserve(rs: RunState, worst_case_usd: float) -> None:
 
 
 def release(rs: RunState) -> None:
-    """Drop what the monthly cap holds for the run's call.
+    """Drop what the monthly cap holds for the run's call (when the activation ends)."""
+    for token in (rs.reservation, rs.spent_reservation):
+        if token is not None and rs.cfg.spend_cap is not None:
+            rs.cfg.spend_cap.release(rs.run.id, token)
+    rs.reservation = rs.spent_reservation = None
 
-    Called once the call's cost is in the journal, or when the activation ends.
+
+def release_on_commit(rs: RunState) -> None:
+    """Drop what the monthly cap holds for the call just made once its cost is written.
+
+    The call's outcome (its cost) is buffered until the next commit
+    (:func:`~desktop_agent.engine.recording.finish_step`); the reservation goes after
+    that commit, never before: in between, other runs would find neither the cost nor
+    the hold, and room for dollars already spent. Until then both count (at least once,
+    never zero times).
     """
-    token, rs.reservation = rs.reservation, None
-    if token is not None and rs.cfg.spend_cap is not None:
-        rs.cfg.spend_cap.release(rs.run.id, token)
+    rs.spent_reservation, rs.reservation = rs.reservation, None
 
 
 def spend_report(rs: RunState, limit: str, worst_case_usd: float) -> dict[str, JSON]:
@@ -259,8 +269,12 @@ def _left_usd(rs: RunState, cap: float | None) -> float | None:
 def check_before_model_call(rs: RunState) -> None:
     """Open a budget wait if the next call could exceed a limit.
 
-    Else the call's worst case is held against the monthly cap (see the module).
+    Else the call's worst case is held against the monthly cap (see the module). The
+    last call's cost, if still buffered, is written first: holding the next call's worst
+    case replaces the run's hold, and the run's spend must count before it goes.
     """
+    if rs.spent_reservation is not None and rs.outcome is not None:
+        commit(rs)
     worst = _worst_case(rs)
     limit = limit_reached(rs, worst, hold=True)
     if limit:

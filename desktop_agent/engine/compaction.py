@@ -132,7 +132,7 @@ def compaction(rs: RunState, open_seq: int | None, attempt: int) -> None:
             seq, StepStatus.COMPLETED, output, usage=response.usage, cost_usd=response.cost_usd
         ),
     )
-    budgets.release(rs)  # the call's cost is in the journal now
+    budgets.release_on_commit(rs)  # dropped once the next commit writes the cost
     rs.state.scalars.last_prompt_tokens = 0
 
 

@@ -153,7 +153,7 @@ def model_call(
             seq, StepStatus.COMPLETED, output, usage=response.usage, cost_usd=response.cost_usd
         ),
     )
-    budgets.release(rs)  # the call's cost is in the journal now
+    budgets.release_on_commit(rs)  # dropped once the next commit writes the cost
     budgets.check_after_model_call(rs)
 
 

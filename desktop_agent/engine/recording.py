@@ -58,6 +58,7 @@ def commit(
         rs.crash_point("after_snapshot")
     if outcome is not None:
         rs.crash_point("after_outcome")
+        _release_spent(rs)
     if patch.status is not None or patch.budget is not None or patch.spec is not None:
         rs.run = rs.store.get_run(rs.run.id)
     for intent in intents:
@@ -65,6 +66,19 @@ def commit(
             rs.state.scalars.last_seq = max(rs.state.scalars.last_seq, intent.seq)
         else:
             fold_local(rs, intent.seq, intent.kind, intent.name, intent.input, intent)
+
+
+def _release_spent(rs: RunState) -> None:
+    """Drop the monthly cap's hold for a call whose cost was just written.
+
+    See :func:`desktop_agent.engine.budget.release_on_commit`.
+    """
+    token, rs.spent_reservation = rs.spent_reservation, None
+    if token is not None and rs.cfg.spend_cap is not None:
+        try:
+            rs.cfg.spend_cap.release(rs.run.id, token)
+        except Exception:  # the commit stands; the activation's end tries again
+            rs.spent_reservation = token
 
 
 def _with_time_worked(rs: RunState, patch: RunPatch | None) -> RunPatch:

@@ -110,6 +110,9 @@ class RunState:
             worker hints (the first one always does).
         reservation: the token of what the monthly cap holds for the model call in
             flight (see :func:`desktop_agent.engine.budget.reserve`), None when nothing.
+        spent_reservation: the token of a finished call's reservation, dropped by the
+            commit that writes the call's buffered cost (see
+            :func:`desktop_agent.engine.budget.release_on_commit`).
     """
 
     run: Run
@@ -133,6 +136,7 @@ class RunState:
     storage_resume: dict[str, JSON] | None = None
     read_commands: bool = True
     reservation: str | None = None
+    spent_reservation: str | None = None
 
     def __post_init__(self) -> None:
         self.state = AgentState.initial(self.run.goal)

@@ -98,6 +98,21 @@ def _month_spent(client: Client) -> float:
     return sum(client.run(r.id).cost_usd for r in client.runs())
 
 
+def _story(client: Client, ids: list[str]) -> str:
+    """What each run did, for a failure message: status, cost, and its steps."""
+    lines = []
+    for i in ids:
+        run = client.run(i)
+        lines.append(f"{i} {run.status} ${run.cost_usd:.2f} {run.status_message!r}")
+        for s in client.steps(i):
+            month = (s.input or {}).get("monthly_cap") if isinstance(s.input, dict) else None
+            lines.append(
+                f"  {s.seq} {s.kind} {s.name} {s.status} ${s.cost_usd:.2f} "
+                f"{s.started_at:.3f}-{s.finished_at or 0:.3f} {month or ''}"
+            )
+    return "\n".join(lines)
+
+
 def test_ten_concurrent_runs_spend_at_most_the_cap(lab: Lab, tmp_path: Path) -> None:
     settings = Settings(
         default_max_cost_usd=None,
@@ -158,7 +173,7 @@ def test_ten_concurrent_runs_spend_at_most_the_cap(lab: Lab, tmp_path: Path) -> 
                 what="every resume to be taken up, and no run to move any more",
             )
             completed = [i for i in ids if client.run(i).status == RunStatus.COMPLETED]
-            assert len(completed) == 4
+            assert len(completed) == 4, _story(client, ids) + "\n" + workers.log_tails()
             assert len(lab.fake.requests) == calls + 1
             spent = _month_spent(client)
             assert spent == pytest.approx(0.80, abs=0.01)

@@ -7,15 +7,21 @@ nothing), a resume without raising the cap waits again, and one after raising it
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import pytest
+from sqlalchemy import func, select
 
 from desktop_agent.client.api import Client
 from desktop_agent.config import Settings
 from desktop_agent.domain import RunStatus, StepKind, WaitReason
 from desktop_agent.domain.errors import InvalidStateError
+from desktop_agent.engine.loop import EngineConfig
 from desktop_agent.llm.claude import ClaudeModel
+from desktop_agent.persistence.db import Database
+from desktop_agent.persistence.tables import spend_reservations
+from desktop_agent.persistence.usage import MonthSpend
 from tests.conftest import MakeExecutor, drain
 from tests.helpers.fake_anthropic import FakeAnthropic
 from tests.helpers.spend import HAIKU, claude_on, million_token_api
@@ -124,3 +130,37 @@ def test_reservations_count_only_while_their_run_runs_and_go_with_their_token(
     with store.db.write() as conn:
         conn.execute(update(runs).where(runs.c.id == a).values(status=str(RunStatus.FAILED)))
     assert cap.reserve(b, 0.4, now, hold=False).granted
+
+
+class _Witness(MonthSpend):
+    """The real cap; at each release, what another worker would read of the month."""
+
+    def __init__(self, db: Database, cap: float) -> None:
+        super().__init__(db, lambda: cap)
+        self.seen: list[tuple[float, float]] = []  # (spent, held by others) at each release
+
+    def release(self, run_id: str, token: str) -> None:
+        other = MonthSpend(self.db, self._cap)  # a fresh reader: no cache of this one's
+        check = other.reserve("another run", 0.0, time.time(), hold=False)
+        self.seen.append((check.spent_usd, check.held_usd))
+        super().release(run_id, token)
+
+
+def test_a_call_s_hold_goes_only_once_its_cost_is_written(
+    client: Client, make_executor: MakeExecutor, fake: FakeAnthropic
+) -> None:
+    """Between a call's end and its cost's commit, another run must find one of the two.
+
+    The hold dropped first, a run asking in that moment found neither the $1 spent nor
+    the hold, and room for a call the cap had no room for (seen with three workers).
+    """
+    witness = _Witness(client.store.db, 10.0)
+    config = EngineConfig(settings=client.settings.engine_settings(), spend_cap=witness)
+    run = client.start_run("One call", model=HAIKU)
+    drain(client.store, make_executor(_model(fake), config=config))
+    assert client.run(run.id).status == RunStatus.COMPLETED
+    assert witness.seen, "the call's hold was never released"
+    spent, _held = witness.seen[0]
+    assert spent == pytest.approx(client.run(run.id).cost_usd), witness.seen
+    with client.store.db.read() as conn:
+        assert conn.execute(select(func.count()).select_from(spend_reservations)).scalar() == 0
