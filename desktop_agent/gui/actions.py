@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from PySide6.QtCore import Qt
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QMenuBar, QToolBar, QWidget
 
@@ -59,10 +60,10 @@ SPECS: dict[str, ActionSpec] = {
     "refresh": ActionSpec("Re&fresh", "refresh", "F5", "Read the database again now"),
     "find": ActionSpec("&Find runs", "", "Ctrl+F", "Search the run list"),
     "run_again": ActionSpec(
-        "Run a&gain…", "new-run", "", "Start a new run as the selected one was started"
+        "Run a&gain…", "new-run", "Ctrl+G", "Start a new run as the selected one was started"
     ),
     "fork_step": ActionSpec(
-        "Fork from this step…", "", "", "A new run that shares the steps up to this one"
+        "Fork from this step…", "", "Ctrl+Shift+F", "A new run that shares the steps up to this one"
     ),
     "search_all": ActionSpec(
         "Search &all runs…", "", "Ctrl+K", "Find steps, goals and approvals in every run"
@@ -71,9 +72,12 @@ SPECS: dict[str, ActionSpec] = {
         "&Export run…", "", "Ctrl+E", "Save the selected run as a web page, Markdown or a bundle"
     ),
     "import": ActionSpec(
-        "&Import run…", "", "", "Bring in a run exported as a bundle elsewhere, read-only"
+        "&Import run…", "", "Ctrl+O", "Bring in a run exported as a bundle elsewhere, read-only"
     ),
-    "usage": ActionSpec("&Usage…", "", "", "What all runs spent, per day, model, schedule"),
+    "usage": ActionSpec("&Usage…", "", "Ctrl+U", "What all runs spent, per day, model, schedule"),
+    "shortcuts": ActionSpec(
+        "&Keyboard shortcuts", "", "F1", "Every key the app answers to, menu by menu"
+    ),
     "compare": ActionSpec(
         "&Compare runs", "", "Ctrl+Shift+D", "Compare the two selected runs step by step"
     ),
@@ -128,6 +132,7 @@ MENUS: tuple[tuple[str, tuple[str | None, ...]], ...] = (
         "&View",
         ("find", "search_all", "follow", "refresh", None, "compare", "usage", None, "palette"),
     ),
+    ("&Help", ("shortcuts",)),
 )
 SUBMENUS: dict[str, tuple[str, tuple[str, ...]]] = {
     "palette": ("&Palette", ("palette_system", "palette_light", "palette_dark")),
@@ -174,7 +179,8 @@ class Actions:
             if key is None:
                 toolbar.addSeparator()
             else:
-                add_button(toolbar, self[key])
+                # Out of the Tab walk, as a toolbar's own buttons are: each action has keys.
+                add_button(toolbar, self[key]).setFocusPolicy(Qt.FocusPolicy.NoFocus)
 
     def fill_menus(self, menus: QMenuBar) -> None:
         """Build the menu bar."""

@@ -58,6 +58,7 @@ from desktop_agent.gui.dialogs.new_run import NewRunDialog, NewRunRequest
 from desktop_agent.gui.dialogs.prompts import MessageDialog
 from desktop_agent.gui.dialogs.recovery import RecoveryDialog
 from desktop_agent.gui.dialogs.settings import SettingsDialog
+from desktop_agent.gui.keyboard import Keyboard
 from desktop_agent.gui.models.approvals import ApprovalListModel, ApprovalRow
 from desktop_agent.gui.models.runs import RunListModel
 from desktop_agent.gui.models.steps import StepTimelineModel
@@ -150,6 +151,14 @@ class MainWindow(QMainWindow):
         self._built = False
         self._build()
         self._connect()
+        self.keyboard = Keyboard(
+            self,
+            self.acts,
+            self.side,
+            self.detail.timeline,
+            self.detail.inspector,
+            self.run_list.table,
+        )
         # The Schedules, Batches and Watched folders tabs.
         self.scheduling = SchedulingViews(self, self)
         self._built = True
@@ -973,6 +982,7 @@ class MainWindow(QMainWindow):
     @Slot()
     def _on_inbox_triggered(self) -> None:
         self.side.setCurrentWidget(self.inbox)
+        self.inbox.take_focus()
         if self.isHidden() or self.isMinimized():
             self._on_tray_show_requested()
 

@@ -19,6 +19,7 @@ def list_table(model: QAbstractItemModel, parent: QWidget) -> QTableView:
     table.setAlternatingRowColors(True)
     table.setShowGrid(False)
     table.setWordWrap(False)
+    table.setTabKeyNavigation(False)
     table.verticalHeader().hide()
     table.verticalHeader().setDefaultSectionSize(parent.fontMetrics().height() + 12)
     header = table.horizontalHeader()

@@ -49,6 +49,7 @@ from desktop_agent.client.views import StepEntry, step_summary
 from desktop_agent.domain import Run, RunStatus
 from desktop_agent.domain.units import format_duration, format_usd
 from desktop_agent.gui import diffview, theme
+from desktop_agent.gui.keyboard import close_on_escape
 from desktop_agent.gui.tables import list_table
 from desktop_agent.gui.tasks import TaskRunner
 
@@ -270,6 +271,7 @@ class CompareWindow(QWidget):
         parent: QWidget | None = None,
     ) -> None:
         super().__init__(parent, Qt.WindowType.Window)
+        close_on_escape(self)
         self.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
         self.setWindowTitle("Compare runs")
         self.client, self.tasks = client, tasks

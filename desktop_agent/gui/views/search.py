@@ -15,7 +15,7 @@ import time
 from typing import Any
 
 from PySide6.QtCore import QModelIndex, QPersistentModelIndex, Qt, QTimer, Signal, Slot
-from PySide6.QtGui import QCloseEvent, QStandardItem, QStandardItemModel
+from PySide6.QtGui import QCloseEvent, QKeySequence, QShortcut, QStandardItem, QStandardItemModel
 from PySide6.QtWidgets import (
     QComboBox,
     QHBoxLayout,
@@ -30,6 +30,7 @@ from PySide6.QtWidgets import (
 from desktop_agent.client.api import Client
 from desktop_agent.client.messages import plain_error
 from desktop_agent.client.search import SearchFilters, SearchHit, date_range
+from desktop_agent.gui.keyboard import close_on_escape
 from desktop_agent.gui.tables import list_table
 from desktop_agent.gui.tasks import TaskRunner
 
@@ -71,6 +72,7 @@ class SearchWindow(QWidget):
     def __init__(self, client: Client, tasks: TaskRunner, parent: QWidget | None = None) -> None:
         super().__init__(parent, Qt.WindowType.Window)
         self.setWindowTitle("Search all runs")
+        close_on_escape(self)
         self.client, self.tasks = client, tasks
         self.closed = False
         self.hits: list[SearchHit] = []
@@ -98,6 +100,9 @@ class SearchWindow(QWidget):
         self.table.setColumnWidth(4, fm.horizontalAdvance("2026-11-24 00:00") + 24)
         self.table.doubleClicked.connect(self._on_table_double_clicked)
         self.table.activated.connect(self._on_table_double_clicked)
+        down = QShortcut(QKeySequence(Qt.Key.Key_Down), self.query)
+        down.setContext(Qt.ShortcutContext.WidgetShortcut)
+        down.activated.connect(self._on_query_down_activated)
         self.snippet = QLabel(self)
         self.snippet.setTextFormat(Qt.TextFormat.RichText)
         self.snippet.setWordWrap(True)
@@ -134,6 +139,15 @@ class SearchWindow(QWidget):
     @Slot(str)
     def _on_query_text_changed(self, _text: str) -> None:
         self._debounce.start()
+
+    @Slot()
+    def _on_query_down_activated(self) -> None:
+        """Down in the words goes to the results (the first one, if none is current)."""
+        if not self.model.rowCount():
+            return
+        if not self.table.currentIndex().isValid():
+            self.table.selectRow(0)
+        self.table.setFocus(Qt.FocusReason.OtherFocusReason)
 
     @Slot()
     def _on_query_return_pressed(self) -> None:

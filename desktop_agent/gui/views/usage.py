@@ -31,6 +31,7 @@ from desktop_agent.client.views import model_label
 from desktop_agent.domain import RunStatus
 from desktop_agent.domain.units import format_usd
 from desktop_agent.gui import theme
+from desktop_agent.gui.keyboard import close_on_escape
 from desktop_agent.gui.tasks import TaskRunner
 
 PERIODS = ((7, "Last 7 days"), (30, "Last 30 days"), (90, "Last 90 days"))
@@ -190,6 +191,7 @@ class UsageWindow(QWidget):
 
     def __init__(self, client: Client, tasks: TaskRunner, parent: QWidget | None = None) -> None:
         super().__init__(parent, Qt.WindowType.Window)
+        close_on_escape(self)
         self.setWindowTitle("Usage")
         self.client, self.tasks = client, tasks
         self.closed = False

@@ -75,7 +75,10 @@ class ApprovalInbox(QWidget):
         self.approve.clicked.connect(self._on_approve_clicked)
         self.reject.clicked.connect(self._on_reject_clicked)
         buttons = QHBoxLayout()
-        hint = "Return or double-click reviews an approval; Ctrl+click selects several."
+        hint = (
+            "Return or double-click reviews the selected approval; Ctrl+click or "
+            "Shift+arrows select several to approve or reject together."
+        )
         buttons.addWidget(QLabel(hint, self), 1)
         for button in (self.review, self.approve, self.reject):
             buttons.addWidget(button)
@@ -97,6 +100,15 @@ class ApprovalInbox(QWidget):
         """The first selected approval, or None."""
         chosen = self.selected()
         return chosen[0] if chosen else None
+
+    def take_focus(self) -> None:
+        """Put the keyboard on the table, on the oldest call if none is selected.
+
+        Return then reviews it at once, as the hint under the table says.
+        """
+        if self.model.rowCount() and not self.selected():
+            self.table.selectRow(0)
+        self.table.setFocus(Qt.FocusReason.OtherFocusReason)
 
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:
         """Return or Enter on the table opens the selected call."""
