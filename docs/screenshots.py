@@ -937,6 +937,11 @@ def main(out: Path) -> int:
         shoot(settings, out / "screenshot-settings.png")
         settings.close()
 
+        keys = window.keyboard.show_shortcuts()  # Help > Keyboard shortcuts (F1)
+        settle(app)
+        shoot(keys, out / "screenshot-shortcuts.png")
+        keys.close()
+
         select(app, window, ids["claude_done"], client)
         window.detail.inspector.setCurrentWidget(window.detail.charts)
         settle(app)

@@ -32,7 +32,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from desktop_agent.gui.actions import MENUS, SUBMENUS, Actions
+from desktop_agent.gui.actions import MENUS, SPECS, SUBMENUS, Actions
 
 NAVIGATION: tuple[tuple[str, str], ...] = (
     ("Tab, Shift+Tab", "Next or previous control (the selected run stays selected)"),
@@ -83,13 +83,13 @@ def shortcut_rows(acts: Actions) -> list[tuple[str, list[tuple[str, str]]]]:
             if key in SUBMENUS:
                 sub_title, sub_keys = SUBMENUS[key]
                 for sub_key in sub_keys:
-                    text = acts[sub_key].text()
+                    text = SPECS[sub_key].text
                     own = native(acts[sub_key].shortcut())
                     letters = ", ".join([*path, mnemonic(sub_title), mnemonic(text)])
                     rows.append((f"{plain(sub_title)} ▸ {plain(text)}", own or letters))
                 continue
-            action = acts[key]
-            rows.append((plain(action.text()), native(action.shortcut())))
+            # The spec's text: the action's own may carry a count ("Approvals (3)").
+            rows.append((plain(SPECS[key].text), native(acts[key].shortcut())))
         sections.append((plain(title), rows))
     return sections
 
@@ -135,7 +135,7 @@ class ShortcutsDialog(QDialog):
         layout = QVBoxLayout(self)
         layout.addWidget(self.tree, 1)
         layout.addWidget(buttons)
-        self.resize(620, 640)
+        self.resize(660, 720)
 
     def rows(self) -> list[tuple[str, str]]:
         """Every ``(action, keys)`` row shown, all sections in order."""

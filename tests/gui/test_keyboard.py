@@ -17,7 +17,7 @@ from pytestqt.qtbot import QtBot
 
 from desktop_agent.client.api import Client
 from desktop_agent.domain import RunStatus
-from desktop_agent.gui.actions import MENUS, SUBMENUS
+from desktop_agent.gui.actions import MENUS, SPECS, SUBMENUS
 from desktop_agent.gui.keyboard import EXTRA, ShortcutsDialog, plain
 from desktop_agent.gui.mainwindow import MainWindow
 from tests.gui.conftest import StartWorker, wait_status
@@ -205,11 +205,9 @@ def test_f1_lists_every_menu_action_with_keys(qtbot: QtBot, window: MainWindow) 
                 continue
             if key in SUBMENUS:
                 sub_title, sub_keys = SUBMENUS[key]
-                expected += [
-                    f"{plain(sub_title)} ▸ {plain(window.acts[k].text())}" for k in sub_keys
-                ]
+                expected += [f"{plain(sub_title)} ▸ {plain(SPECS[k].text)}" for k in sub_keys]
             else:
-                expected.append(plain(window.acts[key].text()))
+                expected.append(plain(SPECS[key].text))
     missing = [name for name in expected if not shown.get(name)]
     assert not missing, f"menu actions without keys: {missing}"
     assert shown["Keyboard shortcuts"] == "F1"
