@@ -10,9 +10,11 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import math
 import os
 import types
 import typing
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -326,3 +328,257 @@ def log_dir(db_path: Path) -> Path:
     with contextlib.suppress(OSError):
         path.mkdir(parents=True, exist_ok=True, mode=0o700)
     return path
+
+
+# --------------------------------------------------------------------------- editable settings
+
+
+@dataclass(frozen=True)
+class SettingInfo:
+    """What an analyst may edit of one setting, and how (the app's Settings dialog, ``config``).
+
+    Attributes:
+        name: the :class:`Settings` field.
+        kind: how its value is written: ``usd``, ``count``, ``duration``, ``bool``,
+            ``choice``, ``url`` or ``model``.
+        meaning: one line saying what it does.
+        applies: when it takes effect: ``new_runs`` (runs started from then on), ``at_once``
+            (running workers too, before their next model call), ``worker_start`` (workers
+            read it when they start) or ``app_start`` (the desktop app reads it when it
+            starts).
+        choices: the values a ``choice`` takes.
+        maximum: the largest value a ``usd`` or ``count`` takes (the dialog's range).
+        none: what no value means (``no limit``), for settings that may have none; 0 and
+            ``none`` then mean it.
+    """
+
+    name: str
+    kind: str
+    meaning: str
+    applies: str
+    choices: tuple[str, ...] = ()
+    maximum: float | None = None
+    none: str = ""
+
+
+EDITABLE: tuple[SettingInfo, ...] = (
+    SettingInfo(
+        "default_model",
+        "model",
+        "model of new runs (demo or a current Claude model: `desktop-agent models`)",
+        "new_runs",
+    ),
+    SettingInfo(
+        "default_max_cost_usd",
+        "usd",
+        "cost budget of new runs, in dollars",
+        "new_runs",
+        maximum=10_000.0,
+        none="no limit",
+    ),
+    SettingInfo(
+        "default_max_steps",
+        "count",
+        "step budget of new runs (model and tool calls)",
+        "new_runs",
+        maximum=1_000_000,
+        none="no limit",
+    ),
+    SettingInfo(
+        "default_max_time_s",
+        "duration",
+        "time budget of new runs (time worked, e.g. 2h, 3d)",
+        "new_runs",
+        none="no limit",
+    ),
+    SettingInfo(
+        "monthly_spend_cap_usd",
+        "usd",
+        "what all runs together may spend in a calendar month, in dollars",
+        "at_once",
+        maximum=1_000_000.0,
+        none="no cap",
+    ),
+    SettingInfo(
+        "ask_unsafe",
+        "bool",
+        "ask before every tool whose effect cannot be undone",
+        "worker_start",
+    ),
+    SettingInfo(
+        "ask_overwrite",
+        "bool",
+        "ask before a write that overwrites different content",
+        "worker_start",
+    ),
+    SettingInfo(
+        "approval_deadline_s",
+        "duration",
+        "how long an approval waits before its default applies (none: until you decide)",
+        "worker_start",
+        none="none",
+    ),
+    SettingInfo(
+        "approval_default",
+        "choice",
+        "what an approval does at its deadline",
+        "worker_start",
+        choices=("reject", "approve"),
+    ),
+    SettingInfo(
+        "durability",
+        "choice",
+        "SQLite commits: FULL survives a power cut, NORMAL is faster (not on PostgreSQL)",
+        "worker_start",
+        choices=("FULL", "NORMAL"),
+    ),
+    SettingInfo(
+        "close_action",
+        "choice",
+        "what closing the app's window does: keep it in the tray, or quit",
+        "app_start",
+        choices=("tray", "quit"),
+    ),
+    SettingInfo(
+        "notify_needs_user",
+        "bool",
+        "the app notifies when a run needs you (approval, question, budget)",
+        "app_start",
+    ),
+    SettingInfo("notify_finished", "bool", "the app notifies when a run finishes", "app_start"),
+    SettingInfo("notify_failed", "bool", "the app notifies when a run fails", "app_start"),
+    SettingInfo(
+        "webhook_url",
+        "url",
+        "an http(s) address that receives the notifications as JSON (empty: none)",
+        "worker_start",
+        none="none",
+    ),
+    SettingInfo(
+        "palette",
+        "choice",
+        "the app's colours: follow the desktop, light or dark",
+        "app_start",
+        choices=PALETTES,
+    ),
+)
+"""The settings the desktop app lets the analyst edit (its Settings dialog and palette menu),
+in the dialog's order; ``desktop-agent config`` edits the same ones, validated alike."""
+
+EDITABLE_BY_NAME = {info.name: info for info in EDITABLE}
+
+_NONE_WORDS = ("none", "off", "no", "0", "")
+"""Words for no value (no limit, no cap, no deadline) where a setting may have none."""
+_TRUE_WORDS = ("yes", "true", "on", "1", "y")
+_FALSE_WORDS = ("no", "false", "off", "0", "n")
+
+
+def expected(info: SettingInfo) -> str:
+    """What a value of ``info`` must be, in words (for errors and help)."""
+    none = ""
+    if info.none:
+        none = ", or none" + (f" ({info.none})" if info.none != "none" else "")
+    if info.kind == "usd":
+        most = f"{info.maximum:,.0f}"
+        return f"an amount of dollars above 0 and at most {most} (e.g. 5 or 12.50){none}"
+    if info.kind == "count":
+        return f"a whole number from 1 to {info.maximum:,.0f}{none}"
+    if info.kind == "duration":
+        return f"a duration such as 90s, 30m, 2h, 1h30m or 3d{none}"
+    if info.kind == "bool":
+        return "yes or no (also true/false, on/off)"
+    if info.kind == "url":
+        return f"an http:// or https:// address{none}"
+    if info.kind == "choice":
+        return "one of " + ", ".join(info.choices)
+    return "a model id (demo or a Claude model listed by `desktop-agent models`)"
+
+
+def parse_setting(info: SettingInfo, text: str) -> Any:
+    """The value ``text`` stands for as ``info``'s field holds it, checked as the app checks it.
+
+    Raises:
+        InvalidInputError: the text is not a valid value; the message says what is expected.
+    """
+    raw = text.strip()
+    if info.none and info.kind != "bool" and raw.lower() in _NONE_WORDS:
+        return "" if info.kind == "url" else None
+    value = _PARSERS[info.kind](info, raw)
+    if value is None:
+        raise InvalidInputError(f"{info.name}: {text!r} is not valid; expected {expected(info)}")
+    return value
+
+
+def _number(info: SettingInfo, raw: str) -> float | int | None:
+    try:
+        number = float(raw.lower().removeprefix("$").replace(",", "").replace("_", ""))
+    except ValueError:
+        return None
+    if not math.isfinite(number) or number <= 0:
+        return None
+    if info.maximum is not None and number > info.maximum:
+        return None
+    if info.kind == "count":
+        return int(number) if number == int(number) else None
+    return round(number, 2)
+
+
+def _duration(_info: SettingInfo, raw: str) -> float | None:
+    from desktop_agent.domain.units import parse_duration
+
+    try:
+        return parse_duration(raw)
+    except InvalidInputError:
+        return None
+
+
+def _bool(_info: SettingInfo, raw: str) -> bool | None:
+    low = raw.lower()
+    return True if low in _TRUE_WORDS else False if low in _FALSE_WORDS else None
+
+
+def _url(_info: SettingInfo, raw: str) -> str | None:
+    ok = raw.startswith(("http://", "https://")) and not any(c.isspace() for c in raw)
+    return raw if ok and len(raw) > len("https://") else None
+
+
+def _choice(info: SettingInfo, raw: str) -> str | None:
+    return next((c for c in info.choices if c.lower() == raw.lower()), None)
+
+
+def _model(_info: SettingInfo, raw: str) -> str | None:
+    return raw if raw and not any(c.isspace() for c in raw) else None
+
+
+_PARSERS: dict[str, Callable[[SettingInfo, str], Any]] = {
+    "usd": _number,
+    "count": _number,
+    "duration": _duration,
+    "bool": _bool,
+    "url": _url,
+    "choice": _choice,
+    "model": _model,
+}
+
+
+def show_setting(info: SettingInfo, value: Any) -> str:
+    """A setting's value as ``config get`` shows it (and ``parse_setting`` reads it back).
+
+    A webhook's address shows its scheme and host only: chat webhooks carry their secret in
+    the path.
+    """
+    from desktop_agent.domain.units import format_duration
+
+    if value is None or value == "":
+        return info.none or "none"
+    if info.kind == "usd":
+        return f"{float(value):.2f}"
+    if info.kind == "duration":
+        return format_duration(float(value))
+    if info.kind == "bool":
+        return "yes" if value else "no"
+    if info.kind == "url":
+        scheme, _, rest = str(value).partition("://")
+        host = rest.split("/", 1)[0]
+        return f"{scheme}://{host}/…" if "/" in rest.strip("/") else f"{scheme}://{host}"
+    return str(value)

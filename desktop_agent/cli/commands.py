@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from desktop_agent.cli import compare as cli_compare
+from desktop_agent.cli import config as cli_config
 from desktop_agent.cli import desktop_entry
 from desktop_agent.cli import export as cli_export
 from desktop_agent.cli import forecast as cli_forecast
@@ -216,6 +217,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("action", choices=["set", "status", "delete"])
 
     cli_scheduling.add_parsers(add, common)
+    cli_config.add_parsers(add, common)
     cli_search.add_parsers(add)
     cli_compare.add_parsers(add)
     cli_mcp.add_parsers(add)
@@ -783,6 +785,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, Out], int]] = {
     "install-desktop-entry": desktop_entry.cmd,
     "rerun": cmd_rerun,
     **cli_scheduling.COMMANDS,
+    **cli_config.COMMANDS,
     **cli_search.COMMANDS,
     **cli_compare.COMMANDS,
     **cli_mcp.COMMANDS,
