@@ -1,7 +1,9 @@
 """``desktop-agent serve [--port N]`` and ``desktop-agent api-token [show|rotate]``.
 
 The API listens on 127.0.0.1 only (there is no option to listen elsewhere). ``--port 0``
-takes a free port and prints it. The token is printed only by ``api-token show``.
+takes a free port and prints it. The token is printed only by ``api-token show``;
+``api-token rotate`` replaces it, and a running ``serve`` refuses the old one from the
+moment the command returns.
 """
 
 from __future__ import annotations
@@ -59,7 +61,7 @@ def cmd_serve(args: argparse.Namespace, out: Out) -> int:
 
     from desktop_agent import config
     from desktop_agent.httpapi.app import create_app
-    from desktop_agent.httpapi.auth import token_for
+    from desktop_agent.httpapi.auth import CurrentToken
     from desktop_agent.httpapi.server import server_config
 
     db_path = config.resolve_db_path(getattr(args, "db", None))
@@ -68,7 +70,8 @@ def cmd_serve(args: argparse.Namespace, out: Out) -> int:
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             port = int(s.getsockname()[1])
-    app = create_app(db_path, token_for(db_path), start_workers=autostart_workers(os.environ))
+    tokens = CurrentToken(db_path)  # follows `api-token rotate` while serving
+    app = create_app(db_path, tokens, start_workers=autostart_workers(os.environ))
     echo(
         f"listening on http://127.0.0.1:{port} (the token: desktop-agent api-token show)",
         file=sys.stderr,

@@ -4,16 +4,16 @@ Starting a run answers ``202 Accepted`` at once with the run's id and its status
 run goes on in a worker (one is started when none is alive, as the CLI does). A script then
 polls ``GET /v1/runs/{id}`` or listens to ``GET /v1/runs/{id}/events`` (server-sent events:
 ``step`` for each finished step, ``status`` when the run's status changes, ``end`` when it
-ends). Commands are the CLI's. Errors are JSON ``{"error", "code"}`` with a 4xx status:
-400 bad input, 401 no or a wrong token, 403 a browser's request, 404 no such run or
-approval, 408 a body too slow to arrive, 409 a command the run's state refuses, 413 a body
-too large (limits: :mod:`desktop_agent.httpapi.inputs`).
+ends; a stream whose token is rotated meanwhile is closed). Commands are the CLI's. Errors
+are JSON ``{"error", "code"}`` with a 4xx status: 400 bad input, 401 no or a wrong token
+(an old one too, from the moment ``api-token rotate`` returns), 403 a browser's request,
+404 no such run or approval, 408 a body too slow to arrive, 409 a command the run's state
+refuses, 413 a body too large (limits: :mod:`desktop_agent.httpapi.inputs`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import hmac
 import json
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -43,6 +43,7 @@ from desktop_agent.domain.errors import (
     InvalidStateError,
     NotFoundError,
 )
+from desktop_agent.httpapi.auth import FixedToken, TokenCheck
 from desktop_agent.httpapi.estimates import estimate_options
 from desktop_agent.httpapi.inputs import (
     MAX_INT,
@@ -89,11 +90,15 @@ def approval_json(a: Approval) -> dict[str, Any]:
 
 
 class Guard(BaseHTTPMiddleware):
-    """Token, origin and host checks before any route (see the module's docstring)."""
+    """Token, origin and host checks before any route (see the module's docstring).
 
-    def __init__(self, app: Any, token: str) -> None:
+    The token is the one ``tokens`` holds now: after a rotation the old one is refused at
+    once (:class:`~desktop_agent.httpapi.auth.CurrentToken`).
+    """
+
+    def __init__(self, app: Any, tokens: TokenCheck) -> None:
         super().__init__(app)
-        self.token = token.encode()
+        self.tokens = tokens
 
     async def dispatch(
         self, request: Request, call_next: Callable[[Request], Awaitable[Response]]
@@ -106,7 +111,9 @@ class Guard(BaseHTTPMiddleware):
             return _error(403, "browsers may not use this API (it has no CORS access)", "origin")
         given = request.headers.get("authorization", "")
         scheme, _, value = given.partition(" ")
-        if scheme.lower() != "bearer" or not hmac.compare_digest(value.encode(), self.token):
+        if self.tokens.stale():
+            await run_in_threadpool(self.tokens.reload)
+        if scheme.lower() != "bearer" or not self.tokens.accepts(value):
             response = _error(
                 401, "a valid bearer token is needed (desktop-agent api-token show)", "token"
             )
@@ -143,11 +150,13 @@ class Api:
     Args:
         db_path: the database.
         start_workers: start a worker when a request gives runs something to do.
+        tokens: the token requests bear (an event stream ends once its token is refused).
     """
 
-    def __init__(self, db_path: Path, start_workers: bool) -> None:
+    def __init__(self, db_path: Path, start_workers: bool, tokens: TokenCheck) -> None:
         self.db_path = db_path
         self.start_workers = start_workers
+        self.tokens = tokens
         self._client: Client | None = None
         self._waking = threading.Lock()
         self._started: psutil.Process | None = None
@@ -317,11 +326,16 @@ class Api:
     async def events(self, request: Request) -> Response:
         """``GET /v1/runs/{run_id}/events``: server-sent events until the run ends."""
         run = await self.call(lambda: self.client().run(request.path_params["run_id"]))
-        return StreamingResponse(self._stream(run.id), media_type="text/event-stream")
+        token = request.headers.get("authorization", "").partition(" ")[2]
+        return StreamingResponse(self._stream(run.id, token), media_type="text/event-stream")
 
-    async def _stream(self, run_id: str) -> AsyncIterator[str]:
+    async def _stream(self, run_id: str, token: str) -> AsyncIterator[str]:
         sent, status, rounds = 0, "", 0
         while True:
+            if self.tokens.stale():
+                await run_in_threadpool(self.tokens.reload)
+            if not self.tokens.accepts(token):
+                return  # the token was rotated: a stream opened with it ends too
             current = await self.call(lambda: self.client().run(run_id))
             for step in await self.call(partial(self.client().steps, run_id, sent + 1)):
                 if step.finished_at is None:
@@ -416,9 +430,14 @@ async def _not_allowed(_request: Request, _exc: Exception) -> Response:
     return _error(405, "this endpoint does not take that method", "method")
 
 
-def create_app(db_path: Path, token: str, *, start_workers: bool = True) -> Starlette:
-    """The API over the database at ``db_path``, answering requests bearing ``token``."""
-    api = Api(db_path, start_workers)
+def create_app(db_path: Path, token: str | TokenCheck, *, start_workers: bool = True) -> Starlette:
+    """The API over the database at ``db_path``, answering requests bearing ``token``.
+
+    ``token`` is a token for the server's life, or a check that follows rotations
+    (:class:`~desktop_agent.httpapi.auth.CurrentToken`, what ``desktop-agent serve`` uses).
+    """
+    tokens = FixedToken(token) if isinstance(token, str) else token
+    api = Api(db_path, start_workers, tokens)
     routes = [
         Route("/v1/openapi.json", _handled(api.openapi), methods=["GET"]),
         Route("/v1/runs", _handled(api.start_run), methods=["POST"]),
@@ -438,5 +457,5 @@ def create_app(db_path: Path, token: str, *, start_workers: bool = True) -> Star
         lifespan=api.lifespan,
         exception_handlers={404: _not_found, 405: _not_allowed},
     )
-    app.add_middleware(Guard, token=token)
+    app.add_middleware(Guard, tokens=tokens)
     return app
