@@ -34,8 +34,10 @@ from desktop_agent.cli import usage as cli_usage
 from desktop_agent.cli.output import (
     EXIT_OK,
     EXIT_USAGE,
+    TOKENS_HELP,
     Out,
     batch_line,
+    budget_words,
     clients_closed,
     echo,
     event_line,
@@ -48,6 +50,7 @@ from desktop_agent.cli.output import (
     open_client,
     status_label,
     step_line,
+    token_budget,
     usd,
     waits_in_batch,
 )
@@ -133,6 +136,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-cost", type=usd, metavar="USD")
     p.add_argument("--max-steps", type=_positive_int, metavar="N")
     p.add_argument("--max-time", metavar="DURATION", help="e.g. 30m, 2h, 1d")
+    p.add_argument("--max-tokens", type=token_budget, metavar="N", help=TOKENS_HELP)
     p.add_argument("--tools", help="comma-separated tool names (default: the built-ins)")
     p.add_argument("--ask", action="append", default=[], metavar="TOOL", help="always ask for TOOL")
     cli_models.add_run_options(p)
@@ -151,6 +155,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--goal", help="another goal")
     p.add_argument("--model", help="another model")
     p.add_argument("--max-cost", type=usd, metavar="USD", help="another cost limit")
+    p.add_argument("--max-tokens", type=token_budget, metavar="N", help="another " + TOKENS_HELP)
     cli_models.add_run_options(p)
 
     p = add("worker", "execute runs (leases, recovery, wake-ups)")
@@ -264,6 +269,7 @@ def cmd_run(args: argparse.Namespace, out: Out) -> int:
             max_cost_usd=args.max_cost,
             max_steps=args.max_steps,
             max_time_s=max_time,
+            max_tokens_budget=args.max_tokens,
             tools=tools,
             approval_overrides={t: "ask" for t in args.ask},
             **cli_models.run_options(args),
@@ -275,6 +281,7 @@ def cmd_run(args: argparse.Namespace, out: Out) -> int:
         max_cost_usd=args.max_cost,
         max_steps=args.max_steps,
         max_time_s=max_time,
+        max_tokens_budget=args.max_tokens,
         tools=tools,
         approval_overrides={t: "ask" for t in args.ask},
         placement=args.placement,
@@ -411,6 +418,7 @@ def cmd_show(args: argparse.Namespace, out: Out) -> int:
         f"  worked:    {format_duration(run.active_seconds)}"
         + (f" of {format_duration(b.max_time_s)}" if b.max_time_s else "")
     )
+    echo(f"  budget:    {budget_words(b)}")
     if kept is not None:
         echo(f"  forecast:  {kept_words(kept, run)}")
     hint = next_step_hint(run)
@@ -447,6 +455,7 @@ def cmd_rerun(args: argparse.Namespace, out: Out) -> int:
         goal=args.goal,
         model=args.model,
         max_cost_usd=args.max_cost,
+        max_tokens_budget=args.max_tokens,
         effort=changed.get("effort"),
         thinking_budget=changed.get("thinking_budget"),
         economy=changed.get("economy"),

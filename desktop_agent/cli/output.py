@@ -14,6 +14,7 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
 from desktop_agent.domain import (
+    Budget,
     Run,
     RunEvent,
     RunStatus,
@@ -77,6 +78,29 @@ def usd(text: str) -> float:
     return value
 
 
+MAX_TOKENS_BUDGET = 2_000_000_000
+"""The largest token budget a run takes (the New run dialog's range)."""
+
+TOKENS_HELP = (
+    "token budget: tokens of every kind (input, output, cache) across all the run's model "
+    "calls; the run waits for you when it reaches it (`desktop-agent budget RUN "
+    f"--add-tokens N` extends it). Not the length of one answer. At most {MAX_TOKENS_BUDGET:,}."
+)
+
+
+def token_budget(text: str) -> int:
+    """An argparse type: a token budget, a whole number from 1 to :data:`MAX_TOKENS_BUDGET`."""
+    try:
+        value = int(text.replace("_", "").replace(",", ""))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of tokens") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{value} is not above zero")
+    if value > MAX_TOKENS_BUDGET:
+        raise argparse.ArgumentTypeError(f"{value:,} tokens is more than {MAX_TOKENS_BUDGET:,}")
+    return value
+
+
 _ESCAPE_SEQUENCES = re.compile(
     r"(?:\x1b\]|\x9d)[^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)?"  # OSC: titles, links, clipboard
     r"|(?:\x1b[P^_X]|[\x90\x98\x9e\x9f])[^\x1b\x9c]*(?:\x1b\\|\x9c)?"  # DCS, SOS, PM, APC
@@ -130,6 +154,20 @@ class Out:
             print(json_line(data), file=self.stream)
         else:
             echo(human, file=self.stream)
+
+
+def budget_words(budget: Budget) -> str:
+    """A run's limits in a line: ``$4.00 · 200 steps · 2h00m worked · 500,000 tokens``."""
+    parts = []
+    if budget.max_cost_usd is not None:
+        parts.append(format_usd(budget.max_cost_usd))
+    if budget.max_steps is not None:
+        parts.append(f"{budget.max_steps:,} steps")
+    if budget.max_time_s is not None:
+        parts.append(f"{format_duration(budget.max_time_s)} worked")
+    if budget.max_tokens is not None:
+        parts.append(f"{budget.max_tokens:,} tokens")
+    return " · ".join(parts) or "no limit"
 
 
 def fork_lines(run: Run, forks: Sequence[Run]) -> list[str]:

@@ -22,7 +22,7 @@ from desktop_agent.cli.models import (
     say_notice,
     thinking_of,
 )
-from desktop_agent.cli.output import echo, open_client, usd
+from desktop_agent.cli.output import TOKENS_HELP, echo, open_client, token_budget, usd
 from desktop_agent.cli.workers import worker_for_new_runs
 from desktop_agent.domain.units import format_duration, parse_duration
 
@@ -138,6 +138,7 @@ def _run_options(p: argparse.ArgumentParser, *, economy_default: bool = False) -
     p.add_argument("--max-cost", type=usd, metavar="USD")
     p.add_argument("--max-steps", type=int, metavar="N")
     p.add_argument("--max-time", metavar="DURATION")
+    p.add_argument("--max-tokens", type=token_budget, metavar="N", help=TOKENS_HELP)
     p.add_argument("--tools", help="comma-separated tool names")
     p.add_argument("--ask", action="append", default=[], metavar="TOOL")
     add_run_options(p, economy_default=economy_default)
@@ -159,6 +160,7 @@ def _options(args: argparse.Namespace, *, economy: bool = False) -> RunOptions:
         max_cost_usd=args.max_cost,
         max_steps=args.max_steps,
         max_time_s=parse_duration(args.max_time) if args.max_time else None,
+        max_tokens_budget=args.max_tokens,
         tools=tools,
         approval_overrides={t: "ask" for t in args.ask},
     )

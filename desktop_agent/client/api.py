@@ -203,16 +203,17 @@ class Client:
         goal: str | None = None,
         model: str | None = None,
         max_cost_usd: float | None = None,
+        max_tokens_budget: int | None = None,
         effort: str | None = None,
         thinking_budget: int | None = None,
         economy: bool | None = None,
     ) -> Run:
         """A new run started as ``run_id`` was, some of its options changed.
 
-        ``goal``, ``model``, ``max_cost_usd``, ``effort``, ``thinking_budget``,
-        ``economy``: None keeps the original's. The same tools, approval overrides,
-        budgets, workspace and placement; the new run records the original
-        (``forked_from``, at step 0), which lists it among its forks.
+        ``goal``, ``model``, ``max_cost_usd``, ``max_tokens_budget`` (the token budget),
+        ``effort``, ``thinking_budget``, ``economy``: None keeps the original's. The same
+        tools, approval overrides, budgets, workspace and placement; the new run records
+        the original (``forked_from``, at step 0), which lists it among its forks.
         """
         old = self.run(run_id)
         b = old.budget
@@ -234,7 +235,9 @@ class Client:
             max_cost_usd=max_cost_usd if max_cost_usd is not None else b.max_cost_usd,
             max_steps=b.max_steps,
             max_time_s=b.max_time_s,
-            max_tokens_budget=b.max_tokens,
+            max_tokens_budget=(
+                max_tokens_budget if max_tokens_budget is not None else b.max_tokens
+            ),
             count_waiting_time=b.count_waiting_time,
             use_defaults=False,
         )

@@ -59,6 +59,7 @@ class RunOptions:
         max_cost_usd: cost budget of each run.
         max_steps: step budget of each run.
         max_time_s: time budget of each run.
+        max_tokens_budget: token budget of each run (tokens of every kind, all its calls).
         tools: enabled tools (None: the defaults).
         approval_overrides: per-tool approval policy.
         effort: ``low`` … ``max``, or "" for the model's documented default.
@@ -71,6 +72,7 @@ class RunOptions:
     max_cost_usd: float | None = None
     max_steps: int | None = None
     max_time_s: float | None = None
+    max_tokens_budget: int | None = None
     tools: Sequence[str] | None = None
     approval_overrides: dict[str, str] = field(default_factory=dict)
     effort: str = ""
@@ -164,6 +166,7 @@ class Scheduling:
             max_cost_usd=opts.max_cost_usd,
             max_steps=opts.max_steps,
             max_time_s=opts.max_time_s,
+            max_tokens_budget=opts.max_tokens_budget,
             tools=opts.tools,
             approval_overrides=opts.approval_overrides,
             effort=opts.effort,
