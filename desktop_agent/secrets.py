@@ -1,13 +1,18 @@
 """The Anthropic API key: environment, else the OS keyring, else this session only.
 
-The key is never written to the database, logs, exports or process arguments.
+The key is never written to the database, logs, exports or process arguments. Also here:
+the webhook signing secret of a data folder (:func:`webhook_secret`) and the keyring
+entries of PostgreSQL passwords.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import secrets as _random
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 
 import keyring
 import keyring.errors
@@ -206,3 +211,127 @@ def database_password(url: str) -> str | None:
         return keyring.get_password(DATABASE_SERVICE, database_account(url)) or None
     except Exception:  # any backend failure reads as "no password there"
         return None
+
+
+WEBHOOK_FILE = "webhook-secret"
+"""Beside the database, mode 0600: the webhook secret where no OS keyring keeps it."""
+
+
+@dataclass(frozen=True)
+class WebhookSecret:
+    """The key of the webhooks' signatures (:mod:`desktop_agent.webhooks`), and where it is.
+
+    Attributes:
+        value: the secret (left out of ``repr``: never logged).
+        stored: ``keyring`` (the OS keyring) or ``file`` (:data:`WEBHOOK_FILE`).
+        note: why it is in the file and not the keyring, for the user ("" in the keyring).
+    """
+
+    value: str = field(repr=False)
+    stored: str
+    note: str
+
+
+def _webhook_user(folder: Path) -> str:
+    """One secret per data folder, as the HTTP API's token."""
+    return f"webhook-secret:{folder.absolute()}"
+
+
+def _file_note(keyring_error: str) -> str:
+    where = f"a private file beside the database ({WEBHOOK_FILE}, readable by you only)"
+    if keyring_error:
+        return f"the OS keyring failed ({keyring_error}): the secret is kept in {where}"
+    return f"no secure store (OS keyring) exists here: the secret is kept in {where}"
+
+
+def _secure_store() -> bool:
+    backend = keyring.get_keyring()
+    return not isinstance(backend, fail.Keyring) and backend.priority > 0
+
+
+def _write_private(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    tmp = path.with_suffix(".tmp")
+    fd = os.open(tmp, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text + "\n")
+    os.replace(tmp, path)
+
+
+def _store_webhook_secret(
+    folder: Path, value: str, keyring_error: str, *, replace: bool = False
+) -> WebhookSecret:
+    """Keep ``value`` in the keyring, else in the private file; never raises for the keyring.
+
+    With ``keyring_error`` (reading the keyring just failed) the keyring is not written:
+    a secret it holds but could not give back is not replaced behind the user's back.
+    With ``replace``, a secret the keyring still holds is deleted when the new one goes to
+    the file, so that it does not hide the new one.
+    """
+    if _secure_store() and not keyring_error:
+        try:
+            keyring.set_password(SERVICE, _webhook_user(folder), value)
+        except Exception as exc:
+            if not isinstance(exc, keyring.errors.NoKeyringError):
+                keyring_error = _describe(exc)
+        else:
+            with contextlib.suppress(OSError):
+                (folder / WEBHOOK_FILE).unlink()
+            return WebhookSecret(value, "keyring", "")
+    _write_private(folder / WEBHOOK_FILE, value)
+    if replace and _secure_store():
+        with contextlib.suppress(Exception):
+            keyring.delete_password(SERVICE, _webhook_user(folder))
+    return WebhookSecret(value, "file", _file_note(keyring_error))
+
+
+def _read_webhook_secret(folder: Path) -> tuple[WebhookSecret | None, str]:
+    """The stored secret (keyring first, then the file), and what the keyring said."""
+    error = ""
+    if _secure_store():
+        try:
+            stored = keyring.get_password(SERVICE, _webhook_user(folder))
+        except Exception as exc:  # any backend failure reads as "not there", said
+            if not isinstance(exc, keyring.errors.NoKeyringError):
+                error = _describe(exc)
+            stored = None
+        if stored:
+            return WebhookSecret(stored, "keyring", ""), ""
+    path = folder / WEBHOOK_FILE
+    with contextlib.suppress(OSError, UnicodeDecodeError):
+        value = path.read_text(encoding="utf-8").strip()
+        if value:
+            return WebhookSecret(value, "file", _file_note(error)), error
+    return None, error
+
+
+def new_webhook_secret() -> str:
+    """A fresh secret: 32 random bytes, URL-safe text."""
+    return _random.token_urlsafe(32)
+
+
+def webhook_secret(folder: Path) -> WebhookSecret:
+    """The webhook secret of the data folder ``folder``, made on first need.
+
+    Kept in the OS keyring (service ``desktop-agent``, user ``webhook-secret:<folder>``).
+    A keyring that is missing or breaks never crashes this: the secret is then kept in a
+    private file beside the database, and :attr:`WebhookSecret.note` says so and why.
+
+    Raises:
+        OSError: the private file was needed and cannot be written.
+    """
+    found, error = _read_webhook_secret(folder)
+    if found is not None:
+        return found
+    return _store_webhook_secret(folder, new_webhook_secret(), error)
+
+
+def rotate_webhook_secret(folder: Path) -> WebhookSecret:
+    """Replace the webhook secret of ``folder`` with a new one; returns it.
+
+    The worker signs its next post with the new secret: a receiver must be given it.
+
+    Raises:
+        OSError: the private file was needed and cannot be written.
+    """
+    return _store_webhook_secret(folder, new_webhook_secret(), "", replace=True)

@@ -14,6 +14,7 @@ import sys
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
+from desktop_agent.cli import webhooks as cli_webhooks
 from desktop_agent.cli.output import EXIT_OK, echo
 
 if TYPE_CHECKING:
@@ -46,11 +47,12 @@ def autostart_workers(environ: Mapping[str, str]) -> bool:
 
 
 def add_parsers(add: AddParser) -> None:
-    """Add ``serve`` and ``api-token``."""
+    """Add ``serve``, ``api-token`` and ``webhook-secret`` (:mod:`~desktop_agent.cli.webhooks`)."""
     p = add("serve", "the local HTTP API for scripts, on 127.0.0.1 (see docs/openapi.json)")
     p.add_argument("--port", type=_port, default=DEFAULT_PORT, help="0: any free port")
     p = add("api-token", "the HTTP API's bearer token (kept in the OS keyring)")
     p.add_argument("action", choices=["show", "rotate"])
+    cli_webhooks.add_parsers(add)
 
 
 def cmd_serve(args: argparse.Namespace, out: Out) -> int:
@@ -95,4 +97,5 @@ def cmd_api_token(args: argparse.Namespace, out: Out) -> int:
 COMMANDS: dict[str, Callable[[argparse.Namespace, Out], int]] = {
     "serve": cmd_serve,
     "api-token": cmd_api_token,
+    **cli_webhooks.COMMANDS,
 }

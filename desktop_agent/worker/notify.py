@@ -8,21 +8,32 @@ incoming webhook: the payload's ``text`` field reads well there).
 
 Posting happens on one background thread with a short timeout and a bounded queue: a slow
 or dead webhook never holds up a run, and its failures are logged, never raised.
+
+Every post is signed (:mod:`desktop_agent.webhooks`: ``X-Desktop-Agent-Signature``, an
+HMAC-SHA256 of a timestamp and the exact body) with the data folder's webhook secret,
+made on the first post and kept in the OS keyring (:func:`desktop_agent.secrets.webhook_secret`;
+``desktop-agent webhook-secret show`` gives it to the receiver). The secret is read again
+for each post, so a rotation takes effect at the next one.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import queue
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Protocol
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
 
 from desktop_agent.domain import JSON, Run, RunStatus, WaitReason
 from desktop_agent.domain.errors import DesktopAgentError
 from desktop_agent.domain.units import format_duration, format_usd
 from desktop_agent.engine.ports import Clock, SystemClock
+
+if TYPE_CHECKING:
+    from desktop_agent.secrets import WebhookSecret
 
 log = logging.getLogger(__name__)
 
@@ -175,18 +186,51 @@ class RunWatcher:
         return out
 
 
+SecretSource = Callable[[], "WebhookSecret"]
+"""Gives the signing secret (read for each post; may raise)."""
+
+
+def folder_secret(folder: Path) -> SecretSource:
+    """The webhook secret of the data folder ``folder`` (the OS keyring imported lazily)."""
+
+    def read() -> WebhookSecret:
+        from desktop_agent.secrets import webhook_secret
+
+        return webhook_secret(folder)
+
+    return read
+
+
+def data_folder(runs: object) -> Path | None:
+    """The data folder of a store (None: not a store, or one without a folder)."""
+    from desktop_agent.persistence.store import SqlStore
+
+    return runs.db.settings.folder if isinstance(runs, SqlStore) else None
+
+
 class WebhookSender:
-    """Posts notifications as JSON from one background thread.
+    """Posts notifications as signed JSON from one background thread.
 
     Args:
         url: the webhook's URL (never logged: chat webhooks carry their secret in it).
         timeout_s: per-request timeout.
         max_pending: notifications queued at most; more are dropped with a warning.
+        secret: the signing secret, read for each post (None: posts go unsigned). One
+            that cannot be read leaves that post unsigned, with a warning (the secret is
+            never logged); where it is kept, when not in the OS keyring, is said once.
     """
 
-    def __init__(self, url: str, timeout_s: float = 5.0, max_pending: int = 100) -> None:
+    def __init__(
+        self,
+        url: str,
+        timeout_s: float = 5.0,
+        max_pending: int = 100,
+        secret: SecretSource | None = None,
+    ) -> None:
         self.url = url
         self.timeout_s = timeout_s
+        self.secret = secret
+        self._said = ""
         self._queue: queue.Queue[Notification | None] = queue.Queue(max_pending)
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
@@ -229,8 +273,30 @@ class WebhookSender:
             return
         thread.join(timeout_s)
 
+    def _signature(self, body: bytes) -> str | None:
+        """The signature header's value for ``body``; None when it cannot be signed."""
+        if self.secret is None:
+            return None
+        from desktop_agent.webhooks import sign
+
+        try:
+            found = self.secret()
+        except Exception as exc:  # a post unsigned is better than none (receivers decide)
+            log.warning(
+                "webhook at %s: the signing secret cannot be read (%s): this post goes unsigned",
+                self._where,
+                type(exc).__name__,
+            )
+            return None
+        if found.note and found.note != self._said:
+            self._said = found.note
+            log.warning("webhook signing secret: %s", found.note)
+        return sign(found.value, body)
+
     def _loop(self) -> None:
         import httpx  # here, not at the worker's start: most workers post no webhook
+
+        from desktop_agent.webhooks import HEADER
 
         with httpx.Client(timeout=self.timeout_s) as client:
             while True:
@@ -238,7 +304,14 @@ class WebhookSender:
                 if item is None:
                     return
                 try:
-                    resp = client.post(self.url, json=item.to_json())
+                    body = json.dumps(
+                        item.to_json(), ensure_ascii=False, separators=(",", ":")
+                    ).encode("utf-8")
+                    headers = {"Content-Type": "application/json"}
+                    signature = self._signature(body)
+                    if signature is not None:
+                        headers[HEADER] = signature
+                    resp = client.post(self.url, content=body, headers=headers)
                     resp.raise_for_status()
                     self.sent += 1
                 except httpx.HTTPStatusError as exc:
@@ -291,6 +364,8 @@ class Notifier:
         clock: time source.
         check_every_s: how often :meth:`tick` looks for stalled runs.
         timeout_s: webhook request timeout.
+        webhook_secret: what signs the posts (default: the secret of the data folder of
+            ``runs`` when it is a store; without one, posts go unsigned).
     """
 
     def __init__(
@@ -302,12 +377,20 @@ class Notifier:
         clock: Clock | None = None,
         check_every_s: float = 30.0,
         timeout_s: float = 5.0,
+        webhook_secret: SecretSource | None = None,
     ) -> None:
         self.runs = runs
         self.clock = clock or SystemClock()
         self.watcher = RunWatcher(stall_after_s)
         self.check_every_s = check_every_s
-        self.webhook = WebhookSender(webhook_url, timeout_s) if webhook_url.strip() else None
+        self.webhook = None
+        if webhook_url.strip():
+            if webhook_secret is None:
+                folder = data_folder(runs)
+                webhook_secret = folder_secret(folder) if folder is not None else None
+            if webhook_secret is None:
+                log.warning("webhook posts go unsigned: no data folder keeps a secret")
+            self.webhook = WebhookSender(webhook_url, timeout_s, secret=webhook_secret)
         self._listeners: list[Listener] = []
         self._primed = False
         self._last_check: float | None = None
