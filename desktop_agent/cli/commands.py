@@ -68,6 +68,7 @@ from desktop_agent.domain import (
     StepKind,
     StepStatus,
     Usage,
+    WaitReason,
 )
 from desktop_agent.domain.errors import DesktopAgentError, InvalidInputError, NotFoundError
 from desktop_agent.domain.placement import describe, parse_placement
@@ -381,11 +382,13 @@ def cmd_show(args: argparse.Namespace, out: Out) -> int:
     kept = run_forecast(client, run.id)
     in_batch = waits_in_batch(run)
     wait = batch_wait(client, run.id) if in_batch else None
+    hint = next_step_hint(run, client)
     if out.as_json:
         out.emit(
             "",
             {
                 **run_json(run),
+                "hint": hint,
                 "batch": batch_wait_json(wait),
                 "forecast": forecast_json(kept) if kept else None,
                 "journal": [step_json(s) for s in steps],
@@ -421,7 +424,6 @@ def cmd_show(args: argparse.Namespace, out: Out) -> int:
     echo(f"  budget:    {budget_words(b)}")
     if kept is not None:
         echo(f"  forecast:  {kept_words(kept, run)}")
-    hint = next_step_hint(run)
     if hint:
         echo(f"  next:      {hint}")
     for line in fork_lines(run, client.forks_of(run.id)):
@@ -682,9 +684,9 @@ def _show_spending(client: Client, run_id: str, out: Out) -> int:
             f"  costliest steps: {steps or '-'}",
             f"  burn rate: {burn}/h · projected cost to finish: "
             + (format_usd(projected) if projected is not None else "unknown (no plan progress)"),
-            f"Extend with `desktop-agent budget {run.id} --add-cost USD` (or --add-steps, "
-            f"--add-time, --add-tokens), or `desktop-agent stop {run.id}`.",
         ]
+    if run.status == RunStatus.WAITING and run.wait_reason == WaitReason.BUDGET:
+        lines.append(next_step_hint(run, client))
     out.emit("\n".join(lines), {**run_json(run), "budget_report": report})
     return EXIT_OK
 

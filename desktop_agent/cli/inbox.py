@@ -14,8 +14,15 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from desktop_agent.cli.output import EXIT_OK, echo, json_line, open_client
-from desktop_agent.domain import MONTHLY_CAP_REACHED, ApprovalState, RunStatus, WaitReason
+from desktop_agent.cli.output import (
+    EXIT_OK,
+    budget_commands,
+    budget_report,
+    echo,
+    json_line,
+    open_client,
+)
+from desktop_agent.domain import ApprovalState, RunStatus, WaitReason
 from desktop_agent.domain.units import format_duration
 
 if TYPE_CHECKING:
@@ -33,8 +40,20 @@ def add_parsers(add: AddParser) -> None:
     add("inbox", "what needs you across runs, each with the command that decides it")
 
 
-def item(run: Run, pending: list[Approval]) -> dict[str, Any]:
-    """What ``run`` waits for and the commands that move it on."""
+def item(
+    run: Run,
+    pending: list[Approval],
+    *,
+    monthly: bool = False,
+    cap_usd: float | None = None,
+    report: Any = None,
+) -> dict[str, Any]:
+    """What ``run`` waits for and the commands that move it on.
+
+    ``monthly``: the run waits for the monthly spend cap (``cap_usd`` now), not its own
+    budget; the command raises the cap instead. ``report``: its budget step's spend report
+    (see :func:`~desktop_agent.cli.output.budget_commands`).
+    """
     short = run.id[:10]
     if run.status == RunStatus.NEEDS_ATTENTION and run.attention_seq is not None:
         what = f"a step left in doubt (step {run.attention_seq}): {run.status_message}"
@@ -50,14 +69,9 @@ def item(run: Run, pending: list[Approval]) -> dict[str, Any]:
     elif run.wait_reason == WaitReason.HUMAN_INPUT:
         what = f"a question: {run.status_message}"
         commands = [f'desktop-agent answer {short} "TEXT"']
-    elif run.wait_reason == WaitReason.BUDGET and run.status_message.startswith(
-        MONTHLY_CAP_REACHED
-    ):
-        what = run.status_message
-        commands = ["desktop-agent usage --cap USD --resume-held"]
     elif run.wait_reason == WaitReason.BUDGET:
         what = run.status_message
-        commands = [f"desktop-agent budget {short} --add-cost USD", f"desktop-agent stop {short}"]
+        commands = list(budget_commands(run, monthly=monthly, cap_usd=cap_usd, report=report))
     else:  # an API key
         what = run.status_message or "an API key"
         commands = ["desktop-agent key set"]
@@ -78,6 +92,7 @@ def item(run: Run, pending: list[Approval]) -> dict[str, Any]:
 def cmd_inbox(args: argparse.Namespace, out: Out) -> int:
     """Print what needs the analyst (or ``--json``)."""
     from desktop_agent.client.stepkinds import clip
+    from desktop_agent.config import Settings
 
     client = open_client(args)  # closed by main() when the command ends
     active = client.runs([RunStatus.WAITING, RunStatus.NEEDS_ATTENTION], limit=100_000)
@@ -92,7 +107,19 @@ def cmd_inbox(args: argparse.Namespace, out: Out) -> int:
         if client.has_pending_commands(r.id)
         or (r.wait_reason == WaitReason.APPROVAL and r.id not in by_run)
     ]
-    items = [item(run, by_run.get(run.id, [])) for run in runs if run not in decided]
+    budget = [r for r in runs if r.wait_reason == WaitReason.BUDGET and r not in decided]
+    cap_usd = Settings.load(client.db_path).monthly_spend_cap_usd if budget else None
+    items = [
+        item(
+            run,
+            by_run.get(run.id, []),
+            monthly=run in budget and client.waits_for_monthly_cap(run),
+            cap_usd=cap_usd,
+            report=budget_report(client, run) if run in budget else None,
+        )
+        for run in runs
+        if run not in decided
+    ]
     if out.as_json:
         out.emit("", items)
         return EXIT_OK

@@ -14,6 +14,7 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
 from desktop_agent.domain import (
+    MONTHLY_CAP_REACHED,
     Budget,
     Run,
     RunEvent,
@@ -278,7 +279,7 @@ def follow(
             rest = [s for s in client.steps(run_id, printed + 1) if s.status != StepStatus.STARTED]
             for step in rest:
                 out.emit(step_line(step), {"event": "step", **step_json(step)})
-            _final_message(run, out)
+            _final_message(client, run, out)
             return run
         if interactive:
             tick += 1
@@ -287,6 +288,13 @@ def follow(
             client.ensure_worker(until_idle=True)
             idle_since = time.monotonic()
         time.sleep(poll_s)
+
+
+def _cap_now(client: Client) -> float | None:
+    """The monthly spend cap as the settings file says now."""
+    from desktop_agent.config import Settings
+
+    return Settings.load(client.db_path).monthly_spend_cap_usd
 
 
 def _print_finished(steps: list[Step], out: Out, interactive: bool) -> int | None:
@@ -376,29 +384,148 @@ def _ask_approval(approval: Any) -> bool:
             return False
 
 
-def _final_message(run: Run, out: Out) -> None:
+def _final_message(client: Client, run: Run, out: Out) -> None:
     from desktop_agent.client.shapes import run_json
 
     human = (
         f"Run {run.id}: {status_label(run)} · {run.last_seq} steps · {format_usd(run.cost_usd)}"
         + (f"\n{run.status_message}" if run.status_message else "")
     )
-    hint = next_step_hint(run)
+    hint = next_step_hint(run, client)
     if hint:
         human += f"\n{hint}"
     out.emit(human, {"event": "end", **run_json(run), "hint": hint})
 
 
-def next_step_hint(run: Run) -> str:
-    """What the analyst can do next for a run that waits, paused, stopped or needs attention."""
+MONTHLY = "monthly"
+"""The limit of a run held by the monthly spend cap (the engine's budget step's name)."""
+
+
+def budget_limit(run: Run) -> str | None:
+    """Which limit a run waiting on its budget reached: cost, steps, time, tokens or monthly.
+
+    Read from the run's status message, which the engine writes anew each time the run
+    waits again (after an extension that lifted one limit, another may hold it); failing
+    that, from the run's totals against its budget. None: not one the run's totals show.
+    """
+    message = run.status_message
+    if message.startswith(MONTHLY_CAP_REACHED):
+        return MONTHLY
+    if message.startswith("Budget reached: "):
+        words = message.removeprefix("Budget reached: ").split(";")[0]
+        if words.startswith("spent "):
+            return "cost"
+        if words.startswith("worked "):
+            return "time"
+        for limit in ("steps", "tokens"):
+            if words.endswith(f" {limit}"):
+                return limit
+    b = run.budget
+    if b.max_cost_usd is not None and run.cost_usd >= b.max_cost_usd:
+        return "cost"
+    if b.max_tokens is not None and run.usage.total >= b.max_tokens:
+        return "tokens"
+    if b.max_time_s is not None and run.active_seconds >= b.max_time_s:
+        return "time"
+    return None
+
+
+def budget_commands(
+    run: Run, *, monthly: bool = False, cap_usd: float | None = None, report: Any = None
+) -> tuple[str, str]:
+    """The command that lifts what holds a run waiting on its budget, and the one that stops it.
+
+    For the run's own limit, ``budget RUN --add-…`` with a suggested amount: the limit
+    again (doubling it), or more when that would not leave room (a call's tokens or cost
+    come in after it starts, and the next call's worst case must fit), so that the new
+    limit is half again what it spent plus that worst case. For the monthly spend cap
+    (``monthly``, or the status message saying so), the cap command with twice the cap now
+    (``cap_usd``; None: no cap is set any more, so only a resume), or half again the
+    month's spend, holds and worst case when more, resuming the runs it held. Without a
+    limit to tell, the cost budget's flag with ``USD``.
+    ``report``: the open budget step's input (the engine's spend report), whose next call's
+    worst case (and the month's spend, for the cap) the suggestion leaves room for.
+    """
+    facts = report if isinstance(report, dict) else {}
+    worst = float(facts.get("next_call_worst_case_usd") or 0.0)
+    month: dict[str, Any] = facts.get("monthly_cap") or {}
+    short = run.id[:10]
+    stop = f"desktop-agent stop {short}"
+    limit = MONTHLY if monthly else budget_limit(run)
+    if limit == MONTHLY:
+        if cap_usd is None:
+            return "desktop-agent usage --resume-held", stop
+        needed = float(month.get("spent_usd") or 0.0) + float(month.get("held_usd") or 0.0)
+        cap = _cents_up(max(2 * cap_usd, 1.5 * (needed + worst)))
+        return f"desktop-agent usage --cap {cap:.2f} --resume-held", stop
+    b = run.budget
+    if limit == "cost" and b.max_cost_usd is not None:
+        spent = run.cost_usd
+        add_usd = max(b.max_cost_usd, 1.5 * (spent + worst) - b.max_cost_usd)
+        return f"desktop-agent budget {short} --add-cost {_cents_up(add_usd):.2f}", stop
+    if limit == "tokens" and b.max_tokens is not None:
+        add_tokens = max(b.max_tokens, math.ceil(1.5 * run.usage.total) - b.max_tokens)
+        return f"desktop-agent budget {short} --add-tokens {add_tokens}", stop
+    if limit == "steps" and b.max_steps is not None:
+        return f"desktop-agent budget {short} --add-steps {b.max_steps}", stop
+    if limit == "time" and b.max_time_s is not None:
+        return f"desktop-agent budget {short} --add-time {format_duration(b.max_time_s)}", stop
+    return f"desktop-agent budget {short} --add-cost USD", stop
+
+
+def _cents_up(usd: float) -> float:
+    """Dollars rounded up to the cent (a suggestion never below what is needed)."""
+    return math.ceil(round(usd * 100, 6)) / 100
+
+
+def budget_report(client: Client, run: Run) -> Any:
+    """The spend report of the budget step a run waits on (None: it waits on none)."""
+    last = client.steps(run.id, max(1, run.last_seq))
+    if last and last[-1].kind == StepKind.BUDGET and last[-1].status == StepStatus.STARTED:
+        return last[-1].input
+    return None
+
+
+def budget_hint(
+    run: Run, *, monthly: bool = False, cap_usd: float | None = None, report: Any = None
+) -> str:
+    """The next step for a run waiting on its budget, naming the exact command."""
+    lift, stop = budget_commands(run, monthly=monthly, cap_usd=cap_usd, report=report)
+    b = run.budget
+    limit = MONTHLY if monthly else budget_limit(run)
+    if limit == MONTHLY:
+        held = f"the monthly spend cap ({format_usd(cap_usd)})" if cap_usd else "the monthly cap"
+        return (
+            f"It waits for {held}, not its own budget: `{lift}` raises the cap and resumes "
+            f"the runs it held, or `{stop}`."
+        )
+    limits = {
+        "cost": (b.max_cost_usd, format_usd, "cost limit"),
+        "tokens": (b.max_tokens, lambda n: f"{n:,}", "token budget"),
+        "steps": (b.max_steps, lambda n: f"{n:,}", "step budget"),
+        "time": (b.max_time_s, format_duration, "time budget"),
+    }
+    limit_value, shown, name = limits.get(limit or "", (None, str, ""))
+    if limit_value is None:
+        return f"Extend with `{lift}`, or `{stop}`."
+    return f"Extend its {name} of {shown(limit_value)} with `{lift}`, or `{stop}`."
+
+
+def next_step_hint(run: Run, client: Client | None = None) -> str:
+    """What the analyst can do next for a run that waits, paused, stopped or needs attention.
+
+    With ``client``, a run held by the monthly spend cap is told by its budget step, and
+    the cap suggested is twice the one set now.
+    """
     if run.status == RunStatus.WAITING:
         if run.wait_reason == WaitReason.APPROVAL:
             return "Approve with `desktop-agent approvals` then `desktop-agent approve ID`."
         if run.wait_reason == WaitReason.BUDGET:
-            return (
-                f"Extend with `desktop-agent budget {run.id} --add-cost USD`, "
-                f"or `desktop-agent stop {run.id}`."
-            )
+            if client is None:
+                return budget_hint(run)
+            monthly = client.waits_for_monthly_cap(run)
+            report = budget_report(client, run)
+            return budget_hint(run, monthly=monthly, cap_usd=_cap_now(client), report=report)
         if run.wait_reason == WaitReason.HUMAN_INPUT:
             return f"Answer with `desktop-agent answer {run.id} TEXT`."
         if run.wait_reason == WaitReason.CREDENTIALS:

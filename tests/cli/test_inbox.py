@@ -52,7 +52,7 @@ def test_the_inbox_lists_what_needs_the_analyst_with_commands_that_work(
     assert "1 call to approve" in text and "write_file" in text
     assert f"$ desktop-agent approve {pending.id}" in text
     assert "a question: " in text and f'$ desktop-agent answer {question.id[:10]} "TEXT"' in text
-    assert f"$ desktop-agent budget {budget.id[:10]} --add-cost USD" in text
+    assert f"$ desktop-agent budget {budget.id[:10]} --add-steps 1" in text  # its step limit
 
     data = json.loads(cli(client.db_path, "inbox", "--json").stdout)
     assert [d["run"] for d in data] == [approval.id, question.id, budget.id]
