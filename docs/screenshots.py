@@ -863,10 +863,16 @@ def shoot_economy(app: QApplication, root: Path, out: Path) -> None:
 # --------------------------------------------------------------------------- shots
 
 
-def open_window(app: QApplication, client: Client, ids: dict[str, str]) -> MainWindow:
-    """Open the main window and wait for every run and the worker status."""
+def open_window(
+    app: QApplication, client: Client, ids: dict[str, str], *, size: bool = True
+) -> MainWindow:
+    """Open the main window and wait for every run and the worker status.
+
+    ``size``: at 1280×800 (else where and as large as the app opens it on this screen).
+    """
     window = MainWindow(client, spawn_workers=False, poll_ms=100)
-    window.resize(1280, 800)
+    if size:
+        window.resize(1280, 800)
     window.show()
     wait_until(app, lambda: window.runs_model.rowCount() == len(ids))
     wait_until(app, lambda: window.worker_status is not None)
@@ -1002,6 +1008,38 @@ def main(out: Path) -> int:
     return 0
 
 
+def main_layout(out: Path) -> int:
+    """The main window as it first opens on this screen, light and dark (``--layout``).
+
+    Run under ``xvfb-run -s "-screen 0 1366x768x24"`` (and 1280x800, 1920x1080): the
+    files are named for the screen.
+    """
+    out.mkdir(parents=True, exist_ok=True)
+    app = create_app()
+    app.setStyle(QStyleFactory.create("Fusion"))
+    screen = app.primaryScreen().availableGeometry()
+    name = f"{screen.width()}x{screen.height()}"
+    with tempfile.TemporaryDirectory(prefix="desktop-agent-shots-") as tmp:
+        os.environ["HOME"] = tmp
+        client, ids = build(Path(tmp))
+        for palette, suffix in (
+            (app.style().standardPalette(), ""),
+            (theme.dark_palette(), "-dark"),
+        ):
+            app.setPalette(palette)
+            window = open_window(app, client, ids, size=False)
+            if window.recovery_dialog is not None:
+                window.recovery_dialog.close()
+            select(app, window, ids["demo"], client)
+            settle(app)
+            shoot(window, out / f"screenshot-layout-{name}{suffix}.png")
+            window.shutdown()
+            window.close()
+            (Path(client.db_path).parent / "layout.ini").unlink(missing_ok=True)  # first-time
+        client.close()
+    return 0
+
+
 def main_economy(out: Path) -> int:
     """Only the economy-mode shots (``--economy``)."""
     out.mkdir(parents=True, exist_ok=True)
@@ -1014,6 +1052,8 @@ def main_economy(out: Path) -> int:
 
 
 if __name__ == "__main__":
-    args = [a for a in sys.argv[1:] if a != "--economy"]
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
     target = Path(args[0]) if args else Path(__file__).resolve().parent
-    raise SystemExit((main_economy if "--economy" in sys.argv else main)(target))
+    chosen = main_economy if "--economy" in sys.argv else main
+    chosen = main_layout if "--layout" in sys.argv else chosen
+    raise SystemExit(chosen(target))

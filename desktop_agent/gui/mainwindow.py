@@ -59,6 +59,8 @@ from desktop_agent.gui.dialogs.prompts import MessageDialog
 from desktop_agent.gui.dialogs.recovery import RecoveryDialog
 from desktop_agent.gui.dialogs.settings import SettingsDialog
 from desktop_agent.gui.keyboard import Keyboard
+from desktop_agent.gui.layout import FILE_NAME as LAYOUT_FILE
+from desktop_agent.gui.layout import WindowLayout
 from desktop_agent.gui.models.approvals import ApprovalListModel, ApprovalRow
 from desktop_agent.gui.models.runs import RunListModel
 from desktop_agent.gui.models.steps import StepTimelineModel
@@ -187,7 +189,17 @@ class MainWindow(QMainWindow):
         # An explicit minimum keeps layouts from resizing the window's limits as panes
         # appear (which also spares the offscreen platform a warning per change).
         self.setMinimumSize(900, 600)
-        self.resize(1280, 800)
+        self.layout_memory = WindowLayout(
+            self,
+            client.db_path.parent / LAYOUT_FILE,
+            {
+                "main": self.split,
+                "detail": self.detail.body_split,
+                "steps": self.detail.list_split,
+            },
+            self.run_list,
+        )
+        self.layout_memory.restore()
         self._start()
 
     # ------------------------------------------------------------------ layout
@@ -206,11 +218,16 @@ class MainWindow(QMainWindow):
         self.side.addTab(self.run_list, resources.icon("status-running"), "Runs")
         self.side.addTab(self.inbox, resources.icon("inbox"), "Approvals")
         self.detail = RunDetailPane(self.steps_model, self.acts["follow"], self)
-        self.split = QSplitter(Qt.Orientation.Vertical, self)
+        # The run list at the window's full height, the run's detail beside it.
+        self.split = QSplitter(Qt.Orientation.Horizontal, self)
         self.split.addWidget(self.side)
         self.split.addWidget(self.detail)
-        self.split.setSizes([250, 550])
+        self.split.setStretchFactor(1, 1)
         self.split.setChildrenCollapsible(False)
+        # Explicit minimums: the tabs' pages (schedules, batches) and the detail ask for
+        # more than a 1280-wide window can give both, and the splitter would halve it.
+        self.side.setMinimumWidth(360)
+        self.detail.setMinimumWidth(520)
         self.setCentralWidget(self.split)
         self.worker_label = QLabel(self)
         self.worker_icon = QLabel(self)
@@ -1038,6 +1055,7 @@ class MainWindow(QMainWindow):
         to_tray = self.client.settings.close_action == "tray" and self.tray.available
         if not self._quitting and to_tray:
             event.ignore()
+            self.layout_memory.save()
             self.hide()
             self.tray.notify(
                 notify.Notice(
@@ -1131,6 +1149,7 @@ class MainWindow(QMainWindow):
         if self._shut_down:
             return
         self._shut_down = True
+        self.layout_memory.save()
         self.poller.stop()
         self.supervisor.stop()
         self._clock.stop()

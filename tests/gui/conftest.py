@@ -67,6 +67,7 @@ def open_window(qtbot: QtBot, client: Client) -> Iterator[OpenWindow]:
 
     def open_() -> MainWindow:
         window = MainWindow(client, spawn_workers=False, poll_ms=50)
+        window.resize(1280, 800)  # the size these tests were written at, whatever the screen
         qtbot.addWidget(window)
         window.show()
         qtbot.waitExposed(window)

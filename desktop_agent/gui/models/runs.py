@@ -345,13 +345,35 @@ class RunFilterProxy(QSortFilterProxyModel):
         parent: owner.
     """
 
+    default_sort_column = RunColumn.STARTED
+    """The order the list opens in (newest first), under :attr:`needs_first`."""
+
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self._preset = StatusFilter.ALL
         self._status: RunStatus | None = None
         self._text = ""
+        self.needs_first = False
+        """Runs that need the analyst sort before the others, whatever the column's order."""
         self.setSortRole(RunRole.SORT)
         self.setDynamicSortFilter(True)
+
+    def set_needs_first(self, on: bool) -> None:
+        """Put the runs that need the analyst first (the list's order until one is chosen)."""
+        if on != self.needs_first:
+            self.needs_first = on
+            self.invalidate()
+
+    def lessThan(self, source_left: Index, source_right: Index) -> bool:
+        """The column's order, after whether the analyst is needed (:attr:`needs_first`)."""
+        model = self.sourceModel()
+        if self.needs_first and isinstance(model, RunListModel):
+            left = theme.needs_user(model.row_at(source_left.row()).run)
+            right = theme.needs_user(model.row_at(source_right.row()).run)
+            if left != right:
+                # Needed is the greater, and the list is sorted descending: it comes first.
+                return right if self.sortOrder() == Qt.SortOrder.DescendingOrder else left
+        return super().lessThan(source_left, source_right)
 
     def set_preset(self, preset: StatusFilter) -> None:
         """Show all, active, or needing-the-analyst runs."""

@@ -31,15 +31,17 @@ from desktop_agent.gui.controls import Control
 
 
 class ElidedLabel(QLabel):
-    """A one-line label that ends with "…" when its text does not fit.
+    """A label of at most ``lines`` lines that ends with "…" when its text does not fit.
 
     Args:
         parent: owner.
+        lines: the most lines it takes (broken between words; the last one elided).
     """
 
-    def __init__(self, parent: QWidget | None = None) -> None:
+    def __init__(self, parent: QWidget | None = None, *, lines: int = 1) -> None:
         super().__init__(parent)
         self._full = ""
+        self.lines = lines
         self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
 
     def set_full_text(self, text: str) -> None:
@@ -58,8 +60,27 @@ class ElidedLabel(QLabel):
         self._elide()
 
     def _elide(self) -> None:
-        metrics = QFontMetrics(self.font())
-        self.setText(metrics.elidedText(self._full, Qt.TextElideMode.ElideRight, self.width()))
+        self.setText(wrap_elided(QFontMetrics(self.font()), self._full, self.width(), self.lines))
+
+
+def wrap_elided(fm: QFontMetrics, text: str, width: int, lines: int) -> str:
+    """``text`` broken between words into at most ``lines`` lines of ``width``.
+
+    What the last line cannot hold ends in "…".
+    """
+    words = text.split()
+    out: list[str] = []
+    while words and len(out) < lines - 1:
+        line = words.pop(0)
+        while words and fm.horizontalAdvance(f"{line} {words[0]}") <= width:
+            line = f"{line} {words.pop(0)}"
+        if fm.horizontalAdvance(line) > width:  # one word wider than the line: cut there
+            words.insert(0, line)
+            break
+        out.append(line)
+    if words or not out:
+        out.append(fm.elidedText(" ".join(words), Qt.TextElideMode.ElideRight, width))
+    return "\n".join(out)
 
 
 class Gauge(QWidget):
@@ -127,7 +148,7 @@ class Gauge(QWidget):
         )
         painter.setPen(pal.color(QPalette.ColorRole.WindowText))
         label_w = fm.horizontalAdvance(self.label) + 8
-        value = fm.elidedText(self.value_text, Qt.TextElideMode.ElideLeft, max(0, w - label_w))
+        value = fit_value(fm, self.value_text, max(0, w - label_w))
         painter.drawText(
             text_rect, Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter, value
         )
@@ -257,6 +278,17 @@ def _ratio(used: float, limit: float | None) -> float | None:
     return None if not limit else used / limit
 
 
+def fit_value(fm: QFontMetrics, text: str, width: int) -> str:
+    """``text`` in ``width``: shortened where words allow, then cut at its end.
+
+    Never cut at its start: "…02 of $5.00" read as a figure that was not spent.
+    """
+    for candidate in (text, text.replace(" (simulated)", " sim.")):
+        if fm.horizontalAdvance(candidate) <= width:
+            return candidate
+    return fm.elidedText(text.replace(" (simulated)", " sim."), Qt.TextElideMode.ElideRight, width)
+
+
 class RunHeader(QWidget):
     """Goal, model, status, budget gauges and plan of the selected run.
 
@@ -292,7 +324,7 @@ class RunHeader(QWidget):
         self.banner.activated.connect(self._on_banner_activated)
         self.icon = QLabel(self)
         self.icon.setFixedSize(24, 24)
-        self.title = ElidedLabel(self)
+        self.title = ElidedLabel(self, lines=2)  # a goal of a sentence or two reads whole
         font = self.title.font()
         font.setPointSizeF(font.pointSizeF() * 1.25)
         font.setBold(True)

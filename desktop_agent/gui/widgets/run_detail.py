@@ -129,6 +129,8 @@ class RunDetailPane(QWidget):
         split.setStretchFactor(0, 3)
         split.setStretchFactor(1, 2)
         split.setSizes([700, 520])
+        self.body_split = split
+        """The steps beside the step's details."""
         layout = QVBoxLayout(self)
         layout.setContentsMargins(6, 0, 6, 4)
         layout.addWidget(self.header)

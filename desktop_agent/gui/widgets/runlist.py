@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 from PySide6.QtCore import (
+    QEvent,
     QItemSelection,
     QItemSelectionModel,
     QModelIndex,
+    QObject,
     QPersistentModelIndex,
+    QPoint,
     QRectF,
     Qt,
     Signal,
     Slot,
 )
-from PySide6.QtGui import QPainter, QPalette
+from PySide6.QtGui import QPainter, QPalette, QResizeEvent
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QComboBox,
@@ -20,6 +23,7 @@ from PySide6.QtWidgets import (
     QHeaderView,
     QLabel,
     QLineEdit,
+    QMenu,
     QStackedWidget,
     QStyle,
     QStyledItemDelegate,
@@ -41,6 +45,18 @@ from desktop_agent.gui.tables import list_table
 from desktop_agent.gui.widgets.empty_state import EmptyMode, EmptyState
 
 Index = QModelIndex | QPersistentModelIndex
+
+HIDE_FIRST = (
+    RunColumn.STARTED,
+    RunColumn.MODEL,
+    RunColumn.PROGRESS,
+    RunColumn.ACTIVITY,
+    RunColumn.COST,
+)
+"""The columns a narrow list drops, first to last (status and goal always stay)."""
+
+GOAL_MIN = 180
+"""The goal column's width at least, before a column is dropped to make room."""
 
 
 class ProgressDelegate(QStyledItemDelegate):
@@ -118,7 +134,7 @@ class RunListPanel(QWidget):
         header = self.table.horizontalHeader()
         fm = self.fontMetrics()
         widths = {
-            RunColumn.STATUS: fm.horizontalAdvance("Waiting for approval (2)") + 44,
+            RunColumn.STATUS: fm.horizontalAdvance("Waiting for approval") + 40,
             RunColumn.MODEL: fm.horizontalAdvance("Claude Sonnet 4.5") + 32,
             RunColumn.PROGRESS: fm.horizontalAdvance("3/5 plan · 120 steps") + 20,
             RunColumn.COST: fm.horizontalAdvance("$0.0000 sim.") + 20,
@@ -129,6 +145,15 @@ class RunListPanel(QWidget):
             header.resizeSection(col, width)
             header.setSectionResizeMode(col, QHeaderView.ResizeMode.Interactive)
         header.setSectionResizeMode(RunColumn.GOAL, QHeaderView.ResizeMode.Stretch)
+        self._widths: dict[int, int] = {int(c): w for c, w in widths.items()}
+        """Each column's width when shown (the analyst's, once dragged)."""
+        self.auto_columns = True
+        """Columns are dropped and brought back with the list's width, until the analyst
+        chooses them in the header's menu."""
+        header.sectionResized.connect(self._on_header_section_resized)
+        header.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        header.customContextMenuRequested.connect(self._on_header_context_menu_requested)
+        self.table.installEventFilter(self)
         self.table.selectionModel().selectionChanged.connect(self._on_selection_changed)
         self.proxy.rowsInserted.connect(self._update_count)
         self.proxy.rowsRemoved.connect(self._update_count)
@@ -158,6 +183,84 @@ class RunListPanel(QWidget):
         layout.addLayout(bar)
         layout.addWidget(self.stack, 1)
         self._update_count()
+
+    default_order_requested = Signal()
+    """The header's menu asked for the list's own order (runs that need you first)."""
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        """A resized table drops or brings back columns (see :meth:`fit_columns`)."""
+        if (
+            watched is self.table
+            and event.type() == QEvent.Type.Resize
+            and isinstance(event, QResizeEvent)
+        ):
+            # Seen before the table lays its viewport out: the new width is the event's.
+            self.fit_columns(event.size().width() - 2 * self.table.frameWidth())
+        return super().eventFilter(watched, event)
+
+    def fit_columns(self, width: int | None = None) -> None:
+        """Show the columns ``width`` holds (the table's), dropping :data:`HIDE_FIRST` in order.
+
+        Does nothing once the analyst chose the columns (:attr:`auto_columns` False).
+        """
+        if not self.auto_columns:
+            return
+        header = self.table.horizontalHeader()
+        room = width if width is not None else self.table.viewport().width()
+        room -= self.table.verticalScrollBar().sizeHint().width()
+        need = GOAL_MIN + sum(self._widths.values())
+        hidden: set[int] = set()
+        for dropped in HIDE_FIRST:
+            if need <= room:
+                break
+            hidden.add(int(dropped))
+            need -= self._widths[int(dropped)]
+        for col in self._widths:
+            if header.isSectionHidden(col) != (col in hidden):
+                header.setSectionHidden(col, col in hidden)
+
+    def show_column(self, column: int, shown: bool) -> None:
+        """Show or hide ``column`` as the analyst chose (columns stop following the width)."""
+        self.auto_columns = False
+        self.table.horizontalHeader().setSectionHidden(column, not shown)
+        if shown and self.table.horizontalHeader().sectionSize(column) < 20:
+            self.table.horizontalHeader().resizeSection(column, self._widths[column])
+
+    def fit_to_width(self) -> None:
+        """Columns follow the list's width again."""
+        self.auto_columns = True
+        self.fit_columns()
+
+    @Slot(int, int, int)
+    def _on_header_section_resized(self, column: int, _old: int, new: int) -> None:
+        if column in self._widths and new > 0:
+            self._widths[column] = new
+
+    @Slot(QPoint)
+    def _on_header_context_menu_requested(self, pos: QPoint) -> None:
+        header = self.table.horizontalHeader()
+        self.header_menu().popup(header.mapToGlobal(pos))
+
+    def header_menu(self) -> QMenu:
+        """The header's menu: the columns shown, fitting them to the width, the order."""
+        header = self.table.horizontalHeader()
+        model = self.table.model()
+        menu = QMenu(self)
+        menu.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        for col in sorted(self._widths):
+            title = str(model.headerData(col, Qt.Orientation.Horizontal))
+            action = menu.addAction(title)
+            action.setCheckable(True)
+            action.setChecked(not header.isSectionHidden(col))
+            action.toggled.connect(lambda on, c=col: self.show_column(c, on))
+        menu.addSeparator()
+        fit = menu.addAction("Columns follow the list's width")
+        fit.setCheckable(True)
+        fit.setChecked(self.auto_columns)
+        fit.triggered.connect(self.fit_to_width)
+        order = menu.addAction("Order: runs that need you first, then newest")
+        order.triggered.connect(self.default_order_requested)
+        return menu
 
     def current_run_id(self) -> str | None:
         """The selected run's id (of several selected, the one last clicked)."""
