@@ -47,13 +47,16 @@ def process_alive(pid: int, started_at: float, tolerance_s: float = 2.0) -> bool
         return False
 
 
-def worker_argv(db_path: Path, *, until_idle: bool = False, nice: int = 0) -> list[str]:
+def worker_argv(
+    db_path: Path, *, until_idle: bool = False, nice: int = 0, idle_exit_s: float | None = None
+) -> list[str]:
     """The command line of a worker process serving ``db_path``.
 
     Args:
         db_path: the database the worker serves.
         until_idle: the worker exits when no run has work left.
         nice: how much lower than ours the worker's CPU priority is (0-19).
+        idle_exit_s: the worker exits after this long with nothing to do (None: never).
     """
     # In a bundle, sys.executable is desktop-agent itself, not a Python to give "-m".
     runner = (
@@ -66,10 +69,14 @@ def worker_argv(db_path: Path, *, until_idle: bool = False, nice: int = 0) -> li
         args.append("--until-idle")
     if nice:
         args += ["--nice", str(nice)]
+    if idle_exit_s is not None:
+        args += ["--idle-exit", f"{idle_exit_s:g}s"]
     return args
 
 
-def spawn_worker(db_path: Path, *, until_idle: bool = False, nice: int = 0) -> int:
+def spawn_worker(
+    db_path: Path, *, until_idle: bool = False, nice: int = 0, idle_exit_s: float | None = None
+) -> int:
     """Start a detached worker process for ``db_path`` (no stdio pipes); returns its pid.
 
     The worker gets a session of its own, so that closing the terminal or the app that
@@ -80,6 +87,7 @@ def spawn_worker(db_path: Path, *, until_idle: bool = False, nice: int = 0) -> i
         db_path: the database the worker serves.
         until_idle: the worker exits when no run has work left.
         nice: how much lower than ours the worker's CPU priority is (0-19).
+        idle_exit_s: the worker exits after this long with nothing to do (None: never).
 
     Raises:
         OSError: the process could not be started (or its log not opened).
@@ -88,7 +96,7 @@ def spawn_worker(db_path: Path, *, until_idle: bool = False, nice: int = 0) -> i
     log_path = config.log_dir(db_path) / WORKER_LOG
     with _private_log(log_path) as log:
         proc = subprocess.Popen(
-            worker_argv(db_path, until_idle=until_idle, nice=nice),
+            worker_argv(db_path, until_idle=until_idle, nice=nice, idle_exit_s=idle_exit_s),
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=log,

@@ -55,6 +55,8 @@ from desktop_agent.cli.output import (
     waits_in_batch,
 )
 from desktop_agent.cli.workers import (
+    DEFAULT_IDLE_EXIT_S,
+    IDLE_EXIT_ENV,
     carry_out,
     queued,
     worker_for_new_runs,
@@ -161,6 +163,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = add("worker", "execute runs (leases, recovery, wake-ups)")
     p.add_argument("--until-idle", action="store_true", help="exit when no run is runnable")
+    p.add_argument(
+        "--idle-exit",
+        metavar="DURATION",
+        help="exit after this long with nothing to do (e.g. 10m): no run to execute, no "
+        "turn in a Message Batch, no run waking and no lease running out within that time, "
+        "no active schedule or watch; a run waking later is claimed by the next worker "
+        f"started (the background workers commands start use {IDLE_EXIT_ENV}, default "
+        f"{format_duration(DEFAULT_IDLE_EXIT_S)})",
+    )
     p.add_argument("--max-runs", type=_positive_int, default=None, metavar="N")
     p.add_argument(
         "--pool", action="append", default=[], metavar="NAME", help="also serve runs of this pool"
@@ -300,7 +311,13 @@ def cmd_run(args: argparse.Namespace, out: Out) -> int:
             + f" · workspace {run.workspace}",
             file=sys.stderr,
         )
-    client.ensure_worker(until_idle=True)
+    pid = client.ensure_worker(until_idle=True)
+    if pid is not None and not out.as_json:
+        echo(
+            f"A background worker (pid {pid}) runs it; it exits as soon as no run has work "
+            "left (`desktop-agent worker` keeps one running).",
+            file=sys.stderr,
+        )
     final = follow(client, run.id, out, auto_approve=args.yes)
     return exit_code(final)
 
@@ -317,6 +334,7 @@ def cmd_worker(args: argparse.Namespace, out: Out) -> int:
         nice=args.nice,
         announce=None if out.as_json else lambda line: print(line, file=sys.stderr),
         pools=tuple(parse_placement(f"pool:{p}").removeprefix("pool:") for p in args.pool),
+        idle_exit_s=parse_duration(args.idle_exit) if args.idle_exit else None,
     )
     out.emit(f"worker stopped after {activations} activations", {"activations": activations})
     return EXIT_OK

@@ -748,7 +748,9 @@ class Client:
             return WorkerStatus(False, info, now - info.heartbeat_at)
         return WorkerStatus(False, None, None)
 
-    def spawn_worker(self, *, until_idle: bool = False, nice: int = 0) -> int:
+    def spawn_worker(
+        self, *, until_idle: bool = False, nice: int = 0, idle_exit_s: float | None = None
+    ) -> int:
         """Start a detached worker process for this database; returns its pid.
 
         See :func:`desktop_agent.procs.spawn_worker`, the one place workers are started.
@@ -756,8 +758,11 @@ class Client:
         Args:
             until_idle: the worker exits when no run has work left.
             nice: how much lower than ours the worker's CPU priority is (0-19).
+            idle_exit_s: the worker exits after this long with nothing to do (None: never).
         """
-        return procs.spawn_worker(self.db_path, until_idle=until_idle, nice=nice)
+        return procs.spawn_worker(
+            self.db_path, until_idle=until_idle, nice=nice, idle_exit_s=idle_exit_s
+        )
 
     def ensure_worker(self, *, until_idle: bool = False) -> int | None:
         """Start a worker when none is alive; returns the new pid, or None."""

@@ -10,6 +10,7 @@ same command.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 import signal
@@ -42,6 +43,95 @@ log = logging.getLogger(__name__)
 FIRST_RETRY_S = 0.5
 LAST_RETRY_S = 30.0
 """How long a worker waits between two tries to reach its database server at start."""
+
+
+class IdleExit:
+    """When a worker started with an idle time (``worker --idle-exit``) has done its work.
+
+    Given to the worker as what holds it (:attr:`Worker.holds`, asked at each poll that
+    found nothing to do): it holds while turns wait in Message Batches, until the worker
+    has had nothing to do for ``idle_s``, and then while a run is due to wake (or another
+    worker's lease runs out) within ``idle_s`` or a schedule or folder watch is active (a
+    worker must fire them). A run waking later than that keeps no worker: the next one
+    started (the app, ``desktop-agent worker``, a command that needs one) claims it once due.
+
+    Args:
+        idle_s: how long the worker waits with nothing to do before it exits.
+        polls: the worker's count of polls (a poll between two asks means it was busy).
+        now: the worker's clock.
+        batches: whether turns wait in Message Batches.
+        due: the next time a run wakes or a lease runs out (None: none).
+        standing: whether a schedule or folder watch is active.
+    """
+
+    def __init__(
+        self,
+        idle_s: float,
+        polls: Callable[[], int],
+        now: Callable[[], float],
+        batches: Callable[[], bool],
+        due: Callable[[float], float | None],
+        standing: Callable[[], bool],
+    ) -> None:
+        self.idle_s = idle_s
+        self._polls, self._now, self._batches = polls, now, batches
+        self._due, self._standing = due, standing
+        self._since: float | None = None
+        self._last_poll = -1
+
+    def __call__(self) -> bool:
+        """Whether the worker keeps polling though it found nothing to do this time."""
+        now, poll = self._now(), self._polls()
+        if self._since is None or poll != self._last_poll + 1 or self._batches():
+            self._since = now  # busy since the last ask (or batches wait): idle from now
+        self._last_poll = poll
+        if now - self._since < self.idle_s:
+            return True
+        due = self._due(now)
+        if (due is not None and due - now <= self.idle_s) or self._standing():
+            self._since = now  # something it must do soon: look again after another while
+            return True
+        log.info(
+            "nothing to do for %.0f s%s: the worker exits",
+            self.idle_s,
+            "" if due is None else f"; the next run wakes in {due - now:.0f} s",
+        )
+        return False
+
+
+def standing_work(store: SqlStore) -> Callable[[], bool]:
+    """Whether a schedule or a folder watch is active (not paused) in ``store``'s database."""
+    from desktop_agent.persistence.schedules import ScheduleStore
+
+    schedules = ScheduleStore(store.db)
+
+    def active() -> bool:
+        return any(not s.paused for s in schedules.list_schedules()) or any(
+            not w.paused for w in schedules.list_watches()
+        )
+
+    return active
+
+
+def exit_when_idle(
+    worker: Worker, idle_s: float | None, now: Callable[[], float], batches: Callable[[], bool]
+) -> None:
+    """Make ``worker`` exit after ``idle_s`` with nothing to do (see :class:`IdleExit`).
+
+    None, or a worker already stopping when idle: nothing changes.
+    """
+    if idle_s is None or worker.config.until_idle:
+        return
+    worker.config = dataclasses.replace(worker.config, until_idle=True)
+    worker.holds = IdleExit(
+        idle_s,
+        lambda: worker.polls,
+        now,
+        batches,
+        worker.store.next_due,
+        standing_work(worker.store),
+    )
+
 
 POOLS_ENV = "DESKTOP_AGENT_POOLS"
 """Comma-separated pools a worker serves (with ``desktop-agent worker --pool``)."""
@@ -143,6 +233,7 @@ def serve(
     nice: int = 0,
     announce: Callable[[str], None] | None = None,
     pools: tuple[str, ...] = (),
+    idle_exit_s: float | None = None,
 ) -> int:
     """Execute runs of ``db_path`` in this process until stopped; returns the activations.
 
@@ -156,6 +247,8 @@ def serve(
         announce: told one line once the worker has its id (e.g. printed to stderr).
         pools: pools this worker serves, with those of ``DESKTOP_AGENT_POOLS`` (comma-
             separated): it claims runs placed on its machine, in these pools, or anywhere.
+        idle_exit_s: return once there was nothing to do for this long (see
+            :class:`IdleExit`; None: never, unless ``until_idle``).
     """
     if nice and hasattr(os, "nice"):  # not on Windows, where the worker runs at normal priority
         os.nice(nice)  # before any thread starts: every thread inherits it
@@ -218,6 +311,7 @@ def serve(
         holds=pump.holding,
     )
     pump.on_woken = worker.nudge
+    exit_when_idle(worker, idle_exit_s, clock.now, pump.holding)
     if stopping.is_set():
         worker.stop()
     if announce is not None:

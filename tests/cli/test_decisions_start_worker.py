@@ -173,7 +173,10 @@ def test_run_detach_starts_a_worker_when_none_lives_and_the_run_completes(
     assert queued.returncode == 0, queued.stderr
     started = json.loads(queued.stdout)
     assert started["worker_started"] in cli.started
-    assert started["worker"] == f"started a background worker (pid {started['worker_started']})"
+    assert started["worker"] == (
+        f"started a background worker (pid {started['worker_started']}); it exits after 10m "
+        "with nothing to do"
+    )
     wait_status(
         check, started["id"], RunStatus.COMPLETED, timeout=60, what="the detached run to complete"
     )
