@@ -91,13 +91,11 @@ def test_a_worker_started_by_a_command_says_its_idle_time_and_exits_after_it(
         cwd=REPO, stdin=subprocess.DEVNULL,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    found = re.search(
-        r"started a background worker \(pid (\d+)\); it exits after 2s with nothing to do",
-        done.stdout,
-    )
+    found = re.search(r"started a background worker \(pid (\d+)\)", done.stdout)
     assert found, done.stdout
     pid = int(found.group(1))
-    started.append(pid)
+    started.append(pid)  # killed at the end if it is still there
+    assert f"(pid {pid}); it exits after 2s with nothing to do" in done.stdout
     assert "--idle-exit" in psutil.Process(pid).cmdline()
     run_id = done.stdout.split(";")[0].strip()
     wait_status(client, run_id, RunStatus.COMPLETED, timeout=60, what="the detached run")
