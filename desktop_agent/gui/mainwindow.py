@@ -180,6 +180,8 @@ class MainWindow(QMainWindow):
         self.notifier.window_notice.connect(self._on_tray_notice_fallback)
         self.notifier.open_requested.connect(self._on_notice_open_requested)
         self.notifier.review_requested.connect(self._on_notice_review_requested)
+        self.notifier.open_many_requested.connect(self._on_notice_open_many_requested)
+        self.notice_gate = notify.NoticeGate()
         self._stalled: dict[str, int] = {}
         self._ticks = 0
         self._clock = QTimer(self)
@@ -405,18 +407,26 @@ class MainWindow(QMainWindow):
             notify.NoticeKind.FINISHED: s.notify_finished,
             notify.NoticeKind.FAILED: s.notify_failed,
         }
-        for notice in notify.transitions(self._states, rows):
-            if wanted[notice.kind]:
-                pending = pending_for(self._visible_approvals(), notice.run_id)
-                single = notice.kind == notify.NoticeKind.NEEDS_USER and len(pending) == 1
-                self.notifier.notify(notice, single_approval=single)
+        changed = notify.transitions(self._states, rows)
+        self._tell([n for n in changed if wanted[n.kind]])
         if delta.full:  # runs gone from the list (archived, deleted) are forgotten
             self._states = {}
         for r in rows:
             self._states[r.run.id] = notify.state_of(r.run)
-        needing = sum(1 for r in self.runs_model.rows() if theme.needs_user(r.run))
-        self.tray.set_tooltip(
-            f"desktop-agent: {needing} run(s) need you" if needing else "desktop-agent"
+        self.tray.set_count(sum(1 for r in self.runs_model.rows() if theme.needs_user(r.run)))
+
+    def _tell(self, notices: list[notify.Notice]) -> None:
+        """Offer ``notices`` to the gate (rate, coalescing, no balloon over a dialog)."""
+        for notice in self.notice_gate.offer(notices, time.time(), busy=self._in_a_dialog()):
+            pending = pending_for(self._visible_approvals(), notice.run_id)
+            single = notice.kind == notify.NoticeKind.NEEDS_USER and len(pending) == 1
+            self.notifier.notify(notice, single_approval=single and len(notice.runs) == 1)
+
+    def _in_a_dialog(self) -> bool:
+        """Whether the analyst is deciding in a dialog (notices wait until it closes)."""
+        dialog = self.approval_dialog
+        return QApplication.activeModalWidget() is not None or (
+            dialog is not None and dialog.isVisible()
         )
 
     def _visible_approvals(self) -> list[Approval]:
@@ -545,21 +555,37 @@ class MainWindow(QMainWindow):
         self.approvals_model.refresh_times()
         self.detail.tick()
         after_s = self.client.settings.notify_stall_minutes * 60
-        for notice in notify.stalls(self.runs_model.rows(), time.time(), after_s, self._stalled):
-            self.notifier.notify(notice)
+        self._tell(notify.stalls(self.runs_model.rows(), time.time(), after_s, self._stalled))
 
     @Slot(str)
     def _on_notice_open_requested(self, run_id: str) -> None:
+        """A notice about a run opens it; about its one pending approval, that dialog."""
         self._on_tray_show_requested()
-        if run_id:
-            self.select_run(run_id)
+        if not run_id:
+            return
+        self.side.setCurrentWidget(self.run_list)
+        self.select_run(run_id)
+        pending = pending_for(self._visible_approvals(), run_id)
+        if len(pending) == 1:
+            self.open_approval(pending[0])
 
     @Slot(str)
     def _on_notice_review_requested(self, run_id: str) -> None:
         self._on_notice_open_requested(run_id)
-        pending = pending_for(self._visible_approvals(), run_id)
-        if len(pending) == 1:
-            self.open_approval(pending[0])
+
+    @Slot(object)
+    def _on_notice_open_many_requested(self, run_ids: tuple[str, ...]) -> None:
+        """A notice about several runs: their approvals in the inbox, else the runs."""
+        self._on_tray_show_requested()
+        wanted = set(run_ids)
+        if any(a.run_id in wanted for a in self._visible_approvals()):
+            self.side.setCurrentWidget(self.inbox)
+            self.inbox.show_only(wanted)
+            self.inbox.take_focus()
+            return
+        self.side.setCurrentWidget(self.run_list)
+        self.run_list.select_runs([r for r in run_ids if self.runs_model.get(r) is not None])
+        self.run_list.table.setFocus()
 
     # ------------------------------------------------------------------ selection
 

@@ -42,8 +42,8 @@ APP_ICON = "desktop-agent"
 DESKTOP_ENTRY = "desktop-agent"
 """The desktop entry's name (``desktop-agent.desktop``): lets the desktop show our icon."""
 
-TIMEOUT_MS = 10_000
-"""How long a desktop notification stays (the service may keep it longer)."""
+TIMEOUT_MS = -1
+"""How long a desktop notification stays: the service's own default (-1), never longer."""
 
 CALL_TIMEOUT_S = 2.0
 """How long a call to the notification service may take before it counts as failed."""
@@ -98,6 +98,8 @@ class DesktopNotifications(QObject):
         self._runs: dict[int, str] = {}
         """Notification id → run, for the actions clicked later."""
         self._ids: dict[str, int] = {}
+        self.notices: dict[str, Notice] = {}
+        """The notice shown under each key (:attr:`Notice.key`), for a click on it."""
         """Run → its newest notification, which the next one replaces."""
         self._conn: Any = None
         self._router: Any = None
@@ -164,7 +166,7 @@ class DesktopNotifications(QObject):
         hints = {"urgency": ("y", urgency), "desktop-entry": ("s", DESKTOP_ENTRY)}
         body = (
             APP_NAME,
-            self._ids.get(notice.run_id, 0),
+            self._ids.get(notice.key, 0),
             APP_ICON,
             notice.title,
             notice.text,
@@ -182,11 +184,12 @@ class DesktopNotifications(QObject):
             log.warning("desktop notifications: Notify refused: %s", reply.body)
             return False
         nid = int(reply.body[0])
-        old = self._ids.get(notice.run_id)
+        old = self._ids.get(notice.key)
         if old is not None and old != nid:
             self._runs.pop(old, None)
-        self._ids[notice.run_id] = nid
-        self._runs[nid] = notice.run_id
+        self._ids[notice.key] = nid
+        self._runs[nid] = notice.key
+        self.notices[notice.key] = notice
         return True
 
     @Slot(object)
@@ -204,6 +207,7 @@ class DesktopNotifications(QObject):
             run_id = self._runs.pop(nid, None)
             if run_id is not None and self._ids.get(run_id) == nid:
                 del self._ids[run_id]
+                self.notices.pop(run_id, None)
 
 
 class Notifier(QObject):
@@ -224,6 +228,8 @@ class Notifier(QObject):
     open_requested = Signal(str)
     review_requested = Signal(str)
     window_notice = Signal(str)
+    open_many_requested = Signal(object)
+    """A tuple of run ids: the analyst clicked a notice about several runs."""
 
     def __init__(
         self,
@@ -238,6 +244,7 @@ class Notifier(QObject):
         self.desktop: DesktopNotifications | None = None
         self.last: Notice | None = None
         """The newest notice sent, wherever it went."""
+        tray.notice_clicked.connect(self._on_tray_notice_clicked)
         if tray.available:
             self.channel = Channel.TRAY
         else:
@@ -272,11 +279,21 @@ class Notifier(QObject):
         return Channel.WINDOW
 
     @Slot(str, str)
-    def _on_desktop_action_invoked(self, run_id: str, action: str) -> None:
-        if action == "review":
-            self.review_requested.emit(run_id)
+    def _on_desktop_action_invoked(self, key: str, action: str) -> None:
+        notice = self.desktop.notices.get(key) if self.desktop is not None else None
+        if notice is not None and len(notice.runs) > 1:
+            self.open_many_requested.emit(notice.runs)
+        elif action == "review":
+            self.review_requested.emit(key)
         else:
-            self.open_requested.emit(run_id)
+            self.open_requested.emit(key)
+
+    @Slot(object)
+    def _on_tray_notice_clicked(self, notice: Notice) -> None:
+        if len(notice.runs) > 1:
+            self.open_many_requested.emit(notice.runs)
+        else:
+            self.open_requested.emit(notice.run_id)
 
     def close(self) -> None:
         """Let go of the notification service (at quit)."""

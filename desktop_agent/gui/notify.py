@@ -22,12 +22,114 @@ class NoticeKind(StrEnum):
 
 @dataclass(frozen=True)
 class Notice:
-    """One notification."""
+    """One notification.
+
+    ``run_ids``: the runs of a notice about several (then ``run_id`` is ""): a click
+    shows them together (:func:`coalesce`).
+    """
 
     kind: NoticeKind
     run_id: str
     title: str
     text: str
+    run_ids: tuple[str, ...] = ()
+
+    @property
+    def runs(self) -> tuple[str, ...]:
+        """Every run the notice is about."""
+        return self.run_ids or ((self.run_id,) if self.run_id else ())
+
+    @property
+    def key(self) -> str:
+        """What a newer notice replaces (the run's, or the group's of its kind)."""
+        return self.run_id or f"group:{self.kind.value}"
+
+
+_MANY_TITLES = {
+    NoticeKind.NEEDS_USER: "{n} runs need you",
+    NoticeKind.FINISHED: "{n} runs finished",
+    NoticeKind.FAILED: "{n} runs failed",
+    NoticeKind.STALLED: "{n} runs make no progress",
+}
+
+MIN_GAP_S = {
+    NoticeKind.NEEDS_USER: 20.0,
+    NoticeKind.FAILED: 20.0,
+    NoticeKind.STALLED: 60.0,
+    NoticeKind.FINISHED: 60.0,
+}
+"""The least time between two notices of a kind: what comes between waits and is merged.
+
+Finishes and stalls are quieter than what needs the analyst."""
+
+
+def coalesce(notices: Iterable[Notice]) -> list[Notice]:
+    """One notice per kind: a kind with several runs becomes "3 runs need you".
+
+    A run's newest notice of a kind counts once; the order of kinds is kept.
+    """
+    by_kind: dict[NoticeKind, dict[str, Notice]] = {}
+    for notice in notices:
+        group = by_kind.setdefault(notice.kind, {})
+        for run_id in notice.runs or ("",):
+            group.pop(run_id, None)
+            group[run_id] = notice if len(notice.runs) <= 1 else _one_of(notice, run_id)
+    out: list[Notice] = []
+    for kind, group in by_kind.items():
+        items = list(group.values())
+        if len(items) == 1:
+            out.append(items[0])
+            continue
+        texts = [n.text.split(":", 1)[0] for n in items]
+        shown = "; ".join(texts[:3]) + (f"; and {len(texts) - 3} more" if len(texts) > 3 else "")
+        ids = tuple(n.run_id for n in items if n.run_id)
+        out.append(Notice(kind, "", _MANY_TITLES[kind].format(n=len(items)), shown, ids))
+    return out
+
+
+def _one_of(notice: Notice, run_id: str) -> Notice:
+    """A run's share of a notice about several (its text is the group's)."""
+    return Notice(notice.kind, run_id, notice.title, notice.text)
+
+
+class NoticeGate:
+    """Rate-limits notices per kind, and holds them while the analyst is in a dialog.
+
+    :meth:`offer` sends what may go now and keeps the rest; :meth:`due` (called about once
+    a second) releases what was kept once its kind's gap (:data:`MIN_GAP_S`) has passed
+    and no dialog is open, merged into one notice per kind (:func:`coalesce`). With ten
+    live runs a balloon came every six seconds and covered the approval dialog's buttons.
+    """
+
+    def __init__(self, gaps: dict[NoticeKind, float] | None = None) -> None:
+        self.gaps = dict(MIN_GAP_S if gaps is None else gaps)
+        self._last: dict[NoticeKind, float] = {}
+        self._held: list[Notice] = []
+
+    @property
+    def held(self) -> list[Notice]:
+        """Notices kept back, oldest first."""
+        return list(self._held)
+
+    def offer(self, notices: Iterable[Notice], now: float, *, busy: bool = False) -> list[Notice]:
+        """``notices`` to send now (coalesced); the others wait for :meth:`due`."""
+        self._held.extend(notices)
+        return self.due(now, busy=busy)
+
+    def due(self, now: float, *, busy: bool = False) -> list[Notice]:
+        """The kept notices whose kind may be told now (none while ``busy``)."""
+        if busy or not self._held:
+            return []
+        ready: set[NoticeKind] = set()
+        for notice in self._held:
+            last = self._last.get(notice.kind)
+            if last is None or now - last >= self.gaps.get(notice.kind, 0.0):
+                ready.add(notice.kind)
+        for kind in ready:
+            self._last[kind] = now
+        out = coalesce(n for n in self._held if n.kind in ready)
+        self._held = [n for n in self._held if n.kind not in ready]
+        return out
 
 
 State = tuple[RunStatus, WaitReason | None]

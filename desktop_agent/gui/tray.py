@@ -24,12 +24,15 @@ class TrayController(QObject):
 
     show_requested = Signal()
     notice_fallback = Signal(str)
+    notice_clicked = Signal(object)
+    """The analyst clicked the balloon of this :class:`Notice`."""
 
     def __init__(self, actions: list[QAction | None], parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.icon: QSystemTrayIcon | None = None
         self.last_notice: Notice | None = None
         self._menu: QMenu | None = None
+        self._count = 0
         if QSystemTrayIcon.isSystemTrayAvailable():
             self._menu = QMenu()
             for action in actions:
@@ -41,7 +44,7 @@ class TrayController(QObject):
             self.icon.setToolTip("desktop-agent")
             self.icon.setContextMenu(self._menu)
             self.icon.activated.connect(self._on_icon_activated)
-            self.icon.messageClicked.connect(self.show_requested)
+            self.icon.messageClicked.connect(self._on_icon_message_clicked)
             self.icon.show()
 
     @property
@@ -63,9 +66,26 @@ class TrayController(QObject):
         icon = {
             NoticeKind.FAILED: QSystemTrayIcon.MessageIcon.Critical,
             NoticeKind.NEEDS_USER: QSystemTrayIcon.MessageIcon.Warning,
-            NoticeKind.FINISHED: QSystemTrayIcon.MessageIcon.Information,
-        }[notice.kind]
-        self.icon.showMessage(notice.title, notice.text, icon, 8000)
+            NoticeKind.STALLED: QSystemTrayIcon.MessageIcon.Warning,
+        }.get(notice.kind, QSystemTrayIcon.MessageIcon.Information)
+        self.icon.showMessage(notice.title, notice.text, icon)  # the platform's own time
+
+    def set_count(self, needing: int) -> None:
+        """Show how many runs need the analyst on the icon (and in its tooltip)."""
+        if self.icon is None or needing == self._count:
+            return
+        self._count = needing
+        self.icon.setIcon(resources.badge_icon("app", needing))
+        self.icon.setToolTip(
+            f"desktop-agent: {needing} run(s) need you" if needing else "desktop-agent"
+        )
+
+    @Slot()
+    def _on_icon_message_clicked(self) -> None:
+        if self.last_notice is not None:
+            self.notice_clicked.emit(self.last_notice)
+        else:
+            self.show_requested.emit()
 
     @Slot(QSystemTrayIcon.ActivationReason)
     def _on_icon_activated(self, reason: QSystemTrayIcon.ActivationReason) -> None:

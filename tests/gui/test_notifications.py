@@ -247,3 +247,136 @@ def test_a_stall_is_noticed_once_and_again_after_progress(client: Client) -> Non
     moved = dataclasses.replace(running, last_seq=running.last_seq + 1)
     assert len(notify.stalls([RunRow(moved)], later + 900, 30 * 60, seen)) == 1  # a new stall
     assert notify.stalls([], later, 30 * 60, seen) == [] and seen == {}  # not running: forgotten
+
+
+# ---------------------------------------------------------------- the desk: J2 and the gate
+
+
+def _needs(run_id: str, goal: str = "Draft") -> Notice:
+    return Notice(NoticeKind.NEEDS_USER, run_id, "A run needs you", f"{goal}: approval")
+
+
+def test_notices_are_coalesced_rate_limited_and_held_while_a_dialog_is_open() -> None:
+    gate = notify.NoticeGate()
+    first = gate.offer([_needs(f"r{i}", f"Goal {i}") for i in range(4)], 1000.0)
+    (one,) = first  # four runs at once: one notice
+    assert one.title == "4 runs need you" and one.runs == ("r0", "r1", "r2", "r3")
+    assert one.text == "Goal 0; Goal 1; Goal 2; and 1 more"
+    assert gate.offer([_needs("r5")], 1005.0) == []  # too soon after the last: held
+    assert gate.due(1019.0) == []
+    (late,) = gate.due(1020.0)
+    assert late.run_id == "r5" and late.title == "A run needs you"
+
+    # A finish is quieter: one a minute at most; a failure is not held by finishes.
+    done = Notice(NoticeKind.FINISHED, "f1", "Run finished", "F1")
+    assert gate.offer([done], 1020.0) == [done]
+    assert gate.offer([dataclasses.replace(done, run_id="f2")], 1040.0) == []
+    failed = Notice(NoticeKind.FAILED, "x1", "Run failed", "X1: boom")
+    assert gate.offer([failed], 1040.0) == [failed]
+
+    # While the analyst decides in a dialog, nothing pops up; after, one notice for all.
+    assert gate.offer([_needs("r6"), _needs("r7")], 1100.0, busy=True) == []
+    assert gate.due(1130.0, busy=True) == []
+    kinds = {n.kind: n for n in gate.due(1131.0)}
+    assert kinds[NoticeKind.NEEDS_USER].runs == ("r6", "r7")
+    assert kinds[NoticeKind.FINISHED].runs == ("f2",)  # nothing was lost
+
+
+def test_a_busy_afternoon_gives_a_few_notices_and_loses_no_run() -> None:
+    """Ten live runs for 20 minutes: about 190 changes (what was seen) become a few notices."""
+    gate = notify.NoticeGate()
+    sent: list[Notice] = []
+    told: set[str] = set()
+    now, changes = 0.0, 0
+    while now < 20 * 60:
+        run = f"run-{changes % 10}"
+        kind = NoticeKind.FINISHED if changes % 3 == 0 else NoticeKind.NEEDS_USER
+        sent += gate.offer([Notice(kind, run, "t", f"{run}: x")], now)
+        told.add(run)
+        changes += 1
+        now += 6.3
+        sent += gate.due(now)
+    sent += gate.due(now + 120)
+    assert changes >= 190
+    assert len(sent) <= 20 * 60 / 20 + 20 * 60 / 60 + 2  # at most one per gap and kind
+    assert {r for n in sent for r in n.runs} == told
+
+
+@needs_dbus
+@OFFSCREEN_NO_RAISE
+def test_from_a_notice_to_a_decision_in_two_clicks(
+    qtbot: QtBot,
+    service: Service,
+    open_on: OpenOn,
+    client: Client,
+    start_worker: StartWorker,
+    demo_ws: Path,
+) -> None:
+    """J2: click the notice (1), the approval's dialog is open; click Approve (2): decided."""
+    from PySide6.QtCore import Qt
+    from PySide6.QtTest import QTest
+
+    from desktop_agent.domain import ApprovalState
+
+    window = open_on(service.address)
+    qtbot.waitUntil(lambda: window.poller.polls > 0)
+    other = client.start_run("Something else", model="demo")
+    client.pause(other.id)  # it needs nothing
+    qtbot.waitUntil(lambda: window.runs_model.get(other.id) is not None)
+    window.select_run(other.id)  # the analyst was looking at another run
+    run = client.start_run("Decide me", model="demo", workspace=demo_ws)
+    start_worker()
+    wait_status(qtbot, window, run.id, RunStatus.WAITING)
+    wait_until(lambda: service.calls(), 10, "the desktop notification")
+    call = service.calls()[-1]
+    window.hide()
+
+    service.click(call["id"], "default")  # click 1: the notice itself
+    qtbot.waitUntil(lambda: window.approval_dialog is not None)
+    dialog = window.approval_dialog
+    assert dialog is not None and dialog.approval.run_id == run.id
+    assert window.isVisible() and window.selected is not None
+    assert window.selected.run.id == run.id  # not the run the analyst was looking at
+    qtbot.waitUntil(dialog.approve_button.isEnabled)
+    QTest.mouseClick(dialog.approve_button, Qt.MouseButton.LeftButton)  # click 2
+    wait_until(
+        lambda: all(
+            a.state != ApprovalState.PENDING for a in client.approvals() if a.run_id == run.id
+        ),
+        10,
+        "the approval to be decided",
+    )
+
+
+@needs_dbus
+@OFFSCREEN_NO_RAISE
+def test_a_notice_about_several_runs_opens_the_inbox_showing_only_theirs(
+    qtbot: QtBot,
+    service: Service,
+    open_on: OpenOn,
+    client: Client,
+    start_worker: StartWorker,
+    demo_ws: Path,
+) -> None:
+    window = open_on(service.address)
+    qtbot.waitUntil(lambda: window.poller.polls > 0)
+    ids = [client.start_run(f"Run {n}", model="demo", workspace=demo_ws).id for n in range(3)]
+    start_worker()
+    for run_id in ids:
+        wait_status(qtbot, window, run_id, RunStatus.WAITING)
+    qtbot.waitUntil(lambda: window.approvals_model.rowCount() == 3)
+    group = Notice(NoticeKind.NEEDS_USER, "", "2 runs need you", "Run 0; Run 1", tuple(ids[:2]))
+    assert window.notifier.notify(group) == Channel.DESKTOP
+    call = service.calls()[-1]
+    assert call["summary"] == "2 runs need you" and "review" not in call["actions"]
+
+    service.click(call["id"], "default")
+    qtbot.waitUntil(lambda: window.side.currentWidget() is window.inbox)
+    table = window.inbox.table
+    shown = [r for r in range(3) if not table.isRowHidden(r)]
+    assert {window.approvals_model.approval_at(r).run_id for r in shown} == set(ids[:2])
+    assert window.inbox.filter_bar.isVisible()
+    current = window.inbox.current()
+    assert current is not None and current.run_id in ids[:2]  # Return reviews one of them
+    window.inbox.show_only(None)  # Show all
+    assert not any(table.isRowHidden(r) for r in range(3))

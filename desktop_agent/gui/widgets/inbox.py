@@ -7,7 +7,16 @@ lists them. Return, Enter and a double-click open the selected call.
 
 from __future__ import annotations
 
-from PySide6.QtCore import QEvent, QItemSelection, QModelIndex, QObject, Qt, Signal, Slot
+from PySide6.QtCore import (
+    QEvent,
+    QItemSelection,
+    QItemSelectionModel,
+    QModelIndex,
+    QObject,
+    Qt,
+    Signal,
+    Slot,
+)
 from PySide6.QtGui import QKeyEvent
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -82,13 +91,26 @@ class ApprovalInbox(QWidget):
         buttons.addWidget(QLabel(hint, self), 1)
         for button in (self.review, self.approve, self.reject):
             buttons.addWidget(button)
+        self.only: set[str] | None = None
+        """The runs whose calls are listed (a notice's), None for all."""
+        self.filter_note = QLabel(self)
+        show_all = QPushButton("Show all", self)
+        show_all.clicked.connect(self._on_show_all_clicked)
+        self.filter_bar = QWidget(self)
+        bar = QHBoxLayout(self.filter_bar)
+        bar.setContentsMargins(0, 0, 0, 0)
+        bar.addWidget(self.filter_note, 1)
+        bar.addWidget(show_all)
+        self.filter_bar.hide()
         layout = QVBoxLayout(self)
         layout.setContentsMargins(6, 6, 6, 0)
+        layout.addWidget(self.filter_bar)
         layout.addWidget(self.table, 1)
         layout.addWidget(self.empty, 1)
         layout.addLayout(buttons)
         for signal in (model.rowsInserted, model.rowsRemoved, model.modelReset):
             signal.connect(self._update)
+            signal.connect(self._apply_filter)
         self._update()
 
     def selected(self) -> list[Approval]:
@@ -101,13 +123,43 @@ class ApprovalInbox(QWidget):
         chosen = self.selected()
         return chosen[0] if chosen else None
 
+    def show_only(self, run_ids: set[str] | None) -> None:
+        """List only the calls of ``run_ids`` (a notice's runs); None: every call again."""
+        self.only = run_ids
+        self._apply_filter()
+
+    def _apply_filter(self) -> None:
+        shown = 0
+        selection = self.table.selectionModel()
+        for row in range(self.model.rowCount()):
+            hide = self.only is not None and self.model.approval_at(row).run_id not in self.only
+            self.table.setRowHidden(row, hide)
+            if hide and selection.isRowSelected(row):  # nothing hidden stays chosen
+                selection.select(
+                    self.model.index(row, 0),
+                    QItemSelectionModel.SelectionFlag.Deselect
+                    | QItemSelectionModel.SelectionFlag.Rows,
+                )
+            shown += not hide
+        if self.only is None:
+            self.filter_bar.hide()
+            return
+        runs = len(self.only)
+        self.filter_note.setText(
+            f"Showing the {shown} call(s) of the {runs} run(s) in the notice."
+            if runs > 1
+            else f"Showing the {shown} call(s) of the run in the notice."
+        )
+        self.filter_bar.show()
+
     def take_focus(self) -> None:
-        """Put the keyboard on the table, on the oldest call if none is selected.
+        """Put the keyboard on the table, on the oldest call shown if none is selected.
 
         Return then reviews it at once, as the hint under the table says.
         """
-        if self.model.rowCount() and not self.selected():
-            self.table.selectRow(0)
+        shown = [r for r in range(self.model.rowCount()) if not self.table.isRowHidden(r)]
+        if shown and not self.selected():
+            self.table.selectRow(shown[0])
         self.table.setFocus(Qt.FocusReason.OtherFocusReason)
 
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:
@@ -145,6 +197,10 @@ class ApprovalInbox(QWidget):
         self._update()
         current = self.current()
         self.approval_selected.emit(current.run_id if current else "")
+
+    @Slot()
+    def _on_show_all_clicked(self) -> None:
+        self.show_only(None)
 
     @Slot()
     def _on_review_clicked(self) -> None:
