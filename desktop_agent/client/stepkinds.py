@@ -255,7 +255,12 @@ def _tool_summary(f: StepFacts, c: Context) -> str:
 
 def _approval_summary(f: StepFacts, c: Context) -> str:
     names, decisions = _approval_parts(f)
-    return f"approval for {names}: {decisions or 'waiting for you'}"
+    if decisions:
+        return f"approval for {names}: {decisions}"
+    if f.is_open:
+        return f"approval for {names}: waiting for you"
+    # Closed undecided: the run was cancelled or stopped while it asked.
+    return f"approval for {names}: not decided ({f.error or 'the run ended first'})"
 
 
 def _steer_summary(f: StepFacts, c: Context) -> str:

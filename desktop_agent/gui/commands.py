@@ -291,14 +291,13 @@ class RunCommands(QObject):
     def steer(self, run: Run) -> None:
         """Send the agent a note, read at the next step boundary (or when the run goes on)."""
         when = note_delivery(run)
+        queued = "Note queued; " + (when or "delivered at the agent's next step")
         self._prompt(
             "Steer the agent",
             "Your note is added to the conversation before the agent's next step"
             + (f": {when}." if when else "."),
             "Send note",
-            lambda text: self._send(
-                lambda: self.client.steer(run.id, text), "Note sent" + (f"; {when}" if when else "")
-            ),
+            lambda text: self._send(lambda: self.client.steer(run.id, text), queued),
         )
 
     def answer(self, run: Run) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from PySide6.QtCore import QEvent, Qt, QTimer, QUrl, Slot
@@ -447,8 +447,9 @@ class MainWindow(QMainWindow):
         self.side.setTabIcon(index, resources.badge_icon("inbox", n))
         self.acts["inbox"].setIcon(resources.badge_icon("inbox", n))
         self.acts["inbox"].setText(f"Approvals ({n})" if n else "Approvals")
-        waiting = f" — {n} approval{'s' if n != 1 else ''} waiting" if n else ""
-        self.setWindowTitle(f"desktop-agent{waiting}")
+        # The app's name last: the platform adds it to a title that does not end with it.
+        waiting = f"{n} approval{'s' if n != 1 else ''} waiting — " if n else ""
+        self.setWindowTitle(f"{waiting}desktop-agent")
 
     @Slot(object)
     def _on_poller_steps_loaded(self, batch: StepsBatch) -> None:
@@ -1140,11 +1141,11 @@ class MainWindow(QMainWindow):
         if not self.supervisor.started:
             self.quit_everything()
             return
-        active = sum(1 for r in self.runs_model.rows() if r.run.status.is_active)
+        running = runs_that_stop(self.runs_model.rows())
         more = (
-            f"\n\n{active} unfinished run(s) stop at their next step boundary and continue "
+            f"\n\n{running} running run(s) stop at their next step boundary and continue "
             "when a worker runs again."
-            if active
+            if running
             else ""
         )
         box = MessageDialog(
@@ -1190,6 +1191,14 @@ class MainWindow(QMainWindow):
         for dialog in (self.recovery_dialog, self.approval_dialog, self.crash_dialog):
             if dialog is not None:
                 dialog.close()
+
+
+def runs_that_stop(rows: Iterable[RunRow]) -> int:
+    """Runs a stopped worker interrupts: the running ones.
+
+    Waiting, paused and queued runs are not being worked on: nothing of theirs stops.
+    """
+    return sum(1 for r in rows if r.run.status == RunStatus.RUNNING)
 
 
 def _ignore_failure(_exc: Exception) -> None:

@@ -64,6 +64,6 @@ def test_the_note_dialog_and_the_status_bar_say_the_note_waits_for_the_decision(
     QTest.keyClicks(prompt.text, "mind the dates")
     with qtbot.waitSignal(window.commands.done) as sent:
         QTest.mouseClick(prompt.ok, Qt.MouseButton.LeftButton)
-    assert sent.args == [f"Note sent; {WAITS}"]
+    assert sent.args == [f"Note queued; {WAITS}"]
     (note,) = client.store.pending_commands(run_id)
     assert (note.kind, note.payload) == ("steer", {"text": "mind the dates"})

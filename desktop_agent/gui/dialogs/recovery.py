@@ -136,12 +136,15 @@ class RecoveryDialog(QDialog):
 
     def __init__(self, report: RecoveryReport, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.setWindowTitle("Recovery summary")
         self.setWindowIcon(resources.icon("status-needs-attention"))
         self.report = report
         self.model = RecoveryModel(report, self)
         interrupted = sum(1 for i in report.items if i.interrupted)
         attention = sum(1 for i in report.items if i.run.status == RunStatus.NEEDS_ATTENTION)
+        crashed = bool(report.dead_workers or interrupted)
+        self.setWindowTitle(
+            "After a crash: what was interrupted" if crashed else "Runs that need your decision"
+        )
         parts = []
         if report.dead_workers:
             pids = ", ".join(str(w.pid) for w in report.dead_workers)

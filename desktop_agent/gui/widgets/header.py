@@ -278,6 +278,20 @@ def _ratio(used: float, limit: float | None) -> float | None:
     return None if not limit else used / limit
 
 
+def without_repeat(label: str, message: str) -> str:
+    """``message`` without a leading ``label`` it repeats ("Cancelled — Cancelled; …").
+
+    "Cancelled; partial report: r.md" under "Cancelled" reads "partial report: r.md";
+    a message that is only the label reads as nothing more.
+    """
+    if not message.lower().startswith(label.lower()):
+        return message
+    rest = message[len(label) :]
+    if rest and rest[0].isalnum():  # "Cancelled by you" is not a repeat of "Cancel"
+        return message
+    return rest.lstrip(" ;:,.—-")
+
+
 def fit_value(fm: QFontMetrics, text: str, width: int) -> str:
     """``text`` in ``width``: shortened where words allow, then cut at its end.
 
@@ -482,8 +496,10 @@ class RunHeader(QWidget):
                 self.batch_wait_wanted.emit(run.id)
             elif known[2] is not None:
                 text = "In economy mode: " + batch_wait_words(known[2], time.time())
+        label = theme.status_text(run)
+        text = without_repeat(label, text)
         message = f" — {html.escape(text)}" if text else ""
-        shown = f"<span style='color:{color}; font-weight:bold'>{theme.status_text(run)}</span>"
+        shown = f"<span style='color:{color}; font-weight:bold'>{label}</span>"
         if self.status.text() != shown + message:  # the tick asks every second
             self.status.setText(shown + message)
 
@@ -631,7 +647,10 @@ class RunHeader(QWidget):
 
     def _plan_html(self, row: RunRow) -> str:
         if not row.plan:
-            return "<p style='color:gray'>No plan yet.</p>"
+            ended = row.run.status.is_terminal or row.run.status == RunStatus.STOPPED
+            return "<p style='color:gray'>{}</p>".format(
+                "The agent made no plan." if ended else "No plan yet."
+            )
         done_color = self.palette().color(QPalette.ColorRole.PlaceholderText).name()
         items = []
         for item in row.plan[:12]:
