@@ -60,6 +60,9 @@ def test_no_secure_store_notice_and_session_key(
     qtbot.waitUntil(dialog.notice.isVisible)
     assert dialog.notice.objectName() == "no_secure_store_notice"
     assert "No secure store" in dialog.notice.findChildren(type(dialog.key_result))[0].text()
+    # The page never says both "no secure store" and "stored in the keyring".
+    assert "stored in the OS keyring" not in dialog.key_note.text()
+    assert "session only" in dialog.key_note.text()
     QTest.keyClicks(dialog.key, KEY)
     QTest.mouseClick(dialog.save_key, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: "session only" in dialog.key_result.text())

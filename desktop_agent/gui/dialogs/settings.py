@@ -74,6 +74,19 @@ CLOSE_ACTIONS = [
 ]
 
 
+KEY_NOTE_KEYRING = (
+    "The key is stored in the OS keyring, never in the database, the settings file or "
+    "logs. “Test key” checks its format offline; it does not contact Anthropic (the "
+    "first model call of a run does)."
+)
+KEY_NOTE_SESSION = (
+    "With no OS keyring, a key saved here is kept for this session only, never in the "
+    "database, the settings file or logs. “Test key” checks its format offline; it does "
+    "not contact Anthropic (the first model call of a run does)."
+)
+"""What the key page says of where a key goes (it once said both at once)."""
+
+
 class SettingsDialog(QDialog):
     """Edit the settings stored beside the database, and the API key.
 
@@ -177,13 +190,10 @@ class SettingsDialog(QDialog):
         for b in (self.save_key, self.test_key, self.delete_key):
             buttons.addWidget(b)
         buttons.addStretch(1)
-        note = QLabel(
-            "The key is stored in the OS keyring, never in the database, the settings file or "
-            "logs. “Test key” checks its format offline; it does not contact Anthropic (the "
-            "first model call of a run does).",
-            page,
-        )
+        note = QLabel(KEY_NOTE_KEYRING, page)
         note.setWordWrap(True)
+        self.key_note = note
+        """Where a saved key goes: the keyring, or (with none) this session only."""
         layout = QVBoxLayout(page)
         layout.addWidget(self.key_status)
         layout.addWidget(self.notice)
@@ -336,6 +346,7 @@ class SettingsDialog(QDialog):
         text = status.message.split(";")[0]
         self.key_status.setText(f"Key: {text}" + (f" ({masked})." if masked else "."))
         self.notice.setVisible(not status.secure_store)
+        self.key_note.setText(KEY_NOTE_KEYRING if status.secure_store else KEY_NOTE_SESSION)
         self.delete_key.setEnabled(status.source in ("keyring", "session"))
 
     def _on_key_failed(self, exc: Exception) -> None:
