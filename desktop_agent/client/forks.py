@@ -120,6 +120,71 @@ def fork(
     return client._store.get_run(run.id)
 
 
+@dataclasses.dataclass(frozen=True)
+class ForkOptions:
+    """Where a fork asked for at a step can be made, and how (see :func:`fork_options`).
+
+    Attributes:
+        run_id: the run to fork.
+        asked: the step the analyst chose.
+        at_seq: the step the fork shares up to (``asked``, or the nearest that works).
+        moved: why ``at_seq`` is not ``asked`` ("" when it is).
+        note_problem: why a note cannot follow ``at_seq`` ("" when it can).
+        next_call: the tool call at ``at_seq`` + 1 whose arguments may be edited (its name
+            and arguments), None when editing is not possible there.
+        problem: why no fork can be made near ``asked`` at all ("" when one can).
+    """
+
+    run_id: str
+    asked: int
+    at_seq: int
+    moved: str = ""
+    note_problem: str = ""
+    next_call: tuple[str, JSON] | None = None
+    problem: str = ""
+
+
+def fork_options(client: Client, run_id: str, seq: int) -> ForkOptions:
+    """How the run can be forked from step ``seq``: there, or from the nearest step that can.
+
+    A note can follow a step only where no tool use of the model is left unanswered; the
+    arguments of the next step can be edited only where it is a tool call. When neither
+    works at ``seq`` (a step inside a model turn), the nearest step before it that takes a
+    note is offered ("Fork from step 17, before this model turn"), else the nearest after.
+    """
+    parent = client.run(run_id)
+    journal = client._store.load_steps(parent.id, 1, max(parent.last_seq, seq) + 1)
+    note = fork_point_problem(parent, journal, seq, editing=False)
+    edit = fork_point_problem(parent, journal, seq, editing=True)
+    call = _next_call(journal, seq) if edit is None else None
+    if note is None or edit is None:
+        return ForkOptions(run_id, seq, seq, note_problem=note or "", next_call=call)
+    for candidate, where in (
+        *((s, "before") for s in range(seq - 1, 0, -1)),
+        *((s, "after") for s in range(seq + 1, parent.last_seq + 1)),
+    ):
+        if fork_point_problem(parent, journal, candidate, editing=False) is None:
+            moved = f"Fork from step {candidate}, {where} this model turn: {note}."
+            editable = fork_point_problem(parent, journal, candidate, editing=True) is None
+            return ForkOptions(
+                run_id,
+                seq,
+                candidate,
+                moved=moved,
+                next_call=_next_call(journal, candidate) if editable else None,
+            )
+    return ForkOptions(run_id, seq, seq, problem=f"cannot fork run {parent.id}: {note}")
+
+
+def _next_call(journal: list[Any], at_seq: int) -> tuple[str, JSON] | None:
+    """The tool call recorded at ``at_seq`` + 1 (its name and arguments), if it is one."""
+    step = next((s for s in journal if s.seq == at_seq + 1), None)
+    if step is None or step.kind != StepKind.TOOL_CALL or not isinstance(step.input, dict):
+        return None
+    arguments: JSON = step.input.get("arguments")
+    return step.name, arguments
+
+
 def forks_of(client: Client, run_id: str) -> list[Run]:
     """The runs made from ``run_id`` (forks, and "run again"s: ``forked_at_seq`` 0)."""
     return client._store.forks_of(client.run(run_id).id)

@@ -45,7 +45,7 @@ from desktop_agent.client.views import (
 from desktop_agent.client.workspaces import start_demo_run
 from desktop_agent.config import PALETTES, Settings
 from desktop_agent.crashlog import PreviousCrash
-from desktop_agent.domain import JSON, Approval, Run, RunStatus, StepKind
+from desktop_agent.domain import Approval, Run, RunStatus
 from desktop_agent.gui import notify, resources, theme
 from desktop_agent.gui.actions import APPROVAL_CONTROLS, RUN_CONTROLS, Actions
 from desktop_agent.gui.commands import RunCommands
@@ -58,6 +58,7 @@ from desktop_agent.gui.dialogs.new_run import NewRunDialog, NewRunRequest
 from desktop_agent.gui.dialogs.prompts import MessageDialog
 from desktop_agent.gui.dialogs.recovery import RecoveryDialog
 from desktop_agent.gui.dialogs.settings import SettingsDialog
+from desktop_agent.gui.forking import Forking
 from desktop_agent.gui.keyboard import Keyboard
 from desktop_agent.gui.layout import FILE_NAME as LAYOUT_FILE
 from desktop_agent.gui.layout import WindowLayout
@@ -131,7 +132,6 @@ class MainWindow(QMainWindow):
         self.new_run_dialog: NewRunDialog | None = None
         self.model_list: ModelList | None = None
         """The catalogue as last read from the database (None: not yet; the shipped one)."""
-        self.fork_dialog: ForkDialog | None = None
         self.settings_dialog: SettingsDialog | None = None
         self.recovery_dialog: RecoveryDialog | None = None
         self.crash_dialog: CrashReportDialog | None = None
@@ -153,6 +153,7 @@ class MainWindow(QMainWindow):
         self._built = False
         self._build()
         self._connect()
+        self.forking = Forking(client, self.tasks, self, self.show_error, self._on_fork_made)
         self.keyboard = Keyboard(
             self,
             self.acts,
@@ -732,42 +733,21 @@ class MainWindow(QMainWindow):
             return
         self.fork_from_step(self.selected.run.id, entry.seq)
 
-    def fork_from_step(self, run_id: str, seq: int) -> ForkDialog:
-        """Open the fork dialog for ``run_id`` after step ``seq``."""
-        if self.fork_dialog is not None:
-            self.fork_dialog.close()
-            self.fork_dialog.deleteLater()
-        following = self.client.steps(run_id, seq + 1, limit=1)
-        nxt = following[0] if following and following[0].seq == seq + 1 else None
-        call = None
-        if nxt is not None and nxt.kind == StepKind.TOOL_CALL and isinstance(nxt.input, dict):
-            call = (nxt.name, nxt.input.get("arguments"))
-        dialog = ForkDialog(run_id, seq, call, self)
-        dialog.fork_requested.connect(self._on_fork_dialog_fork_requested)
-        self.fork_dialog = dialog
-        dialog.open()
-        return dialog
+    def fork_from_step(self, run_id: str, seq: int) -> None:
+        """Offer a fork of ``run_id`` from step ``seq`` (or the nearest that can be)."""
+        self.forking.fork_from_step(run_id, seq)
 
-    @Slot(str, int, object, object)
-    def _on_fork_dialog_fork_requested(
-        self, run_id: str, seq: int, note: str | None, args: JSON
-    ) -> None:
-        dialog, client = self.fork_dialog, self.client
+    @property
+    def fork_dialog(self) -> ForkDialog | None:
+        """The fork dialog, once opened."""
+        return self.forking.dialog
 
-        def make() -> Run:
-            return client_forks.fork(client, run_id, seq, note=note, edited_arguments=args)
-
-        def made(run: Run) -> None:
-            if dialog is not None:
-                dialog.close_discarding()
-            self.statusBar().showMessage(f"Forked run {run_id} at step {seq}: {run.id}", 30_000)
-            self.poller.refresh()
-
-        def failed(exc: Exception) -> None:
-            if dialog is not None:
-                dialog.show_error(plain_error(exc))
-
-        self.tasks.submit(make, made, failed)
+    def _on_fork_made(self, run: Run) -> None:
+        """The new fork opens at once: selected, its header saying what it shares."""
+        self.statusBar().showMessage(
+            f"Forked run {run.forked_from} at step {run.forked_at_seq}: {run.id}", 30_000
+        )
+        self._on_commands_run_started(run)
 
     def run_again(self, run: Run) -> NewRunDialog:
         """Open New run filled as ``run`` was started, to change what should change."""

@@ -50,17 +50,22 @@ class ForkDialog(GuardedDialog):
         at_seq: int,
         next_call: tuple[str, JSON] | None = None,
         parent: QWidget | None = None,
+        *,
+        moved: str = "",
+        note_problem: str = "",
     ) -> None:
         super().__init__(parent)
         self.run_id, self.at_seq = run_id, at_seq
-        self.setWindowTitle("Fork from this step")
+        self.setWindowTitle(f"Fork from step {at_seq}" if moved else "Fork from this step")
         shared = f"steps 1–{at_seq}" if at_seq > 1 else "step 1"
         intro = QLabel(
-            f"A new run that shares {shared} of run {run_id} (not done again) and goes on "
+            (f"{moved}\n\n" if moved else "")
+            + f"A new run that shares {shared} of run {run_id} (not done again) and goes on "
             "from there.",
             self,
         )
         intro.setWordWrap(True)
+        self.moved = moved
         self.with_note = QRadioButton("Go on, with a note to the agent (optional):", self)
         self.note = QPlainTextEdit(self)
         self.note.setPlaceholderText("What should the agent do differently from here?")
@@ -77,9 +82,16 @@ class ForkDialog(GuardedDialog):
         group = QButtonGroup(self)
         group.addButton(self.with_note)
         group.addButton(self.with_args)
-        self.with_note.setChecked(True)
         self.with_note.toggled.connect(self._on_with_note_toggled)
-        self._on_with_note_toggled(True)
+        if note_problem and next_call is not None:
+            # Only an edit can follow here: a note would leave the tool call unanswered.
+            self.with_note.setEnabled(False)
+            self.with_note.setText(f"A note cannot follow this step: {note_problem}")
+            self.with_args.setChecked(True)
+            self._on_with_note_toggled(False)
+        else:
+            self.with_note.setChecked(True)
+            self._on_with_note_toggled(True)
         self.error = QLabel(self)
         self.error.setWordWrap(True)
         self.error.setStyleSheet("color: #b00020")

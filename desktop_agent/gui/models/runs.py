@@ -141,6 +141,8 @@ class RunListModel(FlatTableModel[RunRow]):
         super().__init__(parent)
         self._index: dict[str, int] = {}
         self._rendered: dict[str, tuple[RunRow, _Cells]] = {}
+        self._forks: dict[str, int] = {}
+        """Run id → how many listed runs are forks of it (shown after its goal)."""
         self._bold = _bold()
         self._now = time.time()
 
@@ -214,7 +216,11 @@ class RunListModel(FlatTableModel[RunRow]):
             text = theme.status_text(run)
             return f"{text} ({row.pending_approvals})" if row.pending_approvals > 1 else text
         if col == RunColumn.GOAL:
-            return run.title or run.goal.splitlines()[0] if run.goal else run.id
+            goal = run.title or run.goal.splitlines()[0] if run.goal else run.id
+            if run.forked_from and run.forked_at_seq:
+                goal = f"⑂ {goal}"  # a fork: the tooltip and header say of what
+            forks = self._forks.get(run.id, 0)
+            return f"{goal}  · {forks} fork{'s' if forks != 1 else ''}" if forks else goal
         if col == RunColumn.MODEL:
             # The short name; notes such as a retirement date are in the tooltip and header.
             return "Demo (offline)" if run.is_demo else model_label(run.model).split(" (")[0]
@@ -247,6 +253,10 @@ class RunListModel(FlatTableModel[RunRow]):
             lines.append(run.status_message)
         if run.is_demo:
             lines.append("Demo model: offline, costs are simulated.")
+        if run.forked_from and run.forked_at_seq:
+            lines.append(f"⑂ Fork of run {run.forked_from} at step {run.forked_at_seq}")
+        if forks := self._forks.get(run.id, 0):
+            lines.append(f"{forks} fork{'s' if forks != 1 else ''} of this run are listed")
         return "\n".join(lines)
 
     # ------------------------------------------------------------------ updates
@@ -272,6 +282,7 @@ class RunListModel(FlatTableModel[RunRow]):
             self.beginResetModel()
             self._rows = rows
             self._index = {r.run.id: i for i, r in enumerate(self._rows)}
+            self._forks = _fork_counts(self._rows)
             self.endResetModel()
             return
         if full:
@@ -296,6 +307,20 @@ class RunListModel(FlatTableModel[RunRow]):
                 self._rows.append(row)
                 self._index[row.run.id] = start + offset
             self.endInsertRows()
+        if new or full:
+            self._count_forks()
+
+    def _count_forks(self) -> None:
+        """Recount the forks listed of each run; a parent whose count moved is shown anew."""
+        counts = _fork_counts(self._rows)
+        moved = {p for p in set(counts) | set(self._forks) if counts.get(p) != self._forks.get(p)}
+        self._forks = counts
+        for parent in moved:
+            at = self._index.get(parent)
+            if at is not None:
+                self._rendered.pop(parent, None)
+                cell = self.index(at, RunColumn.GOAL)
+                self.dataChanged.emit(cell, cell)
 
     def _remove_missing(self, keep: set[str]) -> None:
         """Remove the rows whose run is not in ``keep``, one signal per contiguous span.
@@ -328,6 +353,16 @@ class RunListModel(FlatTableModel[RunRow]):
                 self.index(len(self._rows) - 1, col),
                 [Qt.ItemDataRole.DisplayRole],
             )
+
+
+def _fork_counts(rows: Iterable[RunRow]) -> dict[str, int]:
+    """How many of ``rows`` are forks (not "run again"s) of each run."""
+    counts: dict[str, int] = {}
+    for row in rows:
+        run = row.run
+        if run.forked_from and run.forked_at_seq:
+            counts[run.forked_from] = counts.get(run.forked_from, 0) + 1
+    return counts
 
 
 class StatusFilter(IntEnum):
