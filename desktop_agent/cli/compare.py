@@ -109,12 +109,17 @@ def _fold(rows: tuple[CompareRow, ...], show_all: bool) -> Iterator[str]:
     yield from flush()
 
 
-def _totals_lines(a: RunTotals, b: RunTotals) -> list[str]:
+def _totals_lines(a: RunTotals, b: RunTotals, shared: RunTotals | None = None) -> list[str]:
     def line(label: str, va: str, vb: str, delta: str) -> str:
         return f"  {label:11} {va:>12} {vb:>12} {delta:>12}"
 
+    head = (
+        [line("", "A (own)", "B (own)", "B − A (own)")]
+        if shared is not None
+        else [line("", "A", "B", "B − A")]
+    )
     return [
-        line("", "A", "B", "B − A"),
+        *head,
         line("steps", f"{a.steps:,}", f"{b.steps:,}", _signed_int(b.steps - a.steps) or "="),
         line(
             "cost",
@@ -152,7 +157,17 @@ def print_comparison(result: Comparison, show_all: bool, out: Out) -> None:
     for line in _fold(result.rows, show_all):
         echo(line, file=out.stream)
     echo(file=out.stream)
-    for line in _totals_lines(result.totals_a, result.totals_b):
+    if result.shared is not None and result.own_a is not None and result.own_b is not None:
+        shared = result.shared
+        echo(
+            f"  shared: steps 1–{shared.steps} of the parent, {format_usd(shared.cost_usd)}, "
+            f"{shared.tokens:,} tokens (counted once, in neither run's own work)",
+            file=out.stream,
+        )
+        lines = _totals_lines(result.own_a, result.own_b, shared)
+    else:
+        lines = _totals_lines(result.totals_a, result.totals_b)
+    for line in lines:
         echo(line, file=out.stream)
     echo(file=out.stream)
     echo(

@@ -171,6 +171,11 @@ class Comparison:
     rows: tuple[CompareRow, ...]
     totals_a: RunTotals
     totals_b: RunTotals
+    shared: RunTotals | None = None
+    """When one run is a fork of the other: the steps 1..N they share, and their cost
+    (then :attr:`own_a` and :attr:`own_b` are each run's work beyond them)."""
+    own_a: RunTotals | None = None
+    own_b: RunTotals | None = None
 
     def count(self, kind: RowKind) -> int:
         """How many rows are of ``kind``."""
@@ -498,7 +503,44 @@ def compare(
                     result_differs=fa.result != fb.result or fa.status != fb.status,
                 )
             )
-    return Comparison(run_a, run_b, tuple(rows), totals(run_a, steps_a), totals(run_b, steps_b))
+    total_a, total_b = totals(run_a, steps_a), totals(run_b, steps_b)
+    shared = _shared(run_a, steps_a, run_b) or _shared(run_b, steps_b, run_a)
+    if shared is None:
+        return Comparison(run_a, run_b, tuple(rows), total_a, total_b)
+    own_a = _own(total_a, shared, run_a, run_b)
+    own_b = _own(total_b, shared, run_b, run_a)
+    return Comparison(run_a, run_b, tuple(rows), total_a, total_b, shared, own_a, own_b)
+
+
+def _shared(parent: Run, steps: Sequence[StepEntry], fork: Run) -> RunTotals | None:
+    """What ``fork`` shares of ``parent`` (its steps 1..N), if it is a fork of it."""
+    n = fork.forked_at_seq or 0
+    if fork.forked_from != parent.id or n <= 0:
+        return None
+    prefix = [s for s in steps if s.seq <= n]
+    return RunTotals(
+        steps=len(prefix),
+        cost_usd=sum(_cost(s) for s in prefix),
+        tokens=sum(_tokens(s) for s in prefix),
+        step_seconds=sum(_seconds(s) for s in prefix),
+        worked_seconds=0.0,
+    )
+
+
+def _own(total: RunTotals, shared: RunTotals, run: Run, other: Run) -> RunTotals:
+    """A run's work beyond the steps it shares with ``other``.
+
+    A fork's own counters never held the shared steps' cost and tokens (they are the
+    parent's); its journal lists the shared steps, so their count and time come off.
+    """
+    fork = run.forked_from == other.id and bool(run.forked_at_seq)
+    return RunTotals(
+        steps=total.steps - shared.steps,
+        cost_usd=total.cost_usd if fork else max(0.0, total.cost_usd - shared.cost_usd),
+        tokens=total.tokens if fork else max(0, total.tokens - shared.tokens),
+        step_seconds=max(0.0, total.step_seconds - shared.step_seconds),
+        worked_seconds=total.worked_seconds,
+    )
 
 
 def _value_text(value: JSON) -> str:

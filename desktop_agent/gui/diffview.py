@@ -11,6 +11,7 @@ from __future__ import annotations
 import difflib
 import html
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -123,22 +124,82 @@ def file_diff_html(disk: DiskFile, proposed: str, palette: QPalette) -> str:
 
 
 def lines_html(lines: list[str], palette: QPalette) -> str:
-    """Unified-diff ``lines`` as HTML: removed and added lines coloured for ``palette``."""
+    """Unified-diff ``lines`` as HTML: removed and added lines coloured for ``palette``.
+
+    A run of removed lines followed by as many added ones is read as the same lines
+    rewritten: each pair shows the words that changed marked inside the line (struck out
+    where removed, underlined where added), so a paragraph edited by one word reads as
+    prose, not as two blocks to compare by eye.
+    """
     added = theme.status_color(RunStatus.COMPLETED, palette).name()
     removed = theme.status_color(RunStatus.FAILED, palette).name()
     head = palette.color(QPalette.ColorRole.Link).name()
+    shown = lines[:DIFF_LINE_LIMIT]
     rows = []
-    for line in lines[:DIFF_LINE_LIMIT]:
-        text = html.escape(line)
+    i = 0
+    while i < len(shown):
+        line = shown[i]
         if line.startswith(("+++", "---", "@@")):
-            rows.append(f"<div style='color:{head}; font-weight:bold'>{text}</div>")
-        elif line.startswith("+"):
-            rows.append(f"<div style='color:{added}'>{text}</div>")
-        elif line.startswith("-"):
-            rows.append(f"<div style='color:{removed}'>{text}</div>")
+            rows.append(f"<div style='color:{head}; font-weight:bold'>{html.escape(line)}</div>")
+            i += 1
+            continue
+        if line.startswith("-"):
+            minus = _run_of(shown, i, "-")
+            plus = _run_of(shown, i + len(minus), "+")
+            if len(plus) == len(minus):
+                for old, new in zip(minus, plus, strict=True):
+                    left, right = word_diff(old[1:], new[1:])
+                    rows.append(f"<div style='color:{removed}'>-{left}</div>")
+                    rows.append(f"<div style='color:{added}'>+{right}</div>")
+                i += len(minus) + len(plus)
+                continue
+            rows += [f"<div style='color:{removed}'>{html.escape(m)}</div>" for m in minus]
+            i += len(minus)
+            continue
+        if line.startswith("+"):
+            rows.append(f"<div style='color:{added}'>{html.escape(line)}</div>")
         else:
-            rows.append(f"<div>{text or '&nbsp;'}</div>")
+            rows.append(f"<div>{html.escape(line) or '&nbsp;'}</div>")
+        i += 1
     if len(lines) > DIFF_LINE_LIMIT:
         rows.append(f"<div><i>… cut after {DIFF_LINE_LIMIT} lines</i></div>")
     body = "".join(rows)
     return f"<div style='font-family: monospace; white-space: pre-wrap'>{body}</div>"
+
+
+def _run_of(lines: list[str], start: int, mark: str) -> list[str]:
+    """The lines from ``start`` on that begin with ``mark`` (not a file header)."""
+    out = []
+    for line in lines[start:]:
+        if not line.startswith(mark) or line.startswith(("+++", "---")):
+            break
+        out.append(line)
+    return out
+
+
+def word_diff(old: str, new: str) -> tuple[str, str]:
+    """``old`` and ``new`` as HTML with the words that differ marked.
+
+    Removed words are struck out in ``old``, added words bold and underlined in ``new``;
+    what the two share is plain. Words keep the spaces that follow them.
+    """
+    a, b = _words(old), _words(new)
+    left: list[str] = []
+    right: list[str] = []
+    matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
+    for op, i1, i2, j1, j2 in matcher.get_opcodes():
+        was, now = html.escape("".join(a[i1:i2])), html.escape("".join(b[j1:j2]))
+        if op == "equal":
+            left.append(was)
+            right.append(now)
+            continue
+        if was:
+            left.append(f"<s>{was}</s>")
+        if now:
+            right.append(f"<b><u>{now}</u></b>")
+    return "".join(left), "".join(right)
+
+
+def _words(text: str) -> list[str]:
+    """``text`` cut into words, each with the spaces after it (joined back, the text)."""
+    return re.findall(r"\S+\s*|\s+", text)

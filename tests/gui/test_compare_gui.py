@@ -81,3 +81,24 @@ def test_compare_is_off_unless_exactly_two_runs_are_selected(
     window.run_list.select_runs([pair.b])
     assert not compare.isEnabled()
     assert window.selected is not None and window.selected.run.id == pair.b
+
+
+def test_a_fork_and_its_parent_show_the_shared_steps_apart(
+    qtbot: QtBot,
+    open_window: OpenWindow,
+    client: Client,
+    make_executor: MakeExecutor,
+    tmp_path: Path,
+) -> None:
+    from tests.compare.test_fork_totals import _fork_pair
+
+    parent, fork, at = _fork_pair(client, make_executor, tmp_path)
+    window = open_window()
+    qtbot.waitUntil(lambda: all(window.runs_model.get(r) for r in (parent, fork)))
+    view = window.open_compare(parent, fork)
+    qtbot.waitUntil(lambda: view.comparison is not None)
+    assert view.total("Shared", "Steps") == str(at)
+    assert view.total("A (own)", "Steps") == str(client.run(parent).last_seq - at)
+    assert view.total("B − A (own)", "Cost") != ""
+    assert view.total("A", "Cost") == ""  # no whole-run row to misread
+    view.close()

@@ -294,6 +294,8 @@ class CompareWindow(QWidget):
         self.runs_label.setTextFormat(Qt.TextFormat.RichText)
         self.runs_label.setWordWrap(True)
         self.totals = QGridLayout()
+        self.total_rows: list[str] = []
+        """The totals' row labels, top to bottom (the first is the header)."""
         self.totals.setHorizontalSpacing(24)
         self.only_differences = QCheckBox("Only differences", self)
         self.only_differences.toggled.connect(self._on_only_differences_toggled)
@@ -342,7 +344,11 @@ class CompareWindow(QWidget):
         self.runs_label.setText(
             _run_line("A", result.run_a) + "<br>" + _run_line("B", result.run_b)
         )
-        self._show_totals(result.totals_a, result.totals_b)
+        if result.shared is not None and result.own_a is not None and result.own_b is not None:
+            # A fork and its parent: the steps they share, then each one's own work.
+            self._show_totals(result.own_a, result.own_b, result.shared)
+        else:
+            self._show_totals(result.totals_a, result.totals_b)
         counts = {k: result.count(k) for k in RowKind}
         self.counts_label.setText(
             f"{counts[RowKind.SAME]} same, {counts[RowKind.CHANGED]} changed, "
@@ -355,16 +361,30 @@ class CompareWindow(QWidget):
             return
         self.runs_label.setText(html.escape(f"Cannot compare the runs: {plain_error(exc)}"))
 
-    def _show_totals(self, a: RunTotals, b: RunTotals) -> None:
+    def _show_totals(self, a: RunTotals, b: RunTotals, shared: RunTotals | None = None) -> None:
         while self.totals.count():
             item = self.totals.takeAt(0)
             widget = item.widget() if item is not None else None
             if widget is not None:
                 widget.deleteLater()
+        own = " (own)" if shared is not None else ""
         rows = [
             ("", "Steps", "Cost", "Tokens", "Step time", "Worked"),
+        ]
+        if shared is not None:
+            rows.append(
+                (
+                    "Shared",
+                    f"{shared.steps:,}",
+                    format_usd(shared.cost_usd),
+                    f"{shared.tokens:,}",
+                    format_duration(shared.step_seconds),
+                    "",
+                )
+            )
+        rows += [
             (
-                "A",
+                "A" + own,
                 f"{a.steps:,}",
                 format_usd(a.cost_usd),
                 f"{a.tokens:,}",
@@ -372,7 +392,7 @@ class CompareWindow(QWidget):
                 format_duration(a.worked_seconds),
             ),
             (
-                "B",
+                "B" + own,
                 f"{b.steps:,}",
                 format_usd(b.cost_usd),
                 f"{b.tokens:,}",
@@ -380,7 +400,7 @@ class CompareWindow(QWidget):
                 format_duration(b.worked_seconds),
             ),
             (
-                "B − A",
+                "B − A" + own,
                 delta_tokens(b.steps - a.steps) or "=",
                 delta_usd(b.cost_usd - a.cost_usd) or "=",
                 delta_tokens(b.tokens - a.tokens) or "=",
@@ -388,6 +408,7 @@ class CompareWindow(QWidget):
                 delta_seconds(b.worked_seconds - a.worked_seconds) or "=",
             ),
         ]
+        self.total_rows = [cells[0] for cells in rows]
         for r, cells in enumerate(rows):
             for c, text in enumerate(cells):
                 label = QLabel(f"<b>{text}</b>" if r == 0 or c == 0 else text, self)
@@ -398,10 +419,15 @@ class CompareWindow(QWidget):
         self.totals.setColumnStretch(len(rows[0]), 1)
 
     def total(self, row: str, column: str) -> str:
-        """The text of a totals cell: ``row`` A, B or ``B − A``; ``column`` e.g. ``Cost``."""
-        rows = ["", "A", "B", "B − A"]
+        """The text of a totals cell: ``row`` as labelled, ``column`` e.g. ``Cost``.
+
+        Rows: ``A``, ``B``, ``B − A``; for a fork and its parent ``Shared``, ``A (own)``,
+        ``B (own)``, ``B − A (own)``.
+        """
         columns = ["", "Steps", "Cost", "Tokens", "Step time", "Worked"]
-        item = self.totals.itemAtPosition(rows.index(row), columns.index(column))
+        if row not in self.total_rows:
+            return ""
+        item = self.totals.itemAtPosition(self.total_rows.index(row), columns.index(column))
         widget = item.widget() if item is not None else None
         return widget.text() if isinstance(widget, QLabel) else ""
 
