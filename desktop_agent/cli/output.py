@@ -82,6 +82,11 @@ def usd(text: str) -> float:
 MAX_TOKENS_BUDGET = 2_000_000_000
 """The largest token budget a run takes (the New run dialog's range)."""
 
+TOOLS_HELP = (
+    "comma-separated tool names; mcp:SERVER for every tool of an MCP server "
+    "(`desktop-agent mcp list`), mcp:SERVER/TOOL for one"
+)
+
 TOKENS_HELP = (
     "token budget: tokens of every kind (input, output, cache) across all the run's model "
     "calls; the run waits for you when it reaches it (`desktop-agent budget RUN "
