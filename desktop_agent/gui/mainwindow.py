@@ -140,6 +140,7 @@ class MainWindow(QMainWindow):
         self.search_window: SearchWindow | None = None
         self.usage_window: UsageWindow | None = None
         self._pending_step: tuple[str, int] | None = None
+        self._pending_marks: list[str] = []
         """A search result to show once its run's steps are loaded: (run, seq)."""
         self.last_error = ""
         self.export_dialog: ExportDialog | None = None
@@ -482,10 +483,14 @@ class MainWindow(QMainWindow):
         return self.search_window
 
     @Slot(str, int)
-    def open_step(self, run_id: str, seq: int) -> None:
-        """Select ``run_id`` with step ``seq`` selected in its timeline (0: the run only)."""
+    def open_step(self, run_id: str, seq: int, marks: object = ()) -> None:
+        """Select ``run_id`` with step ``seq`` selected in its timeline (0: the run only).
+
+        ``marks``: words to mark in the step's details (a search's).
+        """
         self._on_tray_show_requested()
         self._pending_step = (run_id, seq) if seq else None
+        self._pending_marks = [str(m) for m in marks] if isinstance(marks, list | tuple) else []
         if not self.select_run(run_id):  # not listed yet (just brought back): at the next poll
             self._pending_select = run_id
             self.poller.refresh()
@@ -504,6 +509,7 @@ class MainWindow(QMainWindow):
         index = self.steps_model.index(row)
         self.detail.timeline.setCurrentIndex(index)
         self.detail.timeline.scrollTo(index)
+        self.detail.inspector.mark(self._pending_marks)
         self._pending_step = None
 
     @Slot(str, int)

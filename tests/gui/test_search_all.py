@@ -82,3 +82,37 @@ def test_a_result_of_an_archived_run_brings_it_back_and_opens_it(
     assert client.run(reader).goal == "Survey the island wildlife notes"  # back in the db
     qtbot.waitUntil(lambda: window.detail.timeline.currentIndex().isValid())
     search.close()
+
+
+@OFFSCREEN_NO_RAISE
+def test_results_are_grouped_by_run_and_the_opened_step_marks_the_words(
+    qtbot: QtBot,
+    open_window: OpenWindow,
+    client: Client,
+    make_executor: MakeExecutor,
+    workspace: Path,
+) -> None:
+    reader, other = _two_runs(client, make_executor, workspace)
+    window = open_window()
+    search = window.open_search()
+    search.query.setText("quokka")
+    search.search()
+    qtbot.waitUntil(lambda: bool(search.hits))
+    model = search.model
+    by_run = {h.run_id for h in search.hits}
+    assert model.rowCount() == len(by_run)  # one row per run...
+    run_row = model.index(0, 0)
+    assert model.rowCount(run_row) == sum(h.run_id == search.hits[0].run_id for h in search.hits)
+    matches = model.index(0, 2).data()
+    assert matches.endswith("match" if model.rowCount(run_row) == 1 else "matches")
+    assert search.table.isExpanded(run_row)  # ...its matches inside
+    hit = next(h for h in search.hits if h.run_id == reader and h.seq == 2)
+    search.open_hit(hit)
+    qtbot.waitUntil(lambda: window.selected is not None and window.selected.run.id == reader)
+    qtbot.waitUntil(lambda: window.detail.timeline.currentIndex().isValid())
+    details = window.detail.inspector.details
+    qtbot.waitUntil(lambda: bool(details.extraSelections()))
+    marked = [s.cursor.selectedText().lower() for s in details.extraSelections()]
+    assert marked and set(marked) == {"quokka"}
+    assert other not in by_run or model.rowCount() == 2
+    search.close()

@@ -1,11 +1,13 @@
 """Search all history (Ctrl+K): every run's steps, goals and approvals, archived runs too.
 
 One field takes the same query as ``desktop-agent search`` (words, "a phrase", prefix*);
-a period narrows it. Results show the run, the step, what kind it is, and the matching text
-with the match in bold. Opening a result (Return, double-click) selects its run in the main
-window with the step selected in the timeline; a result of an archived run offers to bring
-the run back first. Searching runs on the app's task pool (the first search after many new
-steps indexes them), a moment after typing stops.
+a period narrows it. Results are grouped by run: a row per run (its goal and how many
+matches), its matches inside (the step, what kind it is, the matching text; the selected
+one's snippet below with the match in bold). Arrows walk them; opening one (Return,
+double-click; on a run's row, its first match) selects its run in the main window with the
+step selected in the timeline and the query's words marked in the step's details; a result
+of an archived run offers to bring the run back first. Searching runs on the app's task
+pool (the first search after many new steps indexes them), a moment after typing stops.
 """
 
 from __future__ import annotations
@@ -17,12 +19,13 @@ from typing import Any
 from PySide6.QtCore import QModelIndex, QPersistentModelIndex, Qt, QTimer, Signal, Slot
 from PySide6.QtGui import QCloseEvent, QKeySequence, QShortcut, QStandardItem, QStandardItemModel
 from PySide6.QtWidgets import (
+    QAbstractItemView,
     QComboBox,
     QHBoxLayout,
     QLabel,
     QLineEdit,
     QPushButton,
-    QTableView,
+    QTreeView,
     QVBoxLayout,
     QWidget,
 )
@@ -31,15 +34,33 @@ from desktop_agent.client.api import Client
 from desktop_agent.client.messages import plain_error
 from desktop_agent.client.search import SearchFilters, SearchHit, date_range
 from desktop_agent.gui.keyboard import close_on_escape
-from desktop_agent.gui.tables import list_table
 from desktop_agent.gui.tasks import TaskRunner
 
 PERIODS = (("any time", None), ("today", "today"), ("last 7 days", "last 7 days"),
            ("last 30 days", "last 30 days"))  # fmt: skip
-COLUMNS = ("Run", "Step", "Kind", "Match", "When")
+COLUMNS = ("Run / step", "Kind", "Match", "When")
 HIT_ROLE = Qt.ItemDataRole.UserRole + 1
 DEBOUNCE_MS = 300
 """Quiet time after typing before a search starts."""
+
+
+def _when(at: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(at))
+
+
+def _items(cells: list[str], hit: SearchHit) -> list[QStandardItem]:
+    """A results row: its cells, each holding the hit it opens."""
+    row = [QStandardItem(c) for c in cells]
+    for item in row:
+        item.setEditable(False)
+        item.setData(hit, HIT_ROLE)
+    return row
+
+
+def terms(query: str) -> list[str]:
+    """The words of a query to mark in an opened step (phrases split, prefixes cut at ``*``)."""
+    words = [w.strip('"').rstrip("*") for w in query.split()]
+    return [w for w in words if len(w) >= 2 and w.upper() not in ("AND", "OR", "NOT")]
 
 
 def marked(hit: SearchHit) -> str:
@@ -61,12 +82,13 @@ class SearchWindow(QWidget):
         tasks: the app's task pool.
 
     Signals:
-        open_requested: ``(run_id, seq)`` of the result to open (seq 0: the run itself).
+        open_requested: ``(run_id, seq, words)`` of the result to open (seq 0: the run
+            itself; ``words``: the query's, to mark in the step).
         unarchive_requested: ``(run_id, seq)`` of an archived run's result: bring the run
             back, then open it.
     """
 
-    open_requested = Signal(str, int)
+    open_requested = Signal(str, int, object)
     unarchive_requested = Signal(str, int)
 
     def __init__(self, client: Client, tasks: TaskRunner, parent: QWidget | None = None) -> None:
@@ -89,15 +111,20 @@ class SearchWindow(QWidget):
         self.status = QLabel("Type to search every run's steps, goals and approvals.", self)
         self.model = QStandardItemModel(0, len(COLUMNS), self)
         self.model.setHorizontalHeaderLabels(list(COLUMNS))
-        self.table: QTableView = list_table(self.model, self)
-        self.table.horizontalHeader().setStretchLastSection(False)
-        header = self.table.horizontalHeader()
-        header.setSectionResizeMode(3, header.ResizeMode.Stretch)
+        self.table = QTreeView(self)
+        """The results: a row per run, its matches inside."""
+        self.table.setModel(self.model)
+        self.table.setUniformRowHeights(True)
+        self.table.setAlternatingRowColors(True)
+        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        header = self.table.header()
+        header.setStretchLastSection(False)
+        header.setSectionResizeMode(2, header.ResizeMode.Stretch)
         fm = self.fontMetrics()
-        self.table.setColumnWidth(0, 260)
-        self.table.setColumnWidth(1, fm.horizontalAdvance("#10000") + 20)
-        self.table.setColumnWidth(2, fm.horizontalAdvance("model_call") + 20)
-        self.table.setColumnWidth(4, fm.horizontalAdvance("2026-11-24 00:00") + 24)
+        self.table.setColumnWidth(0, 320)
+        self.table.setColumnWidth(1, fm.horizontalAdvance("model_call") + 20)
+        self.table.setColumnWidth(3, fm.horizontalAdvance("2026-11-24 00:00") + 24)
         self.table.doubleClicked.connect(self._on_table_double_clicked)
         self.table.activated.connect(self._on_table_double_clicked)
         down = QShortcut(QKeySequence(Qt.Key.Key_Down), self.query)
@@ -146,7 +173,7 @@ class SearchWindow(QWidget):
         if not self.model.rowCount():
             return
         if not self.table.currentIndex().isValid():
-            self.table.selectRow(0)
+            self.table.setCurrentIndex(self._first_match())
         self.table.setFocus(Qt.FocusReason.OtherFocusReason)
 
     @Slot()
@@ -189,33 +216,51 @@ class SearchWindow(QWidget):
         self.tasks.submit(lambda: client.search(text, filters, 200), done, failed)
 
     def show_hits(self, hits: list[SearchHit]) -> None:
-        """Fill the table with ``hits``."""
+        """Fill the results with ``hits``, grouped by run (in the order runs first match)."""
         self.hits = list(hits)
-        self.model.setRowCount(0)
+        self.model.removeRows(0, self.model.rowCount())
+        groups: dict[str, list[SearchHit]] = {}
         for hit in hits:
-            goal = hit.goal + (" (archived)" if hit.archived else "")
-            when = time.strftime("%Y-%m-%d %H:%M", time.localtime(hit.at))
-            cells = [goal, f"#{hit.seq}" if hit.seq else "goal", hit.kind, hit.snippet, when]
-            row = [QStandardItem(c) for c in cells]
-            for item in row:
-                item.setEditable(False)
-                item.setData(hit, HIT_ROLE)
-            self.model.appendRow(row)
-        runs = len({h.run_id for h in hits})
+            groups.setdefault(hit.run_id, []).append(hit)
+        for run_hits in groups.values():
+            first = run_hits[0]
+            goal = first.goal + (" (archived)" if first.archived else "")
+            n = len(run_hits)
+            newest = max(h.at for h in run_hits)
+            run_row = _items([goal, "", f"{n} match{'es' if n != 1 else ''}", _when(newest)], first)
+            for item in run_row:
+                font = item.font()
+                font.setBold(True)
+                item.setFont(font)
+            for hit in run_hits:
+                step = f"#{hit.seq}" if hit.seq else "goal"
+                run_row[0].appendRow(_items([step, hit.kind, hit.snippet, _when(hit.at)], hit))
+            self.model.appendRow(run_row)
+        self.table.expandAll()
         self.status.setText(
-            f"{len(hits)} match{'es' if len(hits) != 1 else ''} in {runs} run(s)"
+            f"{len(hits)} match{'es' if len(hits) != 1 else ''} in {len(groups)} run(s)"
             if hits
             else "No matches: try fewer words, a prefix like report*, or any time."
         )
         if hits:
-            self.table.selectRow(0)
+            self.table.setCurrentIndex(self._first_match())
+
+    def _first_match(self) -> QModelIndex:
+        """The first match of the first run (its row inside the run's)."""
+        run = self.model.index(0, 0)
+        return self.model.index(0, 0, run) if self.model.rowCount(run) else run
+
+    def current_hit(self) -> SearchHit | None:
+        """The result the keyboard is on (a run's row: its first match)."""
+        return self._hit_at(self.table.currentIndex())
 
     # ------------------------------------------------------------------ opening
 
     def _hit_at(self, index: QModelIndex | QPersistentModelIndex) -> SearchHit | None:
         if not index.isValid():
             return None
-        hit: Any = self.model.item(index.row(), 0).data(HIT_ROLE)
+        item = self.model.itemFromIndex(self.model.index(index.row(), 0, index.parent()))
+        hit: Any = item.data(HIT_ROLE) if item is not None else None
         return hit if isinstance(hit, SearchHit) else None
 
     @Slot(QModelIndex, QModelIndex)
@@ -243,4 +288,4 @@ class SearchWindow(QWidget):
         if hit.archived:
             self.unarchive_requested.emit(hit.run_id, hit.seq)
         else:
-            self.open_requested.emit(hit.run_id, hit.seq)
+            self.open_requested.emit(hit.run_id, hit.seq, terms(self.query.text()))

@@ -10,7 +10,7 @@ from typing import Any
 
 from PySide6.QtCore import Slot
 from PySide6.QtGui import QFontDatabase, QPalette
-from PySide6.QtWidgets import QPlainTextEdit, QTabWidget, QTextBrowser, QWidget
+from PySide6.QtWidgets import QPlainTextEdit, QTabWidget, QTextBrowser, QTextEdit, QWidget
 
 from desktop_agent.client.shapes import step_json
 from desktop_agent.client.stepkinds import Section, Shape, describe, facts_of, sections
@@ -167,10 +167,35 @@ class StepInspector(QTabWidget):
         self._step = step
         said = thought(entry) if thought is not None and entry.kind == StepKind.TOOL_CALL else ""
         self.details.setHtml(step_html(step, said, self.palette()))
+        self.details.setExtraSelections([])  # marks belong to the text they were made on
         bar.setValue(keep)
         self._raw_stale = True
         if self.currentWidget() is self.raw:
             self._fill_raw()
+
+    def mark(self, words: list[str]) -> int:
+        """Highlight every occurrence of ``words`` in the details (case aside).
+
+        Shows the first one. Returns how many were marked (a search's words, in the step it
+        opened).
+        """
+        doc = self.details.document()
+        color = self.palette().color(QPalette.ColorRole.Highlight)
+        color.setAlpha(90)
+        marks: list[QTextEdit.ExtraSelection] = []
+        for word in words:
+            cursor = doc.find(word, 0)
+            while not cursor.isNull():
+                found = QTextEdit.ExtraSelection()
+                found.cursor = cursor
+                found.format.setBackground(color)
+                marks.append(found)
+                cursor = doc.find(word, cursor)
+        self.details.setExtraSelections(marks)
+        if marks:
+            self.details.setTextCursor(marks[0].cursor)
+            self.details.ensureCursorVisible()
+        return len(marks)
 
     @Slot(int)
     def _on_self_current_changed(self, _index: int) -> None:
