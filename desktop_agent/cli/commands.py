@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from desktop_agent.cli import annotations as cli_annotations
 from desktop_agent.cli import compare as cli_compare
 from desktop_agent.cli import config as cli_config
 from desktop_agent.cli import desktop_entry
@@ -49,7 +50,6 @@ from desktop_agent.cli.output import (
     next_step_hint,
     open_client,
     status_label,
-    step_line,
     token_budget,
     usd,
     waits_in_batch,
@@ -149,6 +149,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="which workers may run it: any, host:NAME or pool:NAME "
         "(default: on PostgreSQL this machine, unless the workspace is a shared path)",
     )
+    p.add_argument(
+        "--tag", action="append", default=[], metavar="TAG", help="tag the run (repeatable)"
+    )
     p.add_argument("--detach", action="store_true", help="print the run id and return")
     p.add_argument("--yes", action="store_true", help="approve this run's requests as they come")
     cli_forecast.add_estimate_option(p)
@@ -159,6 +162,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", help="another model")
     p.add_argument("--max-cost", type=usd, metavar="USD", help="another cost limit")
     p.add_argument("--max-tokens", type=token_budget, metavar="N", help="another " + TOKENS_HELP)
+    p.add_argument(
+        "--tag", action="append", default=None, metavar="TAG", help="other tags (default: its own)"
+    )
     cli_models.add_run_options(p)
 
     p = add("worker", "execute runs (leases, recovery, wake-ups)")
@@ -188,6 +194,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("runs", "list runs")
     p.add_argument("--status", action="append", choices=[s.value for s in RunStatus])
     p.add_argument("--search")
+    p.add_argument(
+        "--tag", action="append", default=[], metavar="TAG", help="only runs with this tag (all)"
+    )
     p.add_argument("--limit", type=_limit, default=50, help=f"at most {MAX_LIST} (default 50)")
 
     p = add("show", "a run's status and journal")
@@ -243,6 +252,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_inbox.add_parsers(add)
     cli_export.add_parsers(add)
     cli_forks.add_parsers(add)
+    cli_annotations.add_parsers(add)
     cli_serve.add_parsers(add)
     desktop_entry.add_parser(add)
     add("gui", "start the desktop app")
@@ -297,6 +307,7 @@ def cmd_run(args: argparse.Namespace, out: Out) -> int:
         tools=tools,
         approval_overrides={t: "ask" for t in args.ask},
         placement=args.placement,
+        tags=args.tag,
         **cli_models.run_options(args),
     )
     cli_models.say_notice(client)
@@ -354,36 +365,43 @@ def cmd_runs(args: argparse.Namespace, out: Out) -> int:
     client = _client(args)
     _warn_storage(client)
     statuses = [RunStatus(s) for s in args.status] if args.status else None
-    runs = client.runs(statuses, search=args.search, limit=args.limit)
+    runs = client.runs(statuses, search=args.search, limit=args.limit, tags=args.tag)
     if out.as_json:
         out.emit("", [run_json(r) for r in runs])
         return EXIT_OK
     if not runs:
-        echo(_no_runs_message(args.search, statuses))
+        echo(_no_runs_message(args.search, statuses, args.tag))
         return EXIT_OK
-    echo(f"{'ID':<10}  {'STATUS':<22} {'STEPS':>5} {'COST':>9}  {'MODEL':<18} GOAL")
+    echo(f"{'ID':<10}  {'STATUS':<22} {'STEPS':>5} {'COST':>9}  {'MODEL':<18} {'TAGS':<16} GOAL")
     for r in runs:
         echo(
             f"{r.id:<10}  {status_label(r):<22} {r.last_seq:>5} {format_usd(r.cost_usd):>9}  "
-            f"{clip('demo (offline)' if r.is_demo else r.model, 18):<18} {clip(r.goal, 50)}"
+            f"{clip('demo (offline)' if r.is_demo else r.model, 18):<18} "
+            f"{clip(','.join(r.tags) or '-', 16):<16} {clip(r.goal, 50)}"
         )
     return EXIT_OK
 
 
-def _no_runs_message(search: str | None, statuses: Sequence[RunStatus] | None) -> str:
+def _no_runs_message(
+    search: str | None, statuses: Sequence[RunStatus] | None, tags: Sequence[str] = ()
+) -> str:
     """What an empty run list means: nothing matched the filters, or no run exists."""
-    if search is None and not statuses:
+    if search is None and not statuses and not tags:
         return "no runs yet: `desktop-agent run GOAL --model demo` starts one"
     what = []
     if statuses:
         what.append("with status " + " or ".join(str(s) for s in statuses))
     if search is not None:
         what.append(f"matching the search {search!r}")
+    if tags:
+        what.append("tagged " + " and ".join(t.lower() for t in tags))
     return f"no run {' and '.join(what)}"
 
 
 def cmd_show(args: argparse.Namespace, out: Out) -> int:
     """Show a run and its journal."""
+    from desktop_agent.cli.annotations import print_steps
+    from desktop_agent.client.annotations import note_json, step_notes
     from desktop_agent.client.economy import batch_wait
     from desktop_agent.client.forecast import forecast_json, kept_words, run_forecast
     from desktop_agent.client.shapes import batch_wait_json, event_json, run_json, step_json
@@ -397,6 +415,7 @@ def cmd_show(args: argparse.Namespace, out: Out) -> int:
         return _show_archived(client, args.run, out)
     steps = client.steps(run.id)
     events = client.events(run.id)
+    notes = step_notes(client, run.id)
     kept = run_forecast(client, run.id)
     in_batch = waits_in_batch(run)
     wait = batch_wait(client, run.id) if in_batch else None
@@ -411,6 +430,7 @@ def cmd_show(args: argparse.Namespace, out: Out) -> int:
                 "forecast": forecast_json(kept) if kept else None,
                 "journal": [step_json(s) for s in steps],
                 "events": [event_json(e) for e in events],
+                "notes": [note_json(n) for n in notes],
             },
         )
         return EXIT_OK
@@ -421,6 +441,8 @@ def cmd_show(args: argparse.Namespace, out: Out) -> int:
     settings = run_settings_words(run)
     echo(f"  model:     {model_label(run.model)}" + (f" · {settings}" if settings else ""))
     echo(f"  workspace: {run.workspace}")
+    if run.tags:
+        echo(f"  tags:      {', '.join(run.tags)}")
     if run.placement != "any":
         echo(f"  placement: {run.placement} (only {describe(run.placement)} run it)")
     if run.status_message:
@@ -449,10 +471,7 @@ def cmd_show(args: argparse.Namespace, out: Out) -> int:
     for event in events:
         echo(event_line(event))
     print()
-    for step in steps:
-        echo(step_line(step))
-        if args.full:
-            echo(json_line(step_json(step), indent=2))
+    print_steps(steps, notes, full=args.full)
     return EXIT_OK
 
 
@@ -479,6 +498,7 @@ def cmd_rerun(args: argparse.Namespace, out: Out) -> int:
         effort=changed.get("effort"),
         thinking_budget=changed.get("thinking_budget"),
         economy=changed.get("economy"),
+        tags=args.tag,
     )
     cli_models.say_notice(client)
     queued(out, run.id, run_json(run), worker_for_new_runs(client))
@@ -823,6 +843,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, Out], int]] = {
     **cli_inbox.COMMANDS,
     **cli_export.COMMANDS,
     **cli_forks.COMMANDS,
+    **cli_annotations.COMMANDS,
     **cli_serve.COMMANDS,
 }
 

@@ -142,6 +142,9 @@ def _run_options(p: argparse.ArgumentParser, *, economy_default: bool = False) -
     p.add_argument("--tools", help="comma-separated tool names")
     p.add_argument("--ask", action="append", default=[], metavar="TOOL")
     add_run_options(p, economy_default=economy_default)
+    p.add_argument(
+        "--tag", action="append", default=[], metavar="TAG", help="tag every run it starts"
+    )
     p.add_argument("--no-worker", action="store_true", help="do not start a worker")
 
 
@@ -163,6 +166,7 @@ def _options(args: argparse.Namespace, *, economy: bool = False) -> RunOptions:
         max_tokens_budget=args.max_tokens,
         tools=tools,
         approval_overrides={t: "ask" for t in args.ask},
+        tags=tuple(args.tag),
     )
 
 

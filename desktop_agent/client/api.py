@@ -8,7 +8,7 @@ import shutil
 import time
 import uuid
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypedDict, Unpack
 
@@ -37,6 +37,7 @@ from desktop_agent.domain import (
 )
 from desktop_agent.domain.errors import InvalidInputError, InvalidStateError, NotFoundError
 from desktop_agent.domain.placement import ANY, parse_placement
+from desktop_agent.domain.tags import normalize_tags
 from desktop_agent.domain.text import check_json_text, check_text
 from desktop_agent.engine.edits import edit_problem
 from desktop_agent.engine.ports import MONTHLY_CAP, CancelToken, SystemClock, ToolContext
@@ -47,6 +48,7 @@ from desktop_agent.persistence.decisions import Decision, DecisionQueries
 from desktop_agent.persistence.identity import vanish_notice
 from desktop_agent.persistence.search import SearchFilters, SearchHit, fts_query
 from desktop_agent.persistence.store import SqlStore
+from desktop_agent.persistence.tagging import with_tags
 from desktop_agent.secrets import KeyStore, database_password
 from desktop_agent.tools.mcp import CATALOGUE_FILE as MCP_CATALOGUE
 from desktop_agent.tools.mcp import listed_tools
@@ -207,11 +209,12 @@ class Client:
         effort: str | None = None,
         thinking_budget: int | None = None,
         economy: bool | None = None,
+        tags: Sequence[str] | None = None,
     ) -> Run:
         """A new run started as ``run_id`` was, some of its options changed.
 
         ``goal``, ``model``, ``max_cost_usd``, ``max_tokens_budget`` (the token budget),
-        ``effort``, ``thinking_budget``, ``economy``: None keeps the original's. The same
+        ``effort``, ``thinking_budget``, ``economy``, ``tags``: None keeps the original's. The same
         tools, approval overrides, budgets, workspace and placement; the new run records
         the original (``forked_from``, at step 0), which lists it among its forks.
         """
@@ -240,6 +243,7 @@ class Client:
             ),
             count_waiting_time=b.count_waiting_time,
             use_defaults=False,
+            tags=old.tags if tags is None else tags,
         )
 
     def models(self, *, refresh: bool = False, include_retired: bool = False) -> ModelList:
@@ -291,17 +295,20 @@ class Client:
         workspace: str | Path | None = None,
         placement: str | None = None,
         forked_from: str | None = None,
+        tags: Sequence[str] = (),
         **options: Unpack[RunSpecOptions],
     ) -> Run:
         """Queue a new run in ``workspace`` (None: a fresh folder); a worker picks it up.
 
         ``options`` are :meth:`prepare_run`'s (see :class:`RunSpecOptions`); ``placement``
         says which workers may run it (see :meth:`default_placement` when None);
-        ``forked_from``: the run this one runs again (it shares none of its steps).
+        ``forked_from``: the run this one runs again (it shares none of its steps);
+        ``tags``: the analyst's tags (see :mod:`desktop_agent.domain.tags`).
         """
         goal = check_text(goal, "the goal").strip()
         if not goal:
             raise InvalidInputError("the goal is empty: say what the agent should do")
+        checked_tags = normalize_tags(tags)
         where = parse_placement(placement) if placement is not None else None
         spec, budget = self.prepare_run(**options)
         run_id = new_run_id()
@@ -322,10 +329,11 @@ class Client:
             placement=where,
             forked_from=forked_from,
             forked_at_seq=0 if forked_from else None,
+            tags=checked_tags,
         )
         self._store.create_run(run)
         record_start_forecast(self, run)  # kept with the run; a failure is only logged
-        return self._store.get_run(run_id)
+        return replace(self._store.get_run(run_id), tags=checked_tags)
 
     def prepare_run(self, **options: Unpack[RunSpecOptions]) -> tuple[AgentSpec, Budget]:
         """Validate run options into a definition and a budget (for a run or a template)."""
@@ -410,14 +418,17 @@ class Client:
         statuses: Iterable[RunStatus] | None = None,
         search: str | None = None,
         limit: int = 500,
+        tags: Sequence[str] = (),
     ) -> list[Run]:
-        """Runs, newest first."""
-        return self._store.list_runs(statuses, limit=limit, search=search)
+        """Runs, newest first, with their tags; ``tags``: only runs carrying all of them."""
+        wanted = normalize_tags(tags)
+        found = self._store.list_runs(statuses, limit=limit, search=search, tags=wanted)
+        return with_tags(self._db, found)
 
     def run(self, run_id: str) -> Run:
         """A run by id or unique prefix; an archived or imported run is refused as read-only."""
         try:
-            return self._store.find_run(run_id)
+            return with_tags(self._db, [self._store.find_run(run_id)])[0]
         except NotFoundError:
             from desktop_agent.persistence.imports import archived_id
 

@@ -30,20 +30,22 @@ import tempfile
 import time
 import unicodedata
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from desktop_agent import __version__
 from desktop_agent.client import stepkinds
+from desktop_agent.client.annotations import notes_by_step
 from desktop_agent.client.api import Client
 from desktop_agent.client.timeaxis import LANES, Lane, SpanState, TimeAxis
 from desktop_agent.client.views import StepEntry, plan_from_output, step_summary, timeline_entries
 from desktop_agent.domain import Approval, Run, StepKind, StepStatus
 from desktop_agent.domain.errors import InvalidInputError
+from desktop_agent.domain.tags import StepNote
 from desktop_agent.domain.units import format_duration, format_usd
-from desktop_agent.persistence import imports
+from desktop_agent.persistence import imports, tagging
 from desktop_agent.persistence.archive import ARCHIVE_FORMAT
 from desktop_agent.persistence.redaction import REDACTED, redact
 
@@ -109,6 +111,8 @@ class RunDocument:
     approvals: Sequence[Approval] = ()
     written: Sequence[str] = ()
     """Workspace files (relative paths) the run wrote that are still there."""
+    notes: Mapping[int, Sequence[StepNote]] = field(default_factory=dict)
+    """The analyst's notes, by the step they are about."""
 
 
 def written_files(run: Run, steps: Sequence[StepEntry]) -> list[str]:
@@ -164,7 +168,8 @@ def read_document(client: Client, run_id: str) -> RunDocument:
             report = text[:REPORT_CHARS]
             break
     decided = client._store.list_approvals(None, run_id=run.id)
-    return RunDocument(run, steps, plan, report, decided, written_files(run, steps))
+    notes = notes_by_step(tagging.notes_of(client._db, run.id))
+    return RunDocument(run, steps, plan, report, decided, written_files(run, steps), notes)
 
 
 def _facts(run: Run) -> list[tuple[str, str]]:
@@ -183,6 +188,7 @@ def _facts(run: Run) -> list[tuple[str, str]]:
         ("Worked", format_duration(run.active_seconds)),
         ("Steps", str(run.last_seq)),
         ("Run id", run.id),
+        *([("Tags", ", ".join(run.tags))] if run.tags else []),
     ]
 
 
@@ -261,6 +267,8 @@ def to_markdown(doc: RunDocument) -> str:
             f"| {e.seq} | {_label(e.kind)} {_cell(e.name)} | {what} | {e.status.value} | "
             f"{_duration(e)} | {_tokens(e)} | {format_usd(e.cost_usd) if e.cost_usd else ''} |"
         )
+        for note in doc.notes.get(e.seq, ()):
+            lines.append(f"| | ✎ note | {_cell(note.text)} | | | | |")
     if doc.approvals:
         lines += ["", "## Approvals", "", "| step | tool | decision | why | note | arguments |"]
         lines += ["|---|---|---|---|---|---|"]
@@ -363,6 +371,7 @@ td, pre { overflow-wrap: anywhere; }
 details > summary { cursor: pointer; } details h4 { margin: .5em 0 .2em; font-size: .9em; }
 .goal { font-size: 1.1em; color: #444; } .legend span { margin-right: 1.2em; }
 .legend i { display: inline-block; width: .9em; height: .9em; margin-right: .3em; }
+tr.note td { border-top: none; background: #fff8dc; font-style: italic; }
 """
 
 
@@ -385,6 +394,15 @@ def _step_row(s: StepEntry) -> str:
     )
 
 
+def _note_rows(notes: Sequence[StepNote]) -> str:
+    """The analyst's notes on a step, each a row under it."""
+    e = html.escape
+    return "".join(
+        f"<tr class='note'><td></td><td>✎ note</td><td colspan='6'>{e(_safe(n.text))}</td></tr>"
+        for n in notes
+    )
+
+
 def to_html(doc: RunDocument) -> str:
     """The run as one self-contained HTML page."""
     run = doc.run
@@ -403,7 +421,7 @@ def to_html(doc: RunDocument) -> str:
         f"{e(_label(k))}</span>"
         for k in kinds
     )
-    rows = "".join(_step_row(s) for s in doc.steps)
+    rows = "".join(_step_row(s) + _note_rows(doc.notes.get(s.seq, ())) for s in doc.steps)
     approvals = ""
     if doc.approvals:
         cells = "".join(

@@ -28,6 +28,7 @@ from desktop_agent.domain.scheduling import (
     Schedule,
     StuckRun,
 )
+from desktop_agent.domain.tags import normalize_tags
 from desktop_agent.domain.text import check_text
 from desktop_agent.persistence.archive import (
     ArchivedRun,
@@ -65,6 +66,7 @@ class RunOptions:
         effort: ``low`` … ``max``, or "" for the model's documented default.
         thinking_budget: thinking on (above 0) or off (0).
         economy: each model turn goes to a Message Batch (half price, slower).
+        tags: the tags of every run started (see :mod:`desktop_agent.domain.tags`).
     """
 
     model: str | None = None
@@ -78,6 +80,7 @@ class RunOptions:
     effort: str = ""
     thinking_budget: int = 0
     economy: bool = False
+    tags: Sequence[str] = ()
 
 
 def _forecast(sched: Scheduling, spec: AgentSpec) -> JSON:
@@ -177,7 +180,12 @@ class Scheduling:
         if opts.workspace is not None:
             workspace = str(prepare_workspace(opts.workspace))
         return RunTemplate(
-            goal=goal, spec=spec, budget=budget, workspace=workspace, forecast=_forecast(self, spec)
+            goal=goal,
+            spec=spec,
+            budget=budget,
+            workspace=workspace,
+            forecast=_forecast(self, spec),
+            tags=normalize_tags(opts.tags),
         )
 
     # ------------------------------------------------------------------ schedules
@@ -271,6 +279,7 @@ class Scheduling:
             max_time_s=budget.max_time_s,
             max_tokens_budget=budget.max_tokens,
             use_defaults=False,
+            tags=template.tags,
         )
 
     def pause_schedule(self, schedule_id: str) -> Schedule:

@@ -51,6 +51,7 @@ def run_json(run: Run) -> dict[str, Any]:
         "placement": run.placement,
         "forked_from": run.forked_from,
         "forked_at_seq": run.forked_at_seq,
+        "tags": list(run.tags),
     }
 
 

@@ -30,7 +30,7 @@ from desktop_agent.domain import (
 from desktop_agent.domain.catalogue import BETWEEN_TOOLS_EFFORTS, EFFORT_LEVELS, ModelEntry
 from desktop_agent.engine.builtin_tools import CONTROL_TOOLS
 from desktop_agent.llm.pricing import MODELS, model_info
-from desktop_agent.persistence import readmodels
+from desktop_agent.persistence import readmodels, tagging
 from desktop_agent.tools.registry import default_tools
 
 _KINDS = {k.value: k for k in StepKind}
@@ -412,7 +412,8 @@ class RunsTracker:
             return RunsDelta(token, rows, full, approvals)
 
     def _runs_since(self, since: float) -> list[Run]:
-        return readmodels.runs_since(self.client._store.db, since, self.limit)
+        db = self.client._store.db
+        return tagging.with_tags(db, readmodels.runs_since(db, since, self.limit))
 
     def _plans_of(self, runs: Sequence[Run]) -> dict[str, tuple[PlanItem, ...]]:
         """The newest plan of each run, reading only steps added since the last look."""

@@ -267,6 +267,10 @@ class Run:
     """The run this one was forked from or is a "run again" of (None: neither)."""
     forked_at_seq: int | None = None
     """The fork shares the parent's steps 1..this (0: a "run again", sharing none)."""
+    tags: tuple[str, ...] = ()
+    """The analyst's tags, lowercase and sorted (table ``run_tags``). Filled by the
+    client's reads (``Client.run``, ``Client.runs``, the run list); the engine's reads of
+    the run leave it empty: tags are not part of the journal."""
 
     @property
     def model(self) -> str:

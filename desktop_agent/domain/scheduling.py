@@ -65,6 +65,7 @@ class RunTemplate:
         workspace: folder every run works in, or None for a fresh folder per run.
         forecast: the forecast of one run made when the template was (its JSON, see
             ``client/forecast.py``): kept with each run the template starts (None: none).
+        tags: the tags each run it starts carries.
     """
 
     goal: str
@@ -72,6 +73,7 @@ class RunTemplate:
     budget: Budget = field(default_factory=Budget)
     workspace: str | None = None
     forecast: JSON = None
+    tags: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, JSON]:
         """Plain dict for storage."""
@@ -81,6 +83,7 @@ class RunTemplate:
             "budget": self.budget.to_json(),
             "workspace": self.workspace,
             **({"forecast": self.forecast} if self.forecast is not None else {}),
+            **({"tags": list(self.tags)} if self.tags else {}),
         }
 
     @classmethod
@@ -92,6 +95,7 @@ class RunTemplate:
             budget=Budget.from_json(data.get("budget")),
             workspace=data.get("workspace"),
             forecast=data.get("forecast"),
+            tags=tuple(str(t) for t in data.get("tags") or ()),
         )
 
     def render_goal(self, *, item: str = "", name: str = "", path: str = "") -> str:
@@ -123,6 +127,7 @@ class RunTemplate:
             definition_hash=self.spec.definition_hash,
             parent_id=parent_id,
             schedule_id=schedule_id,
+            tags=self.tags,
         )
 
 

@@ -68,6 +68,8 @@ from desktop_agent.gui.models.steps import StepTimelineModel
 from desktop_agent.gui.notifier import Notifier
 from desktop_agent.gui.palette import PaletteChooser
 from desktop_agent.gui.poller import LivePoller, StepsBatch
+from desktop_agent.gui.run_tags import RunTagging
+from desktop_agent.gui.step_notes import StepNoting
 from desktop_agent.gui.supervisor import WorkerSupervisor
 from desktop_agent.gui.tasks import TaskRunner
 from desktop_agent.gui.tray import TrayController
@@ -273,6 +275,8 @@ class MainWindow(QMainWindow):
         a["fork_step"].triggered.connect(self._on_fork_step_triggered)
         self.detail.timeline.setContextMenuPolicy(Qt.ContextMenuPolicy.ActionsContextMenu)
         self.detail.timeline.addAction(a["fork_step"])
+        self.noting = StepNoting(self, lambda _note: self.poller.refresh())
+        self.tagging = RunTagging(self, lambda _change: self.poller.refresh())
         self.detail.header.run_link_activated.connect(self.select_run)
         a["show"].triggered.connect(self._on_tray_show_requested)
         a["close"].triggered.connect(self.close)

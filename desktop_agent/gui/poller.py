@@ -14,9 +14,11 @@ from typing import Protocol
 
 from PySide6.QtCore import QObject, QTimer, Signal, Slot
 
+from desktop_agent.client.annotations import step_notes
 from desktop_agent.client.api import Client
 from desktop_agent.client.views import RunsDelta, RunsTracker, StepEntry, timeline_entries
 from desktop_agent.domain import RunEvent
+from desktop_agent.domain.tags import StepNote
 from desktop_agent.gui.tasks import TaskRunner
 
 log = logging.getLogger(__name__)
@@ -32,6 +34,7 @@ class StepsBatch:
         from_seq: first step read.
         entries: steps ``from_seq`` onwards.
         events: every event of the run (what happened outside its journal).
+        notes: every note the analyst wrote on the run's steps.
     """
 
     run_id: str
@@ -39,6 +42,7 @@ class StepsBatch:
     from_seq: int
     entries: tuple[StepEntry, ...]
     events: tuple[RunEvent, ...] = ()
+    notes: tuple[StepNote, ...] = ()
 
 
 class PollSource(Protocol):
@@ -179,7 +183,8 @@ class LivePoller(QObject):
             if run_id is not None and (steps_due or touched):
                 entries = tuple(timeline_entries(client, run_id, from_seq))
                 events = tuple(client.events(run_id))
-                batch = StepsBatch(run_id, generation, from_seq, entries, events)
+                notes = tuple(step_notes(client, run_id))  # a note moves the run: touched
+                batch = StepsBatch(run_id, generation, from_seq, entries, events, notes)
             extras = tuple((source, read()) for source, read in reads)
             return _PollResult(delta, batch, extras)
 

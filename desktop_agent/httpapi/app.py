@@ -207,10 +207,13 @@ class Api:
         goal = text(body, "goal")
         workspace, placement = optional_text(body, "workspace"), optional_text(body, "placement")
         options = run_options(body)
+        tags = body.get("tags") or []
+        if not (isinstance(tags, list) and all(isinstance(t, str) for t in tags)):
+            raise InvalidInputError("'tags' must be a list of tags")
 
         def start() -> tuple[Any, str]:
             c = self.client()
-            run = c.start_run(goal, workspace=workspace, placement=placement, **options)
+            run = c.start_run(goal, workspace=workspace, placement=placement, tags=tags, **options)
             return run, model_notice(c)
 
         run, notice = await self.call(start)
@@ -233,7 +236,10 @@ class Api:
         statuses = [RunStatus(s) for s in q.getlist("status")] if "status" in q else None
         limit = query_int(q, "limit", 100, 1, 1000)
         search = q.get("search")
-        runs = await self.call(lambda: self.client().runs(statuses, search=search, limit=limit))
+        tags = q.getlist("tag")
+        runs = await self.call(
+            lambda: self.client().runs(statuses, search=search, limit=limit, tags=tags)
+        )
         return JSONResponse([run_json(r) for r in runs])
 
     async def get_run(self, request: Request) -> Response:

@@ -57,6 +57,14 @@ DESCRIPTION: dict[str, Any] = {
                     "max_steps": {"type": "integer", "minimum": 0, "maximum": _MAX_INT},
                     "max_time": {"type": "string", "description": "e.g. 30m, 2h"},
                     "placement": {"type": "string", "description": "any, host:NAME, pool:NAME"},
+                    "tags": {
+                        "type": "array",
+                        "items": {
+                            "type": "string",
+                            "pattern": "^[A-Za-z0-9][A-Za-z0-9_.:-]{0,39}$",
+                        },
+                        "description": "the analyst's tags (case-insensitive, kept lowercase)",
+                    },
                     "effort": {
                         "type": ["string", "null"],
                         "enum": [*EFFORT_LEVELS, "", None],
@@ -97,7 +105,7 @@ DESCRIPTION: dict[str, Any] = {
     "paths": {
         "/v1/openapi.json": {"get": _op("this description")},
         "/v1/runs": {
-            "get": _op("runs, newest first (status, search, limit)"),
+            "get": _op("runs, newest first (status, search, tag: those with every tag, limit)"),
             "post": _op(
                 "start a run: 202 with its id and status URL (and a notice when its model "
                 "is deprecated)",

@@ -37,9 +37,11 @@ from desktop_agent.persistence.tables import (
     commands,
     run_alerts,
     run_events,
+    run_tags,
     runs,
     schedules,
     snapshots,
+    step_notes,
     steps,
     watches,
 )
@@ -54,6 +56,8 @@ _JSON_COLUMNS: dict[Table, tuple[str, ...]] = {
 """Columns holding JSON text, decoded in the archive."""
 
 _OF_RUNS: tuple[Column[str], ...] = (
+    step_notes.c.run_id,
+    run_tags.c.run_id,
     run_alerts.c.run_id,
     run_events.c.run_id,
     commands.c.run_id,
@@ -196,6 +200,10 @@ class Archiver:
             events = rows_of(
                 conn, run_events, run_events.c.run_id, run_events.c.run_id, run_events.c.id
             )
+            tags = rows_of(conn, run_tags, run_tags.c.run_id, run_tags.c.run_id, run_tags.c.tag)
+            notes = rows_of(
+                conn, step_notes, step_notes.c.run_id, step_notes.c.run_id, step_notes.c.id
+            )
         return [
             {
                 "format": ARCHIVE_FORMAT,
@@ -204,6 +212,8 @@ class Archiver:
                 "approvals": approval_rows.get(run_id, []),
                 "commands": command_rows.get(run_id, []),
                 "events": events.get(run_id, []),
+                "tags": [row["tag"] for row in tags.get(run_id, [])],
+                "notes": notes.get(run_id, []),
             }
             for run_id in ids
             if run_id in found
@@ -319,8 +329,10 @@ _RESTORED: tuple[tuple[Table, str], ...] = (
     (approvals, "approvals"),
     (commands, "commands"),
     (run_events, "events"),
+    (step_notes, "notes"),
 )
-"""What an archive record brings back, in an order the foreign keys allow."""
+"""What an archive record brings back, in an order the foreign keys allow (its ``tags``
+too, a list of strings: see :func:`unarchive`)."""
 
 
 @dataclass(frozen=True)
@@ -401,7 +413,15 @@ def unarchive(db: Database, archived: ArchivedRun) -> None:
             for table, key in _RESTORED:
                 rows = archived.record.get(key) or []
                 for row in [rows] if isinstance(rows, dict) else rows:
-                    conn.execute(table.insert().values(**_encoded(table, row)))
+                    item = _encoded(table, row)
+                    if table is step_notes:  # numbered anew: its old id may be taken since
+                        item.pop("id", None)
+                    if table in (commands, run_events):  # the same: a later run's may be
+                        item.pop("id", None)
+                    conn.execute(table.insert().values(**item))
+            tags = archived.record.get("tags") or []
+            if isinstance(tags, list) and tags:
+                conn.execute(run_tags.insert(), [{"run_id": run_id, "tag": str(t)} for t in tags])
             if search.available(db):
                 search.mark_unarchived(conn, [run_id])
     except OperationalError as exc:

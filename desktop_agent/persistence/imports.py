@@ -30,6 +30,7 @@ from desktop_agent.persistence.tables import (
     run_events,
     runs,
     search_runs,
+    step_notes,
     steps,
 )
 
@@ -45,6 +46,7 @@ _ROWS: tuple[tuple[Table, str], ...] = (
     (steps, "steps"),
     (approvals, "approvals"),
     (run_events, "events"),
+    (step_notes, "notes"),
 )
 """What the index reads of a record, in an order the foreign keys allow."""
 
@@ -183,7 +185,7 @@ def index_archived(db: Database, record: dict[str, Any]) -> None:
                 rows = record.get(key) or []
                 for row in [rows] if isinstance(rows, dict) else rows:
                     item = _encoded(table, row)
-                    if table is run_events:
+                    if table in (run_events, step_notes):
                         item.pop("id", None)
                     conn.execute(table.insert().values(**item))
             search.catch_up_runs(conn, [run_id])

@@ -57,6 +57,7 @@ from desktop_agent.persistence.tables import (
     seen_files,
     watches,
 )
+from desktop_agent.persistence.tagging import insert_tags
 
 _STALE = FireResult(FireKind.STALE, message="changed or handled elsewhere")
 
@@ -152,6 +153,7 @@ class ScheduleStore(SqlStore):
     def _insert_run(conn: Connection, run: Run, template: RunTemplate) -> None:
         """Insert a run a template started, with the forecast the template keeps."""
         conn.execute(insert(runs).values(run_values(run)))
+        insert_tags(conn, run.id, template.tags)
         if isinstance(template.forecast, dict):
             keep_forecast(conn, run.id, template.forecast, run.created_at)
 

@@ -5,7 +5,8 @@ SQLite's FTS5 on SQLite; on PostgreSQL, the server's full-text search (see the e
 What is indexed: per step, its kind and tool, the model's text and thinking, the tool's
 arguments and result, notes (steer steps) and errors, as readable text (the strings of the
 JSON, without its keys and punctuation); per run, its goal, title and status message; per
-approval, the tool, the arguments, the reason asked, the rule and the analyst's reason.
+approval, the tool, the arguments, the reason asked, the rule and the analyst's reason;
+per note the analyst wrote on a step (kind ``note``), its text.
 Everything passes through :func:`~desktop_agent.persistence.redaction.redact` first: a key
 that slipped into the journal is never indexed, so searching for it finds nothing.
 
@@ -99,6 +100,7 @@ from desktop_agent.persistence.tables import (
     search_docs,
     search_hours,
     search_runs,
+    step_notes,
     steps,
 )
 
@@ -310,6 +312,11 @@ def _approval_doc(run_id: str, row: RowMapping) -> dict[str, Any]:
     return _doc(run_id, int(row["seq"]), "approval", "approval", str(row["tool"]), at, body)
 
 
+def _note_doc(run_id: str, row: RowMapping) -> dict[str, Any]:
+    body = _clean("note", row["text"])
+    return _doc(run_id, int(row["seq"]), "note", "note", "", float(row["created_at"]), body)
+
+
 def _goal_doc(row: RowMapping) -> dict[str, Any]:
     title = row["title"] if row["title"] != row["goal"] else ""
     body = _clean(title, row["goal"], row["status_message"])
@@ -443,18 +450,22 @@ def index_run(conn: Connection, run_id: str, batch_steps: int) -> tuple[int, boo
     )
     # The goal and the approvals are indexed again each time: under the ids they had, so
     # that they do not pass for the newest documents (a search reads newest ids first).
-    again = of_run & search_docs.c.source.in_(["run", "approval"])
+    # The analyst's notes on steps likewise (a note is never removed either).
+    again = of_run & search_docs.c.source.in_(["run", "approval", "note"])
     kept = conn.execute(
         select(search_docs.c.source, search_docs.c.id).where(again).order_by(search_docs.c.id)
     ).all()
-    old_ids = {"run": [int(i) for s, i in kept if s == "run"]}
-    old_ids["approval"] = [int(i) for s, i in kept if s == "approval"]
+    old_ids = {
+        source: [int(i) for s, i in kept if s == source] for source in ("run", "approval", "note")
+    }
     conn.execute(delete(search_docs).where(again))
     asked = select(approvals).where(approvals.c.run_id == run_id).order_by(approvals.c.created_at)
+    noted = select(step_notes).where(step_notes.c.run_id == run_id).order_by(step_notes.c.id)
     reused, fresh = _with_old_ids(
         [_goal_doc(run)],
         [_approval_doc(run_id, a) for a in conn.execute(asked).mappings()],
         old_ids,
+        [_note_doc(run_id, n) for n in conn.execute(noted).mappings()],
     )
     fresh += [_step_doc(run_id, r) for r in rows]
     if reused:
@@ -479,17 +490,21 @@ def index_run(conn: Connection, run_id: str, batch_steps: int) -> tuple[int, boo
 
 
 def _with_old_ids(
-    goal: list[dict[str, Any]], asked: list[dict[str, Any]], old_ids: dict[str, list[int]]
+    goal: list[dict[str, Any]],
+    asked: list[dict[str, Any]],
+    old_ids: dict[str, list[int]],
+    noted: list[dict[str, Any]] | None = None,
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The goal and approval documents that take back an id, and those that need a new one.
+    """The goal, approval and note documents that take back an id, and those that need one.
 
     The goal takes the run's former goal id; approvals take the former approval ids in the
-    order they were asked (an approval is never removed from a run, so the i-th keeps its id).
+    order they were asked (an approval is never removed from a run, so the i-th keeps its id);
+    notes the former note ids in the order they were written.
     """
     reused: list[dict[str, Any]] = []
     fresh: list[dict[str, Any]] = []
-    for source, docs in (("run", goal), ("approval", asked)):
-        ids = old_ids[source]
+    for source, docs in (("run", goal), ("approval", asked), ("note", noted or [])):
+        ids = old_ids.get(source, [])
         for i, doc in enumerate(docs):
             if i < len(ids):
                 reused.append({**doc, "id": ids[i]})

@@ -53,7 +53,7 @@ from desktop_agent.domain import (
 )
 from desktop_agent.domain.errors import NotFoundError, StorageError
 from desktop_agent.engine.ports import RunPatch, Snapshot, StepIntent, StepOutcome
-from desktop_agent.persistence import pgcommit
+from desktop_agent.persistence import pgcommit, tagging
 from desktop_agent.persistence.compiled import Rendered, render
 from desktop_agent.persistence.db import Database
 from desktop_agent.persistence.forks import Segment, journal_where, lineage
@@ -732,8 +732,13 @@ class SqlStore(WorkerQueries):
     def create_run(self, run: Run) -> None:
         """Insert a new run (normally ``queued``)."""
         stmt = insert(runs).values(run_values(run))
+
+        def txn(conn: Connection) -> None:
+            conn.execute(stmt)
+            tagging.insert_tags(conn, run.id, run.tags)
+
         try:
-            self._write(lambda c: c.execute(stmt))
+            self._write(txn)
         except IntegrityError:
             raise StorageError(f"a run with id {run.id} already exists") from None
 
@@ -775,9 +780,13 @@ class SqlStore(WorkerQueries):
         statuses: Iterable[RunStatus] | None = None,
         limit: int = 500,
         search: str | None = None,
+        tags: Iterable[str] = (),
     ) -> list[Run]:
-        """Runs, newest first."""
+        """Runs, newest first; with ``tags``, only runs carrying every one of them."""
         stmt = select(runs).order_by(runs.c.created_at.desc()).limit(int(limit))
+        wanted = tuple(tags)
+        if wanted:
+            stmt = stmt.where(tagging.having_tags(wanted))
         if statuses is not None:
             stmt = stmt.where(runs.c.status.in_([str(s) for s in statuses]))
         if search:

@@ -437,3 +437,27 @@ message_batches = Table(
 """The Message Batches the workers created (or, ``suspect``, found in the API's list while
 settling a submission whose answer was lost), polled until they end and their results
 are read."""
+
+# --------------------------------------------------------------------------- annotations
+# Migration 0013. The analyst's own: never part of a journal, never sent to the model.
+
+run_tags = Table(
+    "run_tags",
+    metadata,
+    Column("run_id", String(64), ForeignKey("runs.id"), primary_key=True),
+    Column("tag", String(40), primary_key=True),
+    Index("ix_run_tags_tag", "tag"),
+)
+"""A tag of a run (lowercase; see :mod:`desktop_agent.domain.tags`)."""
+
+step_notes = Table(
+    "step_notes",
+    metadata,
+    Column("id", Integer(), primary_key=True, autoincrement=True),
+    Column("run_id", String(64), ForeignKey("runs.id"), nullable=False),
+    Column("seq", Integer(), nullable=False),
+    _text("text"),
+    _time("created_at"),
+    Index("ix_step_notes_run_id_seq", "run_id", "seq"),
+)
+"""The analyst's note on step ``seq`` of a run (the analyst's, never the agent's)."""

@@ -177,7 +177,7 @@ def test_a_database_at_0005_with_runs_migrates_and_downgrades(tmp_path: Path) ->
     db = Database(DbSettings.for_path(path))
     try:
         with db.read() as conn:
-            assert db.current_revision(conn) == "0012"
+            assert db.current_revision(conn) == "0013"
             row = conn.execute(select(runs.c.id, runs.c.forked_from, runs.c.forked_at_seq)).one()
         assert tuple(row) == ("r1", None, None)
     finally:

@@ -103,7 +103,7 @@ def test_watch_and_db_commands(
     assert made["folder"] == str(inbox) and made["every_s"] == 10.0
     assert [w["id"] for w in as_json(capsys, db, "watch", "list")] == [made["id"]]
     info = as_json(capsys, db, "db", "info")
-    assert info["revision"] == "0012" and info["rows"]["watches"] == 1
+    assert info["revision"] == "0013" and info["rows"]["watches"] == 1
     code, out, _ = run_cli(capsys, db, "db", "vacuum")
     assert code == 0 and out.startswith("vacuumed: ")
     code, out, _ = run_cli(capsys, db, "db", "archive", "--older-than", "30d")

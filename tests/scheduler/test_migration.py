@@ -39,7 +39,7 @@ def test_a_0001_database_with_runs_upgrades_and_downgrades(tmp_path: Path) -> No
     db = Database(DbSettings.for_path(path))  # the app opens it: migrated to the newest
     try:
         with db.read() as conn:
-            assert db.current_revision(conn) == "0012"
+            assert db.current_revision(conn) == "0013"
             goal = conn.exec_driver_sql("SELECT goal FROM runs WHERE id = 'r1'").scalar()
         assert goal == "old goal"
         indexes = {i["name"] for i in sa.inspect(db.reader).get_indexes("runs")}

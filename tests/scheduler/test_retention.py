@@ -63,7 +63,7 @@ def test_old_finished_runs_are_archived_then_removed(
     assert again.path is None and again.run_ids == []
 
     info = sched.db_info()
-    assert info.rows["runs"] == 2 and info.revision == "0012"
+    assert info.rows["runs"] == 2 and info.revision == "0013"
     after = sched.vacuum()
     assert after.wal_bytes == 0 and after.file_bytes > 0
 

@@ -55,6 +55,8 @@ class RunRole(IntEnum):
     """A value that sorts the column sensibly (numbers for times and money)."""
     PROGRESS = Qt.ItemDataRole.UserRole + 4
     """Fraction done, 0..1, or -1 when unknown."""
+    TAGS = Qt.ItemDataRole.UserRole + 5
+    """The run's tags, as the goal cell shows them after the goal ("" when none)."""
 
 
 _URGENCY = {
@@ -85,6 +87,11 @@ def progress_text(row: RunRow) -> str:
     if row.plan:
         return f"{row.plan_done}/{len(row.plan)} plan · {steps}"
     return steps
+
+
+def tags_text(tags: tuple[str, ...]) -> str:
+    """``#q3 #urgent``: a run's tags as the run list shows them ("" when none)."""
+    return " ".join(f"#{t}" for t in tags)
 
 
 def cost_text(row: RunRow) -> str:
@@ -177,6 +184,8 @@ class RunListModel(FlatTableModel[RunRow]):
             return row.run.id
         if role == RunRole.PROGRESS:
             return cells.progress
+        if role == RunRole.TAGS:
+            return tags_text(row.run.tags)
         return self._look(cells, col, role)
 
     def _look(self, cells: _Cells, col: int, role: int) -> Any:
@@ -253,6 +262,8 @@ class RunListModel(FlatTableModel[RunRow]):
             lines.append(run.status_message)
         if run.is_demo:
             lines.append("Demo model: offline, costs are simulated.")
+        if run.tags:
+            lines.append(f"Tags: {', '.join(run.tags)}")
         if run.forked_from and run.forked_at_seq:
             lines.append(f"⑂ Fork of run {run.forked_from} at step {run.forked_at_seq}")
         if forks := self._forks.get(run.id, 0):
@@ -388,6 +399,7 @@ class RunFilterProxy(QSortFilterProxyModel):
         self._preset = StatusFilter.ALL
         self._status: RunStatus | None = None
         self._text = ""
+        self._tags: set[str] = set()
         self.needs_first = False
         """Runs that need the analyst sort before the others, whatever the column's order."""
         self.setSortRole(RunRole.SORT)
@@ -423,9 +435,15 @@ class RunFilterProxy(QSortFilterProxyModel):
         self.endFilterChange(QSortFilterProxyModel.Direction.Rows)
 
     def set_text(self, text: str) -> None:
-        """Show only runs whose goal or id contains ``text`` (case-insensitive)."""
+        """Show only runs whose goal or id contains ``text`` (case-insensitive).
+
+        Words ``tag:T`` ask for runs tagged ``T`` (every one given); the rest of the text
+        is looked for in the goal or id.
+        """
         self.beginFilterChange()
-        self._text = text.strip().lower()
+        words = text.strip().lower().split()
+        self._tags = {w.removeprefix("tag:") for w in words if w.startswith("tag:")} - {""}
+        self._text = " ".join(w for w in words if not w.startswith("tag:"))
         self.endFilterChange(QSortFilterProxyModel.Direction.Rows)
 
     def filterAcceptsRow(self, source_row: int, source_parent: Index) -> bool:
@@ -439,6 +457,8 @@ class RunFilterProxy(QSortFilterProxyModel):
         if self._preset == StatusFilter.ACTIVE and run.status.is_terminal:
             return False
         if self._preset == StatusFilter.NEEDS_ME and not theme.needs_user(run):
+            return False
+        if self._tags and not self._tags.issubset(run.tags):
             return False
         if self._text:
             return self._text in run.goal.lower() or self._text in run.id.lower()

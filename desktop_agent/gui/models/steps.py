@@ -16,6 +16,7 @@ from desktop_agent.client.stepkinds import describe
 from desktop_agent.client.timeaxis import in_batch
 from desktop_agent.client.views import StepEntry, step_summary
 from desktop_agent.domain import StepKind, StepStatus
+from desktop_agent.domain.tags import StepNote
 from desktop_agent.gui import fmt
 
 Index = QModelIndex | QPersistentModelIndex
@@ -32,6 +33,8 @@ class StepRole(IntEnum):
     RETRIED = Qt.ItemDataRole.UserRole + 3
     """A failed model call that the next step tried again."""
     SEQ = Qt.ItemDataRole.UserRole + 4
+    NOTES = Qt.ItemDataRole.UserRole + 5
+    """The analyst's notes on the step (a tuple of :class:`StepNote`, empty when none)."""
 
 
 class StepTimelineModel(QAbstractListModel):
@@ -48,6 +51,7 @@ class StepTimelineModel(QAbstractListModel):
         self._by_seq: dict[int, int] = {}
         self._open: set[int] = set()
         self._summaries: dict[int, str] = {}
+        self._notes: dict[int, tuple[StepNote, ...]] = {}
 
     # ------------------------------------------------------------------ Qt API
 
@@ -70,6 +74,8 @@ class StepTimelineModel(QAbstractListModel):
             return self.retried(index.row())
         if role == StepRole.SEQ:
             return entry.seq
+        if role == StepRole.NOTES:
+            return self._notes.get(entry.seq, ())
         if role == Qt.ItemDataRole.ToolTipRole:
             return self._tooltip(index.row(), entry)
         return None
@@ -84,6 +90,7 @@ class StepTimelineModel(QAbstractListModel):
             parts.append(f"took {fmt.short_duration(entry.duration_s)}")
         if entry.error:
             parts.append(entry.error)
+        parts += [f"✎ {n.text}" for n in self._notes.get(entry.seq, ())]
         return "\n".join(parts)
 
     # ------------------------------------------------------------------ queries
@@ -94,8 +101,31 @@ class StepTimelineModel(QAbstractListModel):
         text = self._summaries.get(entry.seq)
         if text is None:
             text = step_summary(entry)
+            if entry.seq in self._notes:
+                text = f"✎ {text}"  # the analyst wrote a note on it (the inspector shows it)
             self._summaries[entry.seq] = text
         return text
+
+    def notes(self, seq: int) -> tuple[StepNote, ...]:
+        """The analyst's notes on step ``seq``."""
+        return self._notes.get(seq, ())
+
+    def set_notes(self, notes: Iterable[StepNote]) -> None:
+        """The run's notes as last read: the rows whose notes changed are repainted."""
+        grouped: dict[int, list[StepNote]] = {}
+        for note in notes:
+            grouped.setdefault(note.seq, []).append(note)
+        new = {seq: tuple(found) for seq, found in grouped.items()}
+        if new == self._notes:
+            return
+        changed = {s for s in new.keys() | self._notes.keys() if new.get(s) != self._notes.get(s)}
+        self._notes = new
+        for seq in changed:
+            self._summaries.pop(seq, None)
+            row = self._by_seq.get(seq)
+            if row is not None:
+                index = self.index(row)
+                self.dataChanged.emit(index, index)
 
     def retried(self, row: int) -> bool:
         """Whether ``row`` is a failed model call that the next step tried again."""
@@ -139,11 +169,13 @@ class StepTimelineModel(QAbstractListModel):
     def reset(self, run_id: str | None, entries: Iterable[StepEntry] = ()) -> None:
         """Show another run (or none)."""
         self.beginResetModel()
-        self.run_id = run_id
         self._rows = list(entries)
         self._by_seq = {e.seq: i for i, e in enumerate(self._rows)}
         self._open = {e.seq for e in self._rows if e.is_open}
         self._summaries = {}
+        if run_id != self.run_id:
+            self._notes = {}
+        self.run_id = run_id
         self.endResetModel()
 
     def merge(self, entries: Iterable[StepEntry]) -> int:

@@ -478,6 +478,11 @@ class RunHeader(QWidget):
             f"Run <code>{run.id}</code> · started {fmt.clock(run.started_at or run.created_at)}"
             f" · workspace <a style='color:{link_color}' href='{html.escape(run.workspace)}'>"
             f"{html.escape(_short_path(run.workspace))}</a>"
+            + (
+                f" · tags <b>{html.escape(' '.join('#' + t for t in run.tags))}</b>"
+                if run.tags
+                else ""
+            )
         )
         self.details.setToolTip(run.workspace)
         self._show_lineage()

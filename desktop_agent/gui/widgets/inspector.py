@@ -5,7 +5,7 @@ from __future__ import annotations
 import html
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from PySide6.QtCore import Slot
@@ -16,6 +16,7 @@ from desktop_agent.client.shapes import step_json
 from desktop_agent.client.stepkinds import Section, Shape, describe, facts_of, sections
 from desktop_agent.client.views import StepEntry
 from desktop_agent.domain import JSON, Step, StepKind
+from desktop_agent.domain.tags import StepNote
 from desktop_agent.gui import fmt, theme
 
 MAX_SHOWN = 20_000
@@ -124,6 +125,18 @@ def step_html(step: Step, thought: str, palette: QPalette) -> str:
     return "".join(out)
 
 
+def notes_html(notes: Sequence[StepNote]) -> str:
+    """The analyst's notes on a step, last in its details ("" when none)."""
+    if not notes:
+        return ""
+    items = "".join(
+        f"<p style='margin:2px 0'>✎ <i>{html.escape(n.text)}</i> <span style='color:gray'>"
+        f"{time.strftime('%Y-%m-%d %H:%M', time.localtime(n.created_at))}</span></p>"
+        for n in notes
+    )
+    return _section("Your notes (never sent to the agent)", items)
+
+
 class StepInspector(QTabWidget):
     """Details and raw JSON of the selected step.
 
@@ -142,16 +155,23 @@ class StepInspector(QTabWidget):
         self.addTab(self.details, "Step details")
         self.addTab(self.raw, "Raw JSON")
         self.entry: StepEntry | None = None
+        self.notes: tuple[StepNote, ...] = ()
         self._step: Step | None = None
         self._raw_stale = True
         self.currentChanged.connect(self._on_self_current_changed)
         self.show_entry(None)
 
-    def show_entry(self, entry: StepEntry | None, thought: ThoughtLookup | None = None) -> None:
-        """Show ``entry`` (None: a hint to select a step)."""
-        if entry is not None and entry == self.entry:
+    def show_entry(
+        self,
+        entry: StepEntry | None,
+        thought: ThoughtLookup | None = None,
+        notes: Sequence[StepNote] = (),
+    ) -> None:
+        """Show ``entry`` (None: a hint to select a step), with the analyst's ``notes`` on it."""
+        if entry is not None and entry == self.entry and tuple(notes) == self.notes:
             return
         self.entry = entry
+        self.notes = tuple(notes)
         if entry is None:
             self._step = None
             self.details.setHtml(
@@ -166,7 +186,7 @@ class StepInspector(QTabWidget):
         keep = bar.value() if same else 0  # a live update of the same step keeps the place
         self._step = step
         said = thought(entry) if thought is not None and entry.kind == StepKind.TOOL_CALL else ""
-        self.details.setHtml(step_html(step, said, self.palette()))
+        self.details.setHtml(step_html(step, said, self.palette()) + notes_html(self.notes))
         self.details.setExtraSelections([])  # marks belong to the text they were made on
         bar.setValue(keep)
         self._raw_stale = True

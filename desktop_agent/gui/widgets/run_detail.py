@@ -182,11 +182,12 @@ class RunDetailPane(QWidget):
         else:
             self.model.merge(batch.entries)
             self.timeaxis.view.update_entries(batch.entries)
+        self.model.set_notes(batch.notes)
         self.show_events(batch.events)
         self._show_stream()
         current = self.current_entry()
         if current is not None:
-            self.inspector.show_entry(current, self.thought_of)
+            self.inspector.show_entry(current, self.thought_of, self.model.notes(current.seq))
         if self.inspector.currentWidget() is self.charts:
             self._charts_timer.start()
 
@@ -286,7 +287,8 @@ class RunDetailPane(QWidget):
     @Slot(QItemSelection, QItemSelection)
     def _on_timeline_selection_changed(self, _sel: QItemSelection, _desel: QItemSelection) -> None:
         current = self.current_entry()
-        self.inspector.show_entry(current, self.thought_of)
+        notes = self.model.notes(current.seq) if current is not None else ()
+        self.inspector.show_entry(current, self.thought_of, notes)
         self.timeaxis.view.set_selected(current.seq if current is not None else None)
 
     @Slot(QModelIndex)
@@ -361,7 +363,8 @@ class RunDetailPane(QWidget):
         self.timeaxis.view.refresh_colors()
         current = self.current_entry()
         self.inspector.entry = None
-        self.inspector.show_entry(current, self.thought_of)
+        notes = self.model.notes(current.seq) if current is not None else ()
+        self.inspector.show_entry(current, self.thought_of, notes)
 
     @Slot(int)
     def _on_inspector_current_changed(self, _index: int) -> None:

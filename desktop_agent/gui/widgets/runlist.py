@@ -10,12 +10,13 @@ from PySide6.QtCore import (
     QObject,
     QPersistentModelIndex,
     QPoint,
+    QRect,
     QRectF,
     Qt,
     Signal,
     Slot,
 )
-from PySide6.QtGui import QPainter, QPalette, QResizeEvent
+from PySide6.QtGui import QFont, QFontMetrics, QPainter, QPalette, QResizeEvent
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QComboBox,
@@ -83,6 +84,43 @@ class ProgressDelegate(QStyledItemDelegate):
         painter.restore()
 
 
+class GoalDelegate(QStyledItemDelegate):
+    """The goal as usual, the run's tags in small text at the cell's end (``#q3 #urgent``)."""
+
+    def paint(self, painter: QPainter, option: QStyleOptionViewItem, index: Index) -> None:
+        """The goal in what the tags leave (at most half the cell), then the tags."""
+        tags = index.data(RunRole.TAGS)
+        if not isinstance(tags, str) or not tags:
+            super().paint(painter, option, index)
+            return
+        small = QFont(option.font)
+        small.setPointSizeF(max(6.0, option.font.pointSizeF() * 0.85))
+        fm = QFontMetrics(small)
+        rect = option.rect
+        width = min(fm.horizontalAdvance(tags) + 12, rect.width() // 2)
+        goal = QStyleOptionViewItem(option)
+        goal.rect = rect.adjusted(0, 0, -width, 0)
+        super().paint(painter, goal, index)
+        rest = QStyleOptionViewItem(option)
+        rest.rect = QRect(goal.rect.right() + 1, rect.top(), width, rect.height())
+        widget = option.widget
+        style = widget.style() if widget is not None else None
+        if style is not None:
+            style.drawPrimitive(QStyle.PrimitiveElement.PE_PanelItemViewItem, rest, painter, widget)
+        pal: QPalette = option.palette
+        selected = bool(option.state & QStyle.StateFlag.State_Selected)
+        role = (
+            QPalette.ColorRole.HighlightedText if selected else QPalette.ColorRole.PlaceholderText
+        )
+        painter.save()
+        painter.setFont(small)
+        painter.setPen(pal.color(role))
+        shown = fm.elidedText(tags, Qt.TextElideMode.ElideRight, width - 8)
+        align = Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignLeft
+        painter.drawText(rest.rect.adjusted(6, 0, -2, 0), align, shown)
+        painter.restore()
+
+
 FILTERS: list[tuple[str, StatusFilter | RunStatus]] = [
     ("All runs", StatusFilter.ALL),
     ("Active", StatusFilter.ACTIVE),
@@ -114,7 +152,7 @@ class RunListPanel(QWidget):
         self.proxy = RunFilterProxy(self)
         self.proxy.setSourceModel(model)
         self.search = QLineEdit(self)
-        self.search.setPlaceholderText("Search goal or run id  (Ctrl+F)")
+        self.search.setPlaceholderText("Search goal, run id or tag:NAME  (Ctrl+F)")
         self.search.setClearButtonEnabled(True)
         self.search.textChanged.connect(self._on_search_text_changed)
         self.filter = QComboBox(self)
@@ -131,6 +169,7 @@ class RunListPanel(QWidget):
         self.table.setSortingEnabled(True)
         self.table.sortByColumn(RunColumn.STARTED, Qt.SortOrder.DescendingOrder)
         self.table.setItemDelegateForColumn(RunColumn.PROGRESS, ProgressDelegate(self.table))
+        self.table.setItemDelegateForColumn(RunColumn.GOAL, GoalDelegate(self.table))
         header = self.table.horizontalHeader()
         fm = self.fontMetrics()
         widths = {
