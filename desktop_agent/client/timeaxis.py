@@ -490,6 +490,14 @@ class TimeAxis:
             i = j
         return out
 
+    def labels_between(self, lane: Lane, t0: float, t1: float) -> dict[str, int]:
+        """How many spans of each label start in [t0, t1) on ``lane``."""
+        idx = self._lanes[lane]
+        counts: dict[str, int] = {}
+        for span in idx.spans[bisect_left(idx.starts, t0) : bisect_left(idx.starts, t1)]:
+            counts[span.label] = counts.get(span.label, 0) + 1
+        return counts
+
     def span_at(self, lane: Lane, t: float, slack: float, now: float) -> Span | None:
         """The span of ``lane`` under time ``t`` (or within ``slack`` of it), if any."""
         idx = self._lanes[lane]
@@ -527,6 +535,55 @@ def _rate_limited(entry: StepEntry) -> bool:
     except ValueError:
         return False
     return isinstance(output, dict) and output.get("error_code") == "rate_limited"
+
+
+@dataclass(frozen=True, slots=True)
+class Group:
+    """Neighbouring bars of a lane read as one block.
+
+    Columns ``x0``..``x1`` hold ``count`` steps; a view labels the block "270 × read_file"
+    where it is wide enough.
+    """
+
+    x0: int
+    x1: int
+    count: int
+
+
+def group_bars(bars: Sequence[Bar], gap: int = 3) -> list[Group]:
+    """Bars at most ``gap`` columns apart, as blocks of their steps (left to right)."""
+    out: list[Group] = []
+    for bar in bars:
+        if out and bar.x0 - out[-1].x1 <= gap:
+            last = out[-1]
+            out[-1] = Group(last.x0, max(last.x1, bar.x1), last.count + bar.merged)
+        else:
+            out.append(Group(bar.x0, bar.x1, bar.merged))
+    return out
+
+
+def group_label(labels: dict[str, int]) -> str:
+    """A block's label: "270 × read_file" when its steps share a name, else "270 steps"."""
+    count = sum(labels.values())
+    if len(labels) == 1:
+        name = next(iter(labels)).removeprefix("tool ").removeprefix("model ")
+        return f"{count} × {name}" if count > 1 else name
+    return f"{count} steps"
+
+
+def elapsed_label(seconds: float, step: float) -> str:
+    """A tick's label as time since the run began ("+1h 30m"), as precise as ``step``."""
+    if seconds <= 0:
+        return "0"
+    if step < 1:
+        places = 3 if step < 0.01 else 2 if step < 0.1 else 1
+        return f"+{seconds:.{places}f}s"
+    total = round(seconds)
+    days, rest = divmod(total, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    parts = [f"{v}{u}" for v, u in ((days, "d"), (hours, "h"), (minutes, "m"), (secs, "s")) if v]
+    return "+" + " ".join(parts[:2])
 
 
 def tick_step(span_s: float, max_ticks: int) -> float:

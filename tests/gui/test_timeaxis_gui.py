@@ -238,3 +238,44 @@ def test_thousands_of_repaints_of_a_growing_run_hold_nothing(
     assert _fds() <= fds_before + 2
     # 20 new steps and their spans are a few kilobytes each; repaints must add nothing.
     assert grew < 400_000, f"{grew} bytes held after 2,000 repaints"
+
+
+def test_at_fit_repeated_calls_read_as_one_block_and_ticks_as_time_since_the_start(
+    qtbot: QtBot, window: MainWindow, client: Client
+) -> None:
+    """270 reads in a row, then one long model call: at Fit, "270 × read_file", "+1h"."""
+    run = client.start_run("Read the whole archive", model="demo")
+    clock = Clock(START)
+    store = timed_store(client, clock)
+    seq = 1
+    model_call(store, clock, run.id, seq, 5.0)
+    for _ in range(270):
+        seq += 1
+        tool_call(store, clock, run.id, seq, "read_file", 2.0)
+        clock.advance(1.0)
+    seq += 1
+    model_call(store, clock, run.id, seq, 45 * 60.0)  # a long final turn
+    window.resize(1400, 900)
+    select(qtbot, window, run.id)
+    view = _view(window)
+    qtbot.waitUntil(lambda: len(view.axis) == seq)
+    view.fit()
+    view.grab()  # paint once, as the screen would
+    assert "270 × read_file" in view.drawn_labels.get(Lane.TOOLS, [])
+    model_labels = view.drawn_labels.get(Lane.MODEL, [])
+    assert any(label.endswith("· 45m") for label in model_labels), model_labels
+    assert view.tick_labels and view.tick_labels[0] == "0"
+    assert all(label == "0" or label.startswith("+") for label in view.tick_labels)
+    assert "+1h" in view.tick_labels or "+30m" in view.tick_labels, view.tick_labels
+
+
+def test_the_lanes_share_the_pane_s_height(
+    qtbot: QtBot, window: MainWindow, client: Client
+) -> None:
+    _open(qtbot, window, client)
+    view = _view(window)
+    base = view._base_lane_height()
+    view.resize(view.width(), view.minimumSizeHint().height())
+    assert view._lane_height() == base
+    view.resize(view.width(), view.minimumSizeHint().height() + 40 * len(view._lanes))
+    assert view._lane_height() > base  # more room: taller lanes, not empty space below

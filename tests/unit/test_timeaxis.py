@@ -9,6 +9,7 @@ from desktop_agent.client.timeaxis import (
     IDLE_GAP_S,
     LANES,
     Lane,
+    Span,
     SpanState,
     TimeAxis,
     tick_step,
@@ -227,3 +228,24 @@ def test_an_economy_call_is_a_batch_wait_then_a_mark_where_its_answer_came() -> 
     # The streamed call keeps its bar; the batched one is a mark where its result came.
     assert lanes[Lane.MODEL] == [(1, 0.0, 2.0, SpanState.OK), (3, 1803.0, 1803.0, SpanState.OK)]
     assert Lane.BATCH.is_wait and Lane.BATCH.label == "Wait: batch"
+
+
+def test_neighbouring_bars_group_and_their_labels_say_what_repeats() -> None:
+    from desktop_agent.client.timeaxis import Bar, Group, group_bars, group_label
+
+    span = Span(Lane.TOOLS, 0.0, 1.0, 1, StepKind.TOOL_CALL, "tool read_file", SpanState.OK)
+    bars = [Bar(0, 0, span, 3), Bar(2, 4, span, 1), Bar(20, 21, span, 2)]
+    assert group_bars(bars) == [Group(0, 4, 4), Group(20, 21, 2)]
+    assert group_label({"tool read_file": 270}) == "270 × read_file"
+    assert group_label({"tool read_file": 2, "tool web_fetch": 1}) == "3 steps"
+    assert group_label({"model demo": 1}) == "demo"
+
+
+def test_ticks_read_as_time_since_the_run_began() -> None:
+    from desktop_agent.client.timeaxis import elapsed_label
+
+    assert elapsed_label(0.0, 60.0) == "0"
+    assert elapsed_label(45.0, 15.0) == "+45s"
+    assert elapsed_label(5400.0, 1800.0) == "+1h 30m"
+    assert elapsed_label(90000.0, 3600.0) == "+1d 1h"
+    assert elapsed_label(1.25, 0.05) == "+1.25s"

@@ -50,6 +50,9 @@ from desktop_agent.client.timeaxis import (
     Span,
     SpanState,
     TimeAxis,
+    elapsed_label,
+    group_bars,
+    group_label,
     tick_step,
 )
 from desktop_agent.client.views import StepEntry
@@ -101,6 +104,7 @@ class _Paints:
         self.hibernation_fill = QBrush(sleep)
         self.hibernation_hatch = QBrush(self.muted, Qt.BrushStyle.BDiagPattern)
         self.doubt_hatch = QBrush(self.warn, Qt.BrushStyle.BDiagPattern)
+        self.on_bar = QColor("#ffffff")  # a block's label, over its solid colour
 
 
 class TimeAxisView(QWidget):
@@ -133,6 +137,10 @@ class TimeAxisView(QWidget):
         self._band: tuple[int, int] | None = None
         self._banding = False
         self._clock = time.time
+        self.drawn_labels: dict[Lane, list[str]] = {}
+        """The block labels the last paint drew, per lane ("270 × read_file")."""
+        self.tick_labels: list[str] = []
+        """The tick labels the last paint drew (time since the run began)."""
 
     # ------------------------------------------------------------------ data
 
@@ -225,8 +233,15 @@ class TimeAxisView(QWidget):
 
     # ------------------------------------------------------------------ geometry
 
-    def _lane_height(self) -> int:
+    def _base_lane_height(self) -> int:
         return QFontMetrics(self.font()).height() + 8
+
+    def _lane_height(self) -> int:
+        """Lanes share the pane's height (up to three times a line each), never less."""
+        base = self._base_lane_height()
+        axis_h = QFontMetrics(self.font()).height() + 10
+        room = (self.height() - axis_h - 4) // max(1, len(self._lanes))
+        return max(base, min(room, 3 * base))
 
     def _label_width(self) -> int:
         fm = QFontMetrics(self.font())
@@ -276,12 +291,12 @@ class TimeAxisView(QWidget):
 
     def sizeHint(self) -> QSize:
         """Tall enough for every shown lane."""
-        return QSize(600, self.minimumSizeHint().height() + self._lane_height())
+        return QSize(600, self.minimumSizeHint().height() + self._base_lane_height())
 
     def minimumSizeHint(self) -> QSize:
         """Every shown lane under the axis."""
         axis_h = QFontMetrics(self.font()).height() + 10
-        return QSize(300, axis_h + self._lane_height() * len(self._lanes) + 4)
+        return QSize(300, axis_h + self._base_lane_height() * len(self._lanes) + 4)
 
     # ------------------------------------------------------------------ painting
 
@@ -334,13 +349,52 @@ class TimeAxisView(QWidget):
         now = self._clock()
         width = plot.width()
         painter.setClipRect(QRect(plot.left(), plot.top(), width + 1, plot.height()))
+        self.drawn_labels = {}
         for i, lane in enumerate(self._lanes):
             top = plot.top() + i * lane_h + 3
-            for bar in self.axis.bars(lane, t0, t1, width, now):
+            bars = self.axis.bars(lane, t0, t1, width, now)
+            for bar in bars:
                 self._paint_bar(painter, p, lane, bar, plot.left(), top, lane_h - 6)
+            if lane in (Lane.MODEL, Lane.TOOLS):
+                rect = QRect(plot.left(), top, width, lane_h - 6)
+                self._paint_groups(painter, p, fm, lane, bars, rect, (t0, t1), now)
         if self._band is not None:
             a, b = sorted(self._band)
             painter.fillRect(QRect(a, plot.top(), max(1, b - a), plot.height()), p.band)
+
+    def _paint_groups(
+        self,
+        painter: QPainter,
+        p: _Paints,
+        fm: QFontMetrics,
+        lane: Lane,
+        bars: list[Bar],
+        rect: QRect,
+        shown: tuple[float, float],
+        now: float,
+    ) -> None:
+        """Label the blocks wide enough: "270 × read_file", or one step's name and time."""
+        t0, t1 = shown
+        per_px = (t1 - t0) / max(1, rect.width())
+        labels: list[str] = []
+        for group in group_bars(bars):
+            room = group.x1 - group.x0 + 1
+            if room < fm.horizontalAdvance("00 × x") + 8:
+                continue
+            start = t0 + group.x0 * per_px
+            counts = self.axis.labels_between(lane, start, t0 + (group.x1 + 1) * per_px)
+            text = group_label(counts) if counts else ""
+            if sum(counts.values()) == 1:
+                span = next((b.span for b in bars if b.x0 == group.x0), None)
+                if span is not None:
+                    text += " · " + fmt.short_duration(span.end_at(now) - span.start)
+            if not text or fm.horizontalAdvance(text) + 8 > room:
+                continue
+            box = QRect(rect.left() + group.x0, rect.top(), room, rect.height())
+            painter.setPen(p.on_bar)
+            painter.drawText(box, int(Qt.AlignmentFlag.AlignCenter), text)
+            labels.append(text)
+        self.drawn_labels[lane] = labels
 
     def _paint_ticks(
         self,
@@ -354,15 +408,19 @@ class TimeAxisView(QWidget):
         step = tick_step(
             t1 - t0, max(2, plot.width() // (fm.horizontalAdvance("00:00:00.000") + 24))
         )
-        offset = _utc_offset(t0) if step >= 3600 else 0.0
-        first = math.ceil((t0 + offset) / step) * step - offset
+        # Ticks read as time since the run began, on round steps from its start.
+        extent = self.axis.extent(self._clock())
+        origin = extent[0] if extent is not None else t0
+        first = origin + math.ceil((t0 - origin) / step) * step
         count = int((t1 - first) / step) + 1
+        self.tick_labels = []
         for k in range(max(0, min(count, 200))):
             t = first + k * step
             x = plot.left() + int((t - t0) * plot.width() / (t1 - t0))
             painter.setPen(p.grid)
             painter.drawLine(x, plot.top() - 3, x, self.height())
-            label = tick_label(t, step)
+            label = elapsed_label(t - origin, step)
+            self.tick_labels.append(label)
             if x + 3 + fm.horizontalAdvance(label) <= self.width():
                 painter.setPen(p.muted)
                 painter.drawText(QPoint(x + 3, fm.ascent() + 3), label)
@@ -507,24 +565,6 @@ _STATE_TEXT = {
 }
 
 
-def _utc_offset(t: float) -> float:
-    """Seconds local time is ahead of UTC at ``t`` (hour and day ticks fall on local time)."""
-    return float(time.localtime(t).tm_gmtoff)
-
-
-def tick_label(t: float, step: float) -> str:
-    """A tick's label, as precise as the tick interval needs."""
-    local = time.localtime(t)
-    if step >= 86400:
-        return time.strftime("%b %d", local)
-    if step >= 60:
-        return time.strftime("%H:%M", local)
-    if step >= 1:
-        return time.strftime("%H:%M:%S", local)
-    ms = round((t - math.floor(t)) * 1000) % 1000
-    return time.strftime("%M:%S", local) + f".{ms:03d}"
-
-
 class TimeAxisPanel(QWidget):
     """The time-axis view with its title, a hint and the Fit button.
 
@@ -537,7 +577,9 @@ class TimeAxisPanel(QWidget):
         self.view = TimeAxisView(self)
         self.title = QLabel("<b>Time axis</b>", self)
         self.hint = QLabel(
-            "wheel: zoom · drag: pan · Shift+drag: zoom to a range · click: inspect", self
+            "time since the run began · wheel: zoom · drag: pan · Shift+drag: zoom to a range · "
+            "click: inspect",
+            self,
         )
         self.hint.setForegroundRole(QPalette.ColorRole.PlaceholderText)
         self.fit_button = QToolButton(self)
