@@ -36,6 +36,7 @@ from desktop_agent.cli.output import (
     EXIT_OK,
     EXIT_USAGE,
     TOKENS_HELP,
+    TOOLS_HELP,
     Out,
     batch_line,
     budget_words,
@@ -50,6 +51,7 @@ from desktop_agent.cli.output import (
     next_step_hint,
     open_client,
     status_label,
+    step_line,
     token_budget,
     usd,
     waits_in_batch,
@@ -140,7 +142,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-steps", type=_positive_int, metavar="N")
     p.add_argument("--max-time", metavar="DURATION", help="e.g. 30m, 2h, 1d")
     p.add_argument("--max-tokens", type=token_budget, metavar="N", help=TOKENS_HELP)
-    p.add_argument("--tools", help="comma-separated tool names (default: the built-ins)")
+    p.add_argument("--tools", help=TOOLS_HELP + " (default: the built-ins)")
     p.add_argument("--ask", action="append", default=[], metavar="TOOL", help="always ask for TOOL")
     cli_models.add_run_options(p)
     p.add_argument(
@@ -198,6 +200,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--tag", action="append", default=[], metavar="TAG", help="only runs with this tag (all)"
     )
     p.add_argument("--limit", type=_limit, default=50, help=f"at most {MAX_LIST} (default 50)")
+    p.add_argument(
+        "--archived", action="store_true", help="archived runs (imported ones too), read-only"
+    )
+    p.add_argument("--imported", action="store_true", help="only runs brought in with `import`")
 
     p = add("show", "a run's status and journal")
     p.add_argument("run")
@@ -365,6 +371,8 @@ def cmd_runs(args: argparse.Namespace, out: Out) -> int:
     client = _client(args)
     _warn_storage(client)
     statuses = [RunStatus(s) for s in args.status] if args.status else None
+    if args.archived or args.imported:
+        return _archived_runs(client, args, statuses, out)
     runs = client.runs(statuses, search=args.search, limit=args.limit, tags=args.tag)
     if out.as_json:
         out.emit("", [run_json(r) for r in runs])
@@ -376,6 +384,50 @@ def cmd_runs(args: argparse.Namespace, out: Out) -> int:
     for r in runs:
         echo(
             f"{r.id:<10}  {status_label(r):<22} {r.last_seq:>5} {format_usd(r.cost_usd):>9}  "
+            f"{clip('demo (offline)' if r.is_demo else r.model, 18):<18} "
+            f"{clip(','.join(r.tags) or '-', 16):<16} {clip(r.goal, 50)}"
+        )
+    return EXIT_OK
+
+
+def _archived_runs(
+    client: Client, args: argparse.Namespace, statuses: list[RunStatus] | None, out: Out
+) -> int:
+    """``runs --archived`` (imported runs too, marked) or ``runs --imported``."""
+    from desktop_agent.client.archived import archived_runs
+    from desktop_agent.client.shapes import run_json
+    from desktop_agent.client.stepkinds import clip
+
+    listed = archived_runs(
+        client,
+        imported_only=args.imported,
+        statuses=statuses,
+        search=args.search,
+        limit=args.limit,
+    )
+    if out.as_json:
+        out.emit(
+            "", [{**run_json(a.run), "archived": True, "imported": a.imported} for a in listed]
+        )
+        return EXIT_OK
+    if not listed:
+        if args.search is not None or statuses:
+            what = "imported" if args.imported else "archived"
+            echo(_no_runs_message(args.search, statuses).replace("no run ", f"no {what} run ", 1))
+        elif args.imported:
+            echo("no imported runs: `desktop-agent import FILE` brings in an exported bundle")
+        else:
+            echo(
+                "no archived runs: `desktop-agent db archive --older-than 30d` archives the "
+                "runs that finished before then"
+            )
+        return EXIT_OK
+    echo(f"{'ID':<10}  {'STATUS':<22} {'STEPS':>5} {'COST':>9}  {'MODEL':<18} {'TAGS':<16} GOAL")
+    for a in listed:
+        r = a.run
+        status = f"{status_label(r)} ({'imported' if a.imported else 'archived'})"
+        echo(
+            f"{r.id:<10}  {status:<22} {r.last_seq:>5} {format_usd(r.cost_usd):>9}  "
             f"{clip('demo (offline)' if r.is_demo else r.model, 18):<18} "
             f"{clip(','.join(r.tags) or '-', 16):<16} {clip(r.goal, 50)}"
         )
@@ -412,7 +464,7 @@ def cmd_show(args: argparse.Namespace, out: Out) -> int:
     try:
         run = client.run(args.run)
     except NotFoundError:
-        return _show_archived(client, args.run, out)
+        return _show_archived(client, args.run, out, full=args.full)
     steps = client.steps(run.id)
     events = client.events(run.id)
     notes = step_notes(client, run.id)
@@ -426,6 +478,7 @@ def cmd_show(args: argparse.Namespace, out: Out) -> int:
             {
                 **run_json(run),
                 "hint": hint,
+                "tools": list(run.spec.tool_names),
                 "batch": batch_wait_json(wait),
                 "forecast": forecast_json(kept) if kept else None,
                 "journal": [step_json(s) for s in steps],
@@ -441,6 +494,7 @@ def cmd_show(args: argparse.Namespace, out: Out) -> int:
     settings = run_settings_words(run)
     echo(f"  model:     {model_label(run.model)}" + (f" · {settings}" if settings else ""))
     echo(f"  workspace: {run.workspace}")
+    echo(f"  tools:     {', '.join(run.spec.tool_names) or 'none'}")
     if run.tags:
         echo(f"  tags:      {', '.join(run.tags)}")
     if run.placement != "any":
@@ -505,32 +559,64 @@ def cmd_rerun(args: argparse.Namespace, out: Out) -> int:
     return EXIT_OK
 
 
-def _show_archived(client: Client, run_id: str, out: Out) -> int:
-    """``show`` of a run that is only in an archive: what it recorded, and how to bring it back.
+def _show_archived(client: Client, run_id: str, out: Out, *, full: bool = False) -> int:
+    """``show`` of a run that is only in an archive: what it recorded, read-only.
+
+    An archived run can be brought back (``db unarchive``); an imported one never enters
+    this journal, so its hints name only what reads it.
 
     Raises:
         NotFoundError: no archive holds it either.
     """
-    from desktop_agent.client.schedules import Scheduling
+    from desktop_agent.client.archived import read_archived
+    from desktop_agent.client.shapes import step_json
+    from desktop_agent.client.views import run_settings_words
 
-    found = Scheduling(client).archived(run_id)
+    found = read_archived(client, run_id)
     if found is None:
         raise NotFoundError(f"no run {run_id!r} (archived runs included); `desktop-agent runs`")
-    record = found.record
-    run, steps = record["run"], record.get("steps") or []
+    run = found.run
+    hints = archived_hints(run.id, imported=found.imported, full=full)
     if out.as_json:
-        out.emit("", {**record, "archived_in": str(found.path)})
+        out.emit("", {**found.record, "archived_in": str(found.path), "hints": hints})
         return EXIT_OK
-    echo(f"Run {run['id']}  {run['status']} (archived in {found.path})")
-    echo(f"  goal:      {run['goal']}")
-    echo(f"  model:     {model_label(str(run['spec'].get('model', '')))}")
-    echo(f"  cost:      {format_usd(float(run.get('cost_usd') or 0))} · {len(steps)} steps")
-    echo(f"  back:      desktop-agent db unarchive {run['id']}")
+    where = (
+        f"imported{f' from {found.imported_from}' if found.imported_from else ''}, read-only; "
+        f"kept in {found.path}"
+        if found.imported
+        else f"archived in {found.path}"
+    )
+    echo(f"Run {run.id}  {status_label(run)} ({where})")
+    echo(f"  goal:      {run.goal}")
+    settings = run_settings_words(run)
+    echo(f"  model:     {model_label(run.model)}" + (f" · {settings}" if settings else ""))
+    echo(f"  workspace: {run.workspace}")
+    if run.status_message:
+        echo(f"  message:   {run.status_message}")
+    echo(f"  cost:      {format_usd(run.cost_usd)} · {len(found.steps)} steps")
+    echo(f"  tools:     {', '.join(run.spec.tool_names) or 'none'}")
+    if found.imported:
+        echo("  read-only: it cannot be resumed, changed or run again here")
+    for hint in hints:
+        echo(f"  next:      {hint}")
     print()
-    for s in steps:
-        status = {"completed": "✓", "failed": "✗"}.get(str(s.get("status")), "…")
-        echo(f"[{s['seq']:4}] {status} {s['kind']:11} {s['name']}")
+    for step in found.steps:
+        echo(step_line(step))
+        if full:
+            echo(json_line(step_json(step), indent=2))
+    if full and found.report:
+        print()
+        echo("Report:")
+        echo(found.report)
     return EXIT_OK
+
+
+def archived_hints(run_id: str, *, imported: bool, full: bool) -> list[str]:
+    """What ``show`` suggests for an archived or imported run: only commands that work."""
+    hints = [] if full else [f"`desktop-agent show {run_id} --full` prints every step's text"]
+    if not imported:  # an imported run never enters this journal: nothing brings it in
+        hints.append(f"`desktop-agent db unarchive {run_id}` brings it back into the run list")
+    return hints
 
 
 def _simple(name: str) -> Callable[[argparse.Namespace, Out], int]:

@@ -22,7 +22,14 @@ from desktop_agent.cli.models import (
     say_notice,
     thinking_of,
 )
-from desktop_agent.cli.output import TOKENS_HELP, echo, open_client, token_budget, usd
+from desktop_agent.cli.output import (
+    TOKENS_HELP,
+    TOOLS_HELP,
+    echo,
+    open_client,
+    token_budget,
+    usd,
+)
 from desktop_agent.cli.workers import worker_for_new_runs
 from desktop_agent.domain.units import format_duration, parse_duration
 
@@ -139,7 +146,7 @@ def _run_options(p: argparse.ArgumentParser, *, economy_default: bool = False) -
     p.add_argument("--max-steps", type=int, metavar="N")
     p.add_argument("--max-time", metavar="DURATION")
     p.add_argument("--max-tokens", type=token_budget, metavar="N", help=TOKENS_HELP)
-    p.add_argument("--tools", help="comma-separated tool names")
+    p.add_argument("--tools", help=TOOLS_HELP)
     p.add_argument("--ask", action="append", default=[], metavar="TOOL")
     add_run_options(p, economy_default=economy_default)
     p.add_argument(

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, TypedDict, Unpack
 
 from desktop_agent import config, procs
+from desktop_agent.client import mcp as mcp_tools
 from desktop_agent.client.forecast import record_start_forecast
 from desktop_agent.client.models import ModelList, can_batch, check_model, list_models
 from desktop_agent.client.usage import Usage, usage_since
@@ -357,6 +358,10 @@ class Client:
             if tools is not None
             else list(default_tools(web_search=self.settings.web_search))
         )
+        if any(n.startswith(mcp_tools.PREFIX) for n in names):
+            # ``mcp:SERVER`` stands for the server's tools as the catalogue lists them now.
+            self.reload_mcp_tools()
+            names = mcp_tools.expand_tools(names, mcp_tools.catalogue(self.db_path))
         available = self._tools.names()
         unknown = [n for n in names if n not in available]
         if unknown:

@@ -27,6 +27,7 @@ from PySide6.QtWidgets import (
 from desktop_agent import memory
 from desktop_agent.client import forks as client_forks
 from desktop_agent.client.api import Client, WorkerStatus
+from desktop_agent.client.archived import ArchivedListing, archived_runs
 from desktop_agent.client.checks import RecoveryReport, recovery_report
 from desktop_agent.client.economy import batch_wait
 from desktop_agent.client.export import Imported
@@ -284,6 +285,8 @@ class MainWindow(QMainWindow):
         for control in (*RUN_CONTROLS, *APPROVAL_CONTROLS):
             a[control].triggered.connect(self._control_slot(control))
         self.run_list.run_selected.connect(self._on_run_list_run_selected)
+        self.run_list.archived_wanted.connect(self.read_archived)
+        self.detail.unarchive_requested.connect(self._on_detail_unarchive_requested)
         self.run_list.demo_requested.connect(self._on_run_list_demo_requested)
         self.run_list.new_run_requested.connect(self._on_new_run_triggered)
         self.inbox.review_requested.connect(self.open_approval)
@@ -527,6 +530,7 @@ class MainWindow(QMainWindow):
 
         def back(run: Run) -> None:
             self.statusBar().showMessage(f"Run {run.id} is back from its archive", 10_000)
+            self.poller.reload_all()  # its old times: an incremental read would miss it
             self.open_step(run.id, seq)
 
         self.tasks.submit(bring_back, back, lambda exc: self.show_error(plain_error(exc)))
@@ -601,9 +605,40 @@ class MainWindow(QMainWindow):
 
     # ------------------------------------------------------------------ selection
 
+    @Slot()
+    def read_archived(self) -> None:
+        """Read the archived and imported runs off the GUI thread, for the run list's filters."""
+        client = self.client
+
+        def read() -> list[ArchivedListing]:
+            return archived_runs(client)
+
+        def show(found: list[ArchivedListing]) -> None:
+            imported = {a.run.id for a in found if a.imported}
+            self.run_list.show_archived([RunRow(a.run) for a in found], imported)
+
+        self.tasks.submit(read, show, lambda exc: self.show_error(plain_error(exc)))
+
+    @Slot(str)
+    def _on_detail_unarchive_requested(self, run_id: str) -> None:
+        self._on_search_unarchive_requested(run_id, 0)
+
+    def _show_archived_run(self, run_id: str) -> bool:
+        """Show an archived run of the list (read-only: no controls); False if it is none."""
+        found = self.run_list.archived_row(run_id) if run_id else None
+        if found is None:
+            return False
+        self.selected = None
+        self.detail.show_archived(*found)
+        self.poller.select_run(None)
+        self._update_controls()
+        return True
+
     @Slot(str)
     def _on_run_list_run_selected(self, run_id: str) -> None:
         self._update_compare()
+        if self.runs_model.get(run_id) is None and self._show_archived_run(run_id):
+            return
         row = self.runs_model.get(run_id) if run_id else None
         if row is not None and self.selected is not None and row.run.id == self.selected.run.id:
             return

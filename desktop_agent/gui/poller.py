@@ -153,6 +153,15 @@ class LivePoller(QObject):
         self._steps_due = run_id is not None
         self.refresh()
 
+    def reload_all(self) -> None:
+        """Read every run anew at the next poll (now), not only those updated since the last.
+
+        For a run that came back with its old times (unarchived): an incremental read
+        would never see it.
+        """
+        self.tracker = RunsTracker(self.client)
+        self.refresh()
+
     @Slot()
     def refresh(self) -> None:
         """Poll now, whether the change token moved or not."""

@@ -52,7 +52,12 @@ DESCRIPTION: dict[str, Any] = {
                     "goal": {"type": "string"},
                     "model": {"type": "string"},
                     "workspace": {"type": "string"},
-                    "tools": {"type": "array", "items": {"type": "string"}},
+                    "tools": {
+                        "type": "array",
+                        "items": {"type": "string"},
+                        "description": "tool names; mcp:SERVER for every tool an MCP server "
+                        "lists (desktop-agent mcp list), mcp:SERVER/TOOL for one of them",
+                    },
                     "max_cost_usd": {"type": "number", "minimum": 0, "maximum": _MAX_INT},
                     "max_steps": {"type": "integer", "minimum": 0, "maximum": _MAX_INT},
                     "max_time": {"type": "string", "description": "e.g. 30m, 2h"},

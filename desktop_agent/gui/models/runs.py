@@ -382,6 +382,10 @@ class StatusFilter(IntEnum):
     ALL = 0
     ACTIVE = 1
     NEEDS_ME = 2
+    ARCHIVED = 3
+    """Runs moved out of the database into archive files (imported ones too), read-only."""
+    IMPORTED = 4
+    """Runs brought in from another installation (``import``): archived, never run here."""
 
 
 class RunFilterProxy(QSortFilterProxyModel):
@@ -400,6 +404,8 @@ class RunFilterProxy(QSortFilterProxyModel):
         self._status: RunStatus | None = None
         self._text = ""
         self._tags: set[str] = set()
+        self._archived: dict[str, bool] = {}
+        """The archived runs the list holds: imported (True) or not."""
         self.needs_first = False
         """Runs that need the analyst sort before the others, whatever the column's order."""
         self.setSortRole(RunRole.SORT)
@@ -434,6 +440,16 @@ class RunFilterProxy(QSortFilterProxyModel):
         self._preset, self._status = StatusFilter.ALL, status
         self.endFilterChange(QSortFilterProxyModel.Direction.Rows)
 
+    def set_archived(self, kinds: dict[str, bool]) -> None:
+        """The archived runs listed (id: imported or not): only the archived presets show them."""
+        self.beginFilterChange()
+        self._archived = dict(kinds)
+        self.endFilterChange(QSortFilterProxyModel.Direction.Rows)
+
+    def is_imported(self, run_id: str) -> bool:
+        """Whether ``run_id`` is listed as an imported run."""
+        return self._archived.get(run_id) is True
+
     def set_text(self, text: str) -> None:
         """Show only runs whose goal or id contains ``text`` (case-insensitive).
 
@@ -452,6 +468,12 @@ class RunFilterProxy(QSortFilterProxyModel):
         if not isinstance(model, RunListModel):
             return True
         run = model.row_at(source_row).run
+        imported = self._archived.get(run.id)
+        if self._preset in (StatusFilter.ARCHIVED, StatusFilter.IMPORTED):
+            if imported is None or (self._preset == StatusFilter.IMPORTED and not imported):
+                return False
+        elif imported is not None:
+            return False
         if self._status is not None and run.status != self._status:
             return False
         if self._preset == StatusFilter.ACTIVE and run.status.is_terminal:

@@ -12,6 +12,7 @@ from PySide6.QtWidgets import (
     QLabel,
     QLineEdit,
     QPlainTextEdit,
+    QPushButton,
     QSplitter,
     QVBoxLayout,
     QWidget,
@@ -54,6 +55,8 @@ class RunDetailPane(QWidget):
     review_requested = Signal(object)
     control_requested = Signal(object)
     batch_wait_wanted = Signal(str)
+    unarchive_requested = Signal(str)
+    """The archived run shown asked to be brought back (its id)."""
 
     def __init__(
         self, model: StepTimelineModel, follow: QAction, parent: QWidget | None = None
@@ -134,6 +137,7 @@ class RunDetailPane(QWidget):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(6, 0, 6, 4)
         layout.addWidget(self.header)
+        layout.addWidget(self._archived_bar())
         layout.addWidget(self.events_label)
         layout.addWidget(split, 1)
         self.timeline.selectionModel().selectionChanged.connect(self._on_timeline_selection_changed)
@@ -145,8 +149,49 @@ class RunDetailPane(QWidget):
         self._charts_timer.timeout.connect(self._on_charts_timer_timeout)
         self.show_run(None)
 
+    def _archived_bar(self) -> QWidget:
+        """What an archived or imported run shows instead of its steps (hidden otherwise)."""
+        self.archived_bar = QWidget(self)
+        self.archived_label = QLabel(self.archived_bar)
+        self.archived_label.setWordWrap(True)
+        self.archived_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.unarchive_button = QPushButton("Unarchive", self.archived_bar)
+        self.unarchive_button.clicked.connect(self._on_unarchive_button_clicked)
+        bar = QHBoxLayout(self.archived_bar)
+        bar.setContentsMargins(0, 4, 0, 4)
+        bar.addWidget(self.archived_label, 1)
+        bar.addWidget(self.unarchive_button)
+        self.archived_bar.hide()
+        return self.archived_bar
+
+    def show_archived(self, row: RunRow, imported: bool) -> None:
+        """An archived (or imported) run: its header, read-only, and how to read its steps."""
+        self.show_run(row)
+        run_id = row.run.id
+        read = f"read them with `desktop-agent show {run_id} --full`"
+        if imported:
+            text = (
+                f"Imported run, read-only: it was brought in from another installation and "
+                f"never runs here. Its steps are in its archive file, not the database: {read}."
+            )
+        else:
+            text = (
+                f"Archived run: its steps are in an archive file, not the database: {read}, "
+                "or Unarchive it to bring it back into the run list."
+            )
+        self.archived_label.setText(text)
+        self.unarchive_button.setVisible(not imported)
+        self.archived_bar.show()
+        self.timeline_label.setText("<b>Timeline</b> (in the archive)")
+
+    @Slot()
+    def _on_unarchive_button_clicked(self) -> None:
+        if self.row is not None:
+            self.unarchive_requested.emit(self.row.run.id)
+
     def show_run(self, row: RunRow | None) -> None:
         """Switch to another run (or none); its steps arrive with the next batch."""
+        self.archived_bar.hide()
         self.row = row
         self.header.show_row(row)
         self.model.reset(row.run.id if row else None)

@@ -33,6 +33,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from desktop_agent.client.views import RunRow
 from desktop_agent.domain import RunStatus
 from desktop_agent.gui import resources, theme
 from desktop_agent.gui.models.runs import (
@@ -126,6 +127,8 @@ FILTERS: list[tuple[str, StatusFilter | RunStatus]] = [
     ("Active", StatusFilter.ACTIVE),
     ("Needs me", StatusFilter.NEEDS_ME),
     *[(theme.STATUS_LABELS[s], s) for s in RunStatus],
+    ("Archived", StatusFilter.ARCHIVED),
+    ("Imported", StatusFilter.IMPORTED),
 ]
 
 
@@ -143,6 +146,8 @@ class RunListPanel(QWidget):
     """
 
     run_selected = Signal(str)
+    archived_wanted = Signal()
+    """The "Archived" or "Imported" filter was chosen: read the archived runs (show_archived)."""
     demo_requested = Signal()
     new_run_requested = Signal()
 
@@ -151,6 +156,9 @@ class RunListPanel(QWidget):
         self.model = model
         self.proxy = RunFilterProxy(self)
         self.proxy.setSourceModel(model)
+        self.archived_model = RunListModel(self)
+        """Archived and imported runs, read from the archive files when their filter is chosen."""
+        self.archived_loaded = False
         self.search = QLineEdit(self)
         self.search.setPlaceholderText("Search goal, run id or tag:NAME  (Ctrl+F)")
         self.search.setClearButtonEnabled(True)
@@ -334,6 +342,8 @@ class RunListPanel(QWidget):
         row = self.model.row_of(run_id)
         if row < 0:
             return False
+        if self.proxy.sourceModel() is not self.model:  # an archived filter: back to the runs
+            self.filter.setCurrentIndex(0)
         index = self.proxy.mapFromSource(self.model.index(row, 0))
         if not index.isValid():
             self.search.clear()
@@ -356,6 +366,15 @@ class RunListPanel(QWidget):
     @Slot(int)
     def _on_filter_current_index_changed(self, index: int) -> None:
         value = FILTERS[index][1] if 0 <= index < len(FILTERS) else StatusFilter.ALL
+        archived = value in (StatusFilter.ARCHIVED, StatusFilter.IMPORTED)
+        source = self.archived_model if archived else self.model
+        if self.proxy.sourceModel() is not source:  # archived runs are not in the live list
+            if not archived:  # a run listed archived may be live again by now
+                self.proxy.set_archived({})
+            self.proxy.setSourceModel(source)
+            self.run_selected.emit(self.current_run_id() or "")
+        if archived:
+            self.archived_wanted.emit()  # read anew each time: a run may have come back
         if isinstance(value, RunStatus):
             self.proxy.set_status(value)
         else:
@@ -366,8 +385,30 @@ class RunListPanel(QWidget):
         self.run_selected.emit(self.current_run_id() or "")
 
     @Slot()
+    def show_archived(self, rows: list[RunRow], imported: set[str]) -> None:
+        """List archived ``rows`` (those in ``imported`` marked so) under the archived filters."""
+        self.proxy.set_archived({r.run.id: r.run.id in imported for r in rows})
+        self.archived_model.apply(rows, full=True)
+        self.archived_loaded = True
+        self._update_count()
+
+    def archived_row(self, run_id: str) -> tuple[RunRow, bool] | None:
+        """The archived run ``run_id`` as listed, and whether it was imported."""
+        row = self.archived_model.get(run_id)
+        return None if row is None else (row, self.proxy.is_imported(run_id))
+
     def _update_count(self) -> None:
-        shown, total = self.proxy.rowCount(), self.model.rowCount()
+        source = self.proxy.sourceModel()
+        shown, total = self.proxy.rowCount(), source.rowCount() if source else 0
+        if source is self.archived_model:  # what the archived filter chosen shows
+            noun = "archived run" if shown == 1 else "archived runs"
+            self.count.setText(f"{shown} {noun}")
+            self.stack.setCurrentWidget(
+                self.table if shown or not self.archived_loaded else self.empty
+            )
+            if not shown and self.archived_loaded:
+                self.empty.set_mode(EmptyMode.NO_MATCH)
+            return
         noun = "run" if total == 1 else "runs"
         self.count.setText(f"{total} {noun}" if shown == total else f"{shown} of {total} {noun}")
         if shown or not self.loaded:
