@@ -191,16 +191,22 @@ def test_a_worker_killed_while_requests_are_in_batches_sends_and_applies_each_on
             ]
             extra = {"DESKTOP_AGENT_CRASH_AT": crash_at} if crash_at == "batch_created" else {}
             first = _worker(procs, db, fake, **extra)
-            wait_until(
-                lambda: sum(fake.batch_submissions.values()) == runs,
-                timeout=120,
-                what="every run's first turn sent",
-            )
             if crash_at == "batch_created":
-                # Killed by itself right after the API made the batch: its id is nowhere.
-                assert first.wait(timeout=60) == -signal.SIGKILL
-                assert all(batch_wait(client, r).state == "submitting" for r in ids)  # type: ignore[union-attr]
+                # Killed by itself right after the API made its first batch: the batch's id
+                # is nowhere. On a busy machine not every turn was ready for that batch:
+                # those left wait queued, never sent.
+                assert first.wait(timeout=120) == -signal.SIGKILL
+                sent = sum(fake.batch_submissions.values())
+                waits = [batch_wait(client, r) for r in ids]
+                states = [w.state if w is not None else "not queued yet" for w in waits]
+                assert sent >= 1 and states.count("submitting") == sent, (sent, states)
+                assert set(states) <= {"submitting", "queued", "not queued yet"}, states
             else:
+                wait_until(
+                    lambda: sum(fake.batch_submissions.values()) == runs,
+                    timeout=120,
+                    what="every run's first turn sent",
+                )
                 wait_until(
                     lambda: all(batch_wait(client, r).state == "submitted" for r in ids),  # type: ignore[union-attr]
                     what="the batch recorded",
