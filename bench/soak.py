@@ -267,7 +267,7 @@ def _containers(w: Any) -> dict[str, int]:
     return {
         "n_plans": len(tracker._plans),
         "n_rendered": len(w.runs_model._rendered),
-        "n_states": len(w._states or {}),
+        "n_states": len(w.notices.states or {}),
         "n_decided": len(w.commands.decided),
         "n_pending_tasks": w.tasks.pending,
         "n_children": len(w.findChildren(QObject)),

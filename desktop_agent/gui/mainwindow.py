@@ -8,7 +8,6 @@ window merges what changed into thin item models. Commands go through
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -40,14 +39,13 @@ from desktop_agent.client.views import (
     RunsDelta,
     default_tool_names,
     model_choices,
-    pending_for,
     tool_catalog,
 )
 from desktop_agent.client.workspaces import start_demo_run
 from desktop_agent.config import PALETTES, Settings
 from desktop_agent.crashlog import PreviousCrash
 from desktop_agent.domain import Approval, Run, RunStatus
-from desktop_agent.gui import notify, resources, theme
+from desktop_agent.gui import notify, resources
 from desktop_agent.gui.actions import APPROVAL_CONTROLS, RUN_CONTROLS, Actions
 from desktop_agent.gui.commands import RunCommands
 from desktop_agent.gui.controls import Control, allowed_controls
@@ -66,6 +64,7 @@ from desktop_agent.gui.layout import WindowLayout
 from desktop_agent.gui.models.approvals import ApprovalListModel, ApprovalRow
 from desktop_agent.gui.models.runs import RunListModel
 from desktop_agent.gui.models.steps import StepTimelineModel
+from desktop_agent.gui.notices import NoticeDesk
 from desktop_agent.gui.notifier import Notifier
 from desktop_agent.gui.palette import PaletteChooser
 from desktop_agent.gui.poller import LivePoller, StepsBatch
@@ -148,7 +147,6 @@ class MainWindow(QMainWindow):
         self.last_error = ""
         self.export_dialog: ExportDialog | None = None
         self.worker_status: WorkerStatus | None = None
-        self._states: dict[str, notify.State] | None = None
         self._quitting = False
         self._leave_confirmed = False
         self._shut_down = False
@@ -183,11 +181,21 @@ class MainWindow(QMainWindow):
         self.tray.notice_fallback.connect(self._on_tray_notice_fallback)
         self.notifier = Notifier(self.tray, self, notify_bus, self)
         self.notifier.window_notice.connect(self._on_tray_notice_fallback)
-        self.notifier.open_requested.connect(self._on_notice_open_requested)
-        self.notifier.review_requested.connect(self._on_notice_review_requested)
-        self.notifier.open_many_requested.connect(self._on_notice_open_many_requested)
-        self.notice_gate = notify.NoticeGate()
-        self._stalled: dict[str, int] = {}
+        self.notices = NoticeDesk(
+            self,
+            lambda: self.client.settings,
+            self.notifier,
+            self.tray,
+            self.runs_model,
+            self.side,
+            self.run_list,
+            self.inbox,
+            self._visible_approvals,
+            self._on_tray_show_requested,
+            self.select_run,
+            self.open_approval,
+            lambda: self.approval_dialog is not None and self.approval_dialog.isVisible(),
+        )
         self._ticks = 0
         self._clock = QTimer(self)
         self._clock.setInterval(1000)
@@ -394,7 +402,7 @@ class MainWindow(QMainWindow):
         self.runs_model.apply(delta.rows, full=delta.full)
         self.commands.decided &= {a.id for a in delta.approvals}
         self.approvals = delta.approvals  # before the notices: a notice offers Review
-        self._notify(delta)
+        self.notices.polled(self.runs_model.rows() if delta.full else delta.rows, full=delta.full)
         self._show_approvals()
         if self.recovery_dialog is not None:
             self.recovery_dialog.update_runs(list(delta.rows))
@@ -404,39 +412,6 @@ class MainWindow(QMainWindow):
                 self.selected = row
                 self.detail.update_row(row)
         self._update_controls()
-
-    def _notify(self, delta: RunsDelta) -> None:
-        rows = self.runs_model.rows() if delta.full else delta.rows
-        if self._states is None:  # the first poll is the baseline: no notices for old news
-            self._states = {r.run.id: notify.state_of(r.run) for r in rows}
-            return
-        s = self.client.settings
-        wanted = {
-            notify.NoticeKind.NEEDS_USER: s.notify_needs_user,
-            notify.NoticeKind.FINISHED: s.notify_finished,
-            notify.NoticeKind.FAILED: s.notify_failed,
-        }
-        changed = notify.transitions(self._states, rows)
-        self._tell([n for n in changed if wanted[n.kind]])
-        if delta.full:  # runs gone from the list (archived, deleted) are forgotten
-            self._states = {}
-        for r in rows:
-            self._states[r.run.id] = notify.state_of(r.run)
-        self.tray.set_count(sum(1 for r in self.runs_model.rows() if theme.needs_user(r.run)))
-
-    def _tell(self, notices: list[notify.Notice]) -> None:
-        """Offer ``notices`` to the gate (rate, coalescing, no balloon over a dialog)."""
-        for notice in self.notice_gate.offer(notices, time.time(), busy=self._in_a_dialog()):
-            pending = pending_for(self._visible_approvals(), notice.run_id)
-            single = notice.kind == notify.NoticeKind.NEEDS_USER and len(pending) == 1
-            self.notifier.notify(notice, single_approval=single and len(notice.runs) == 1)
-
-    def _in_a_dialog(self) -> bool:
-        """Whether the analyst is deciding in a dialog (notices wait until it closes)."""
-        dialog = self.approval_dialog
-        return QApplication.activeModalWidget() is not None or (
-            dialog is not None and dialog.isVisible()
-        )
 
     def _visible_approvals(self) -> list[Approval]:
         return [a for a in self.approvals if a.id not in self.commands.decided]
@@ -570,38 +545,7 @@ class MainWindow(QMainWindow):
         self.runs_model.refresh_times()
         self.approvals_model.refresh_times()
         self.detail.tick()
-        after_s = self.client.settings.notify_stall_minutes * 60
-        self._tell(notify.stalls(self.runs_model.rows(), time.time(), after_s, self._stalled))
-
-    @Slot(str)
-    def _on_notice_open_requested(self, run_id: str) -> None:
-        """A notice about a run opens it; about its one pending approval, that dialog."""
-        self._on_tray_show_requested()
-        if not run_id:
-            return
-        self.side.setCurrentWidget(self.run_list)
-        self.select_run(run_id)
-        pending = pending_for(self._visible_approvals(), run_id)
-        if len(pending) == 1:
-            self.open_approval(pending[0])
-
-    @Slot(str)
-    def _on_notice_review_requested(self, run_id: str) -> None:
-        self._on_notice_open_requested(run_id)
-
-    @Slot(object)
-    def _on_notice_open_many_requested(self, run_ids: tuple[str, ...]) -> None:
-        """A notice about several runs: their approvals in the inbox, else the runs."""
-        self._on_tray_show_requested()
-        wanted = set(run_ids)
-        if any(a.run_id in wanted for a in self._visible_approvals()):
-            self.side.setCurrentWidget(self.inbox)
-            self.inbox.show_only(wanted)
-            self.inbox.take_focus()
-            return
-        self.side.setCurrentWidget(self.run_list)
-        self.run_list.select_runs([r for r in run_ids if self.runs_model.get(r) is not None])
-        self.run_list.table.setFocus()
+        self.notices.tick()
 
     # ------------------------------------------------------------------ selection
 

@@ -226,4 +226,4 @@ def test_the_window_forgets_the_notice_state_of_runs_gone_from_the_list(
     # Runs 2-5 finish and are archived: the next full poll lists run 1 only.
     window._on_poller_runs_changed(RunsDelta((2, 0.0, 1, 0), tuple(seen[:1]), True, ()))
     assert window.runs_model.rowCount() == 1
-    assert set(window._states or {}) == {"run001"}
+    assert set(window.notices.states or {}) == {"run001"}
