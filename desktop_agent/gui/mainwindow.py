@@ -29,7 +29,6 @@ from desktop_agent.client.api import Client, WorkerStatus
 from desktop_agent.client.archived import ArchivedListing, archived_runs
 from desktop_agent.client.checks import RecoveryReport, recovery_report
 from desktop_agent.client.economy import batch_wait
-from desktop_agent.client.export import Imported
 from desktop_agent.client.forecast import run_forecast
 from desktop_agent.client.messages import plain_error
 from desktop_agent.client.models import ModelList
@@ -51,12 +50,13 @@ from desktop_agent.gui.commands import RunCommands
 from desktop_agent.gui.controls import Control, allowed_controls
 from desktop_agent.gui.dialogs.approval import ApprovalDialog
 from desktop_agent.gui.dialogs.crash import CrashReportDialog
-from desktop_agent.gui.dialogs.export import ExportDialog, choose_bundle
+from desktop_agent.gui.dialogs.export import ExportDialog
 from desktop_agent.gui.dialogs.fork import ForkDialog
 from desktop_agent.gui.dialogs.new_run import NewRunDialog, NewRunRequest
 from desktop_agent.gui.dialogs.prompts import MessageDialog
 from desktop_agent.gui.dialogs.recovery import RecoveryDialog
 from desktop_agent.gui.dialogs.settings import SettingsDialog
+from desktop_agent.gui.exporting import Exporting
 from desktop_agent.gui.forking import Forking
 from desktop_agent.gui.keyboard import Keyboard
 from desktop_agent.gui.layout import FILE_NAME as LAYOUT_FILE
@@ -145,7 +145,6 @@ class MainWindow(QMainWindow):
         self._pending_marks: list[str] = []
         """A search result to show once its run's steps are loaded: (run, seq)."""
         self.last_error = ""
-        self.export_dialog: ExportDialog | None = None
         self.worker_status: WorkerStatus | None = None
         self._quitting = False
         self._leave_confirmed = False
@@ -153,6 +152,13 @@ class MainWindow(QMainWindow):
         self._pending_select: str | None = None
         self._shown_pending = -1
         self._built = False
+        self.exporting = Exporting(
+            client,
+            self.tasks,
+            self,
+            lambda: self.selected.run if self.selected is not None else None,
+            self.show_error,
+        )
         self._build()
         self._connect()
         self.forking = Forking(client, self.tasks, self, self.show_error, self._on_fork_made)
@@ -274,8 +280,8 @@ class MainWindow(QMainWindow):
         a["compare"].triggered.connect(self._on_compare_triggered)
         a["run_again"].triggered.connect(self._on_run_again_triggered)
         a["search_all"].triggered.connect(self.open_search)
-        a["export"].triggered.connect(self._on_export_triggered)
-        a["import"].triggered.connect(self._on_import_triggered)
+        a["export"].triggered.connect(self.exporting.ask_export)
+        a["import"].triggered.connect(self.exporting.ask_import)
         a["usage"].triggered.connect(self.open_usage)
         self.run_list.table.setContextMenuPolicy(Qt.ContextMenuPolicy.ActionsContextMenu)
         self.run_list.table.addAction(a["run_again"])
@@ -623,62 +629,18 @@ class MainWindow(QMainWindow):
         self.acts["run_again"].setEnabled(self.selected is not None)
         self.acts["export"].setEnabled(self.selected is not None)
 
-    @Slot()
-    def _on_export_triggered(self) -> None:
-        if self.selected is None:
-            return
-        dialog = ExportDialog(self.selected.run, Path.home(), self)
-        self.export_dialog = dialog
-        dialog.accepted.connect(lambda: self.export_run(dialog.run.id, *dialog.choice()))
-        dialog.finished.connect(dialog.deleteLater)
-        dialog.open()
-
     def export_run(self, run_id: str, path: Path, fmt: str) -> None:
-        """Write the run as ``fmt`` (html, md or bundle) to ``path``, off the GUI thread."""
-        client = self.client
-
-        def write() -> tuple[int, str]:
-            from desktop_agent.client.export import export_to
-
-            _run, size, note = export_to(client, run_id, fmt, path)
-            return size, note
-
-        def written(result: tuple[int, str]) -> None:
-            size, note = result
-            tail = f"; {note}" if note else ""
-            self.statusBar().showMessage(f"Exported to {path} ({size:,} bytes){tail}", 10_000)
-
-        def failed(exc: Exception) -> None:
-            self.show_error(f"Could not export the run: {plain_error(exc)}")
-
-        self.tasks.submit(write, written, failed)
-
-    @Slot()
-    def _on_import_triggered(self) -> None:
-        path = choose_bundle(self)
-        if path is not None:
-            self.import_bundle(path)
+        """Write the run as ``fmt`` to ``path`` (see :mod:`desktop_agent.gui.exporting`)."""
+        self.exporting.export_run(run_id, path, fmt)
 
     def import_bundle(self, path: Path) -> None:
-        """Bring the bundle at ``path`` in as a read-only archived run, off the GUI thread."""
-        client = self.client
+        """Bring a bundle in, read-only (see :mod:`desktop_agent.gui.exporting`)."""
+        self.exporting.import_bundle(path)
 
-        def bring() -> Imported:
-            from desktop_agent.client.export import import_bundle
-
-            return import_bundle(client, path)
-
-        def brought(done: Imported) -> None:
-            self.statusBar().showMessage(
-                f"Imported run {done.run_id}, read-only among the archived runs "
-                f"(Search all runs finds it; its files are in {done.files_dir})",
-                15_000,
-            )
-
-        def failed(exc: Exception) -> None:
-            self.show_error(f"Could not import the run: {plain_error(exc)}")
-
-        self.tasks.submit(bring, brought, failed)
+    @property
+    def export_dialog(self) -> ExportDialog | None:
+        """The export dialog, once opened."""
+        return self.exporting.dialog
 
     @Slot()
     def _on_run_again_triggered(self) -> None:
