@@ -88,10 +88,12 @@ class AppSession:
         _prune(self.logs)
         me = psutil.Process()
         record = {"pid": me.pid, "proc_started_at": me.create_time(), "started_at": time.time()}
-        _write_private(self.marker, json.dumps(record))
         fd = os.open(self.fault_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         self._fault_file = os.fdopen(fd, "w", encoding="utf-8")
         faulthandler.enable(self._fault_file, all_threads=True)
+        # The marker last: once it exists, a fatal error leaves its traceback (a crash
+        # between the two was reported as an unexplained end, without its log).
+        _write_private(self.marker, json.dumps(record))
         return self.previous
 
     def close(self) -> None:

@@ -135,3 +135,32 @@ def test_an_app_still_running_is_not_taken_for_a_crash(
     assert len(list(logs.glob("app-session-*.json"))) == 1  # the second removed its own
     running.terminate()
     running.wait(timeout=30)
+
+
+def test_the_session_marker_appears_only_once_the_fault_log_is_armed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whoever sees the marker (the next start, a test) may count on a traceback."""
+    import faulthandler
+
+    from desktop_agent import crashlog
+
+    armed_at_write: list[bool] = []
+    write = crashlog._write_private
+
+    def watched(path: Path, text: str) -> None:
+        if path.name.startswith("app-session-"):
+            armed_at_write.append(faulthandler.is_enabled())
+        write(path, text)
+
+    monkeypatch.setattr(crashlog, "_write_private", watched)
+    was_enabled = faulthandler.is_enabled()
+    faulthandler.disable()  # pytest's own: the session must arm its own before the marker
+    session = crashlog.AppSession(tmp_path / "logs")
+    try:
+        session.start()
+        assert armed_at_write == [True]
+    finally:
+        session.close()
+        if was_enabled:  # pytest's own, given back
+            faulthandler.enable()
