@@ -811,7 +811,10 @@ def _resume_hint(run: Run) -> str:
     if run.status == RunStatus.WAITING and run.wait_reason == WaitReason.APPROVAL:
         return f"run {run.id} waits for an approval: approve or reject it"
     if run.status == RunStatus.WAITING and run.wait_reason == WaitReason.BUDGET:
-        return f"run {run.id} reached its budget: `desktop-agent budget {run.id} --add-cost USD`"
+        return (
+            f"run {run.id} reached its budget: `desktop-agent budget {run.id}` shows what it "
+            "spent and the command that extends the limit it reached"
+        )
     if run.status == RunStatus.WAITING and run.wait_reason == WaitReason.HUMAN_INPUT:
         return f"run {run.id} asked a question: `desktop-agent answer {run.id} TEXT`"
     if run.status == RunStatus.NEEDS_ATTENTION:

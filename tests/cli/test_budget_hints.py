@@ -147,3 +147,20 @@ def test_the_monthly_cap_names_the_cap_command_not_the_run_budget(
     drain(client.store, make_executor(model))  # the resume applied, under the new cap
     assert not client.has_pending_commands(run.id)
     assert "of $0.02 spent this month" in client.run(run.id).status_message
+
+
+def test_a_refused_resume_points_to_the_command_that_names_the_limit(
+    client: Client, make_executor: MakeExecutor, capsys: pytest.CaptureFixture[str], ws: str
+) -> None:
+    """Resume cannot lift a budget: its refusal leads to ``budget RUN``, which names it."""
+    from desktop_agent.domain.errors import InvalidStateError
+
+    run = client.start_run("Steps", model=HAIKU, workspace=ws, max_steps=1)
+    model = ScriptedModel([Reply("List.", [LISTING]), Reply("Done.")])
+    drain(client.store, make_executor(model))
+    with pytest.raises(InvalidStateError) as refused:
+        client.resume(run.id)
+    said = str(refused.value)
+    assert f"`desktop-agent budget {run.id}`" in said and "--add-cost" not in said, said
+    shown = cli(client, capsys, "budget", run.id)
+    assert f"desktop-agent budget {run.id} --add-steps 1" in shown, shown
