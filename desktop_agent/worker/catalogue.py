@@ -60,7 +60,10 @@ class CatalogueKeeper:
         """Use the reading the database kept, if any (at start, before the first tick)."""
         try:
             models, read_at = load_models(self.db)
-        except DesktopAgentError as exc:
+        except Exception as exc:  # a cache: the shipped catalogue serves
+            # A database going away as the worker starts (a server restarting) raised
+            # SQLAlchemy's own error here and ended the worker; its poll loop waits for
+            # the database and retries, and this reading is made again at the next tick.
             log.warning("the stored model catalogue cannot be read: %s", exc)
             return
         if models:
@@ -100,10 +103,13 @@ class CatalogueKeeper:
             return
         try:
             models = self.fetch(key)
-            save_models(self.db, models, now)
         except DesktopAgentError as exc:
             log.warning("the model catalogue could not be read: %s", exc)
             return
+        try:
+            save_models(self.db, models, now)
+        except Exception as exc:  # kept in memory; stored at the next reading
+            log.warning("the model catalogue could not be stored: %s", exc)
         self.catalogue.replace(models, read_at=now, source="api")
         with self._lock:
             self._next_at = now + REFRESH_EVERY_S

@@ -188,3 +188,35 @@ def test_a_run_that_waits_writes_its_cache_for_an_hour_priced_at_twice_the_input
         + written["cache_write_1h"] * 8.0
     ) / 1e6
     assert call.cost_usd == pytest.approx(expected, abs=1e-12)
+
+
+class _GoneDatabase:
+    """A database whose server went away: every read fails as psycopg's connection does."""
+
+    def read(self) -> Any:
+        from sqlalchemy.exc import OperationalError
+
+        raise OperationalError(
+            "SELECT model_catalogue.data", {}, Exception("server closed the connection")
+        )
+
+    write = read
+
+
+def test_a_database_gone_at_start_leaves_the_shipped_catalogue_and_the_worker_on(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A PostgreSQL restart as a worker started ended it (exit 1) in a clean-clone run."""
+    catalogue = Catalogue()
+    before = catalogue.entries()
+    keeper = CatalogueKeeper(
+        _GoneDatabase(),  # type: ignore[arg-type]
+        lambda: KEY,
+        catalogue,
+        fetch=lambda _k: snapshot_models(),
+    )
+    keeper.load_stored()  # no exception: a warning, and the shipped catalogue stays
+    assert catalogue.entries() == before
+    assert "the stored model catalogue cannot be read" in caplog.text
+    keeper._read(time.time())  # a reading whose storing fails is kept in memory
+    assert "could not be stored" in caplog.text
