@@ -66,14 +66,14 @@ Finishes and stalls are quieter than what needs the analyst."""
 def coalesce(notices: Iterable[Notice]) -> list[Notice]:
     """One notice per kind: a kind with several runs becomes "3 runs need you".
 
-    A run's newest notice of a kind counts once; the order of kinds is kept.
+    ``notices`` are each about one run (the gate keeps them so); a run's newest notice of
+    a kind counts once, and the order of kinds is kept.
     """
     by_kind: dict[NoticeKind, dict[str, Notice]] = {}
     for notice in notices:
         group = by_kind.setdefault(notice.kind, {})
-        for run_id in notice.runs or ("",):
-            group.pop(run_id, None)
-            group[run_id] = notice if len(notice.runs) <= 1 else _one_of(notice, run_id)
+        group.pop(notice.key, None)  # the newest last
+        group[notice.key] = notice
     out: list[Notice] = []
     for kind, group in by_kind.items():
         items = list(group.values())
@@ -85,11 +85,6 @@ def coalesce(notices: Iterable[Notice]) -> list[Notice]:
         ids = tuple(n.run_id for n in items if n.run_id)
         out.append(Notice(kind, "", _MANY_TITLES[kind].format(n=len(items)), shown, ids))
     return out
-
-
-def _one_of(notice: Notice, run_id: str) -> Notice:
-    """A run's share of a notice about several (its text is the group's)."""
-    return Notice(notice.kind, run_id, notice.title, notice.text)
 
 
 class NoticeGate:
