@@ -1,8 +1,26 @@
-"""The Anthropic API key: environment, else the OS keyring, else this session only.
+"""Every secret desktop-agent keeps or reads: the one module that talks to the OS keyring.
 
-The key is never written to the database, logs, exports or process arguments. Also here:
-the webhook signing secret of a data folder (:func:`webhook_secret`) and the keyring
-entries of PostgreSQL passwords.
+The Anthropic API key comes from the environment, else the OS keyring, else this session
+only; it is never written to the database, logs, exports or process arguments. Also here:
+the webhook signing secret of a data folder (:func:`webhook_secret`), the HTTP API's token
+(through :func:`read_secret` and :func:`store_secret`, called by ``httpapi/auth.py``), and
+the secrets the analyst puts in the keyring for the worker to read: PostgreSQL passwords,
+the SMTP and IMAP passwords, MCP servers' secrets.
+
+The keyring's entries follow one scheme, (service, user):
+
+==========================  ==========================================================
+``desktop-agent``           what the app keeps itself or asks for by name:
+                            ``anthropic-api-key``, ``http-api-token:<data folder>``,
+                            ``webhook-secret:<data folder>``, ``smtp-password``,
+                            ``imap-password``
+``desktop-agent-database``  a PostgreSQL password per server: ``user@host:port/db``
+``desktop-agent-mcp``       an MCP server's secret: ``<server>/<NAME>``
+==========================  ==========================================================
+
+A keyring that is missing or breaks never crashes a caller: reads see nothing (and say
+why), writes report failure. ``tests/unit/test_secrets_scheme.py`` fails if any other
+module of the package uses the keyring.
 """
 
 from __future__ import annotations
@@ -21,6 +39,12 @@ from keyring.backends import fail
 from desktop_agent.domain.errors import KnownError, plain_error
 
 SERVICE = "desktop-agent"
+"""The keyring service of the secrets the app keeps itself or asks for by name."""
+DATABASE_SERVICE = "desktop-agent-database"
+"""The keyring service of PostgreSQL passwords; the user name is the server's
+``user@host:port/database`` (``keyring set desktop-agent-database postgres@db:5432/agents``)."""
+MCP_SERVICE = "desktop-agent-mcp"
+"""The keyring service of MCP servers' secrets; the user name is ``<server>/<NAME>``."""
 USERNAME = "anthropic-api-key"
 ENV_VAR = "ANTHROPIC_API_KEY"
 
@@ -58,8 +82,7 @@ class KeyStore:
 
     def secure_store_available(self) -> bool:
         """Whether a real OS keyring backend exists."""
-        backend = keyring.get_keyring()
-        return not isinstance(backend, fail.Keyring) and backend.priority > 0
+        return secure_store_available()
 
     def backend_name(self) -> str:
         """Name of the keyring backend in use."""
@@ -188,9 +211,57 @@ def _describe(exc: BaseException) -> str:
     return plain_error(exc, empty="it gave no reason")[:200]
 
 
-DATABASE_SERVICE = "desktop-agent-database"
-"""The keyring service of PostgreSQL passwords; the user name is the server's
-``user@host:port/database`` (``keyring set desktop-agent-database postgres@db:5432/agents``)."""
+def secure_store_available() -> bool:
+    """Whether a real OS keyring backend exists (not the failing or the null one)."""
+    backend = keyring.get_keyring()
+    return not isinstance(backend, fail.Keyring) and backend.priority > 0
+
+
+def read_secret(service: str, user: str) -> tuple[str | None, str]:
+    """The secret stored under (``service``, ``user``), and what went wrong reading it.
+
+    ``(None, "")``: nothing is stored (or no keyring exists); ``(None, reason)``: the
+    keyring failed, and ``reason`` says how, in one line for the user.
+    """
+    try:
+        stored = keyring.get_password(service, user)
+    except keyring.errors.NoKeyringError:
+        return None, ""
+    except Exception as exc:  # any backend failure reads as "not there", said
+        return None, _describe(exc)
+    return stored or None, ""
+
+
+def store_secret(service: str, user: str, value: str) -> str:
+    """Keep ``value`` under (``service``, ``user``) in the OS keyring; "" when it was kept.
+
+    Otherwise the reason it was not, for the user: no secure store exists here (the
+    ``null`` backend would drop the value silently, so it is never written), or how the
+    keyring failed.
+    """
+    if not secure_store_available():
+        return "no secure store (OS keyring) exists here"
+    try:
+        keyring.set_password(service, user, value)
+    except keyring.errors.NoKeyringError:
+        return "no secure store (OS keyring) exists here"
+    except Exception as exc:
+        return f"the OS keyring failed ({_describe(exc)})"
+    return ""
+
+
+def forget_secret(service: str, user: str) -> bool:
+    """Delete the entry (``service``, ``user``); whether one was there to delete."""
+    try:
+        keyring.delete_password(service, user)
+    except Exception:  # not there, or a keyring that fails: nothing was deleted
+        return False
+    return True
+
+
+def mcp_secret(server: str, name: str) -> str | None:
+    """The secret ``name`` of the MCP server ``server`` (a broken keyring reads as none)."""
+    return read_secret(MCP_SERVICE, f"{server}/{name}")[0]
 
 
 def database_account(url: str) -> str:
@@ -207,10 +278,7 @@ def database_password(url: str) -> str | None:
     None lets the driver look where libpq looks (``PGPASSWORD``, ``~/.pgpass``, a service
     file); a broken keyring reads as none, as for the API key.
     """
-    try:
-        return keyring.get_password(DATABASE_SERVICE, database_account(url)) or None
-    except Exception:  # any backend failure reads as "no password there"
-        return None
+    return read_secret(DATABASE_SERVICE, database_account(url))[0]
 
 
 WEBHOOK_FILE = "webhook-secret"
@@ -244,14 +312,10 @@ def _file_note(keyring_error: str) -> str:
     return f"no secure store (OS keyring) exists here: the secret is kept in {where}"
 
 
-def _secure_store() -> bool:
-    backend = keyring.get_keyring()
-    return not isinstance(backend, fail.Keyring) and backend.priority > 0
-
-
-def _write_private(path: Path, text: str) -> None:
+def write_private(path: Path, text: str) -> None:
+    """``text`` in ``path`` (mode 0600, in a folder of mode 0700), replacing it at once."""
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    tmp = path.with_suffix(".tmp")
+    tmp = path.with_suffix(path.suffix + ".tmp")
     fd = os.open(tmp, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as f:
         f.write(text + "\n")
@@ -268,7 +332,7 @@ def _store_webhook_secret(
     With ``replace``, a secret the keyring still holds is deleted when the new one goes to
     the file, so that it does not hide the new one.
     """
-    if _secure_store() and not keyring_error:
+    if secure_store_available() and not keyring_error:
         try:
             keyring.set_password(SERVICE, _webhook_user(folder), value)
         except Exception as exc:
@@ -278,8 +342,8 @@ def _store_webhook_secret(
             with contextlib.suppress(OSError):
                 (folder / WEBHOOK_FILE).unlink()
             return WebhookSecret(value, "keyring", "")
-    _write_private(folder / WEBHOOK_FILE, value)
-    if replace and _secure_store():
+    write_private(folder / WEBHOOK_FILE, value)
+    if replace and secure_store_available():
         with contextlib.suppress(Exception):
             keyring.delete_password(SERVICE, _webhook_user(folder))
     return WebhookSecret(value, "file", _file_note(keyring_error))
@@ -288,7 +352,7 @@ def _store_webhook_secret(
 def _read_webhook_secret(folder: Path) -> tuple[WebhookSecret | None, str]:
     """The stored secret (keyring first, then the file), and what the keyring said."""
     error = ""
-    if _secure_store():
+    if secure_store_available():
         try:
             stored = keyring.get_password(SERVICE, _webhook_user(folder))
         except Exception as exc:  # any backend failure reads as "not there", said

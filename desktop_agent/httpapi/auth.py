@@ -18,18 +18,21 @@ from __future__ import annotations
 import contextlib
 import hmac
 import logging
-import os
 import secrets
 import threading
 from pathlib import Path
 from typing import Protocol
 
-import keyring
-from keyring.backends import fail
+from desktop_agent.secrets import (
+    SERVICE,
+    read_secret,
+    secure_store_available,
+    store_secret,
+    write_private,
+)
 
 log = logging.getLogger(__name__)
 
-SERVICE = "desktop-agent"
 TOKEN_FILE = "api-token"
 STAMP_FILE = "api-token.stamp"
 """Beside the database: changes each time a token is made (what it holds is random)."""
@@ -40,32 +43,16 @@ def _user(db_path: Path) -> str:
     return f"http-api-token:{db_path.parent.absolute()}"
 
 
-def _secure() -> bool:
-    backend = keyring.get_keyring()
-    return not isinstance(backend, fail.Keyring) and backend.priority > 0
-
-
 def load_token(db_path: Path) -> str | None:
     """The token, if one was made."""
-    if _secure():
-        with contextlib.suppress(Exception):
-            stored = keyring.get_password(SERVICE, _user(db_path))
-            if stored:
-                return stored
+    if secure_store_available():
+        stored, _failed = read_secret(SERVICE, _user(db_path))  # a failure: the file
+        if stored:
+            return stored
     path = db_path.parent / TOKEN_FILE
     if path.is_file():
         return path.read_text(encoding="utf-8").strip() or None
     return None
-
-
-def _write_private(path: Path, text: str) -> None:
-    """``text`` in ``path`` (mode 0600), replacing it at once."""
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    fd = os.open(tmp, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(text + "\n")
-    os.replace(tmp, path)
 
 
 def read_stamp(db_path: Path) -> bytes:
@@ -85,18 +72,13 @@ def make_token(db_path: Path) -> str:
     """
     token = secrets.token_urlsafe(32)
     stored = False
-    if _secure():
-        try:
-            keyring.set_password(SERVICE, _user(db_path), token)
-        except Exception:  # a keyring that fails: the private file instead
-            pass
-        else:
-            stored = True
-            with contextlib.suppress(OSError):
-                (db_path.parent / TOKEN_FILE).unlink()
+    if not store_secret(SERVICE, _user(db_path), token):  # else the private file
+        stored = True
+        with contextlib.suppress(OSError):
+            (db_path.parent / TOKEN_FILE).unlink()
     if not stored:
-        _write_private(db_path.parent / TOKEN_FILE, token)
-    _write_private(db_path.parent / STAMP_FILE, secrets.token_hex(16))
+        write_private(db_path.parent / TOKEN_FILE, token)
+    write_private(db_path.parent / STAMP_FILE, secrets.token_hex(16))
     return token
 
 

@@ -33,6 +33,7 @@ from desktop_agent.engine.ports import ToolContext, ToolInputError, ToolResult
 from desktop_agent.tools.base import ToolArgs, ToolSettings, TypedTool, result
 
 KEYRING_SERVICE = "desktop-agent"
+"""Where the passwords are: :data:`desktop_agent.secrets.SERVICE`."""
 SMTP_PASSWORD_USER = "smtp-password"
 IMAP_PASSWORD_USER = "imap-password"
 _ADDRESS = re.compile(r"^[^@\s<>(),;:\"\[\]\\]{1,64}@[A-Za-z0-9.-]{1,253}\.[A-Za-z0-9-]{2,63}$")
@@ -145,13 +146,10 @@ def _config_problem(settings: ToolSettings) -> str | None:
 
 
 def _password(user: str) -> str | None:
-    import keyring  # here, not with the tool: a worker may never send an e-mail
-    import keyring.errors
+    # Imported here, not with the tool: a worker may never send an e-mail.
+    from desktop_agent.secrets import read_secret
 
-    try:
-        return keyring.get_password(KEYRING_SERVICE, user)
-    except keyring.errors.KeyringError:
-        return None
+    return read_secret(KEYRING_SERVICE, user)[0]
 
 
 def _timeout(settings: ToolSettings) -> float:

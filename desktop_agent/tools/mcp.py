@@ -77,6 +77,7 @@ from desktop_agent.tools.files import MAX_READ_CHARS
 log = logging.getLogger(__name__)
 
 SECRET_SERVICE = "desktop-agent-mcp"
+"""The keyring service of MCP secrets: :data:`desktop_agent.secrets.MCP_SERVICE`."""
 """Keyring service of MCP secrets; the user name is ``<server>/<NAME>``."""
 
 SEPARATOR = "__"
@@ -214,12 +215,9 @@ def resolve_secrets(server: str, values: Mapping[str, str]) -> dict[str, str]:
             out[key] = value
             continue
         ref = value.removeprefix("keyring:")
-        import keyring
+        from desktop_agent.secrets import mcp_secret  # the keyring only when one is named
 
-        try:
-            secret = keyring.get_password(SECRET_SERVICE, f"{server}/{ref}")
-        except Exception:  # a broken keyring reads as a missing secret
-            secret = None
+        secret = mcp_secret(server, ref)  # a broken keyring reads as a missing secret
         if not secret:
             raise InvalidInputError(
                 f"MCP server {server!r}: secret {ref!r} is not in the keyring "

@@ -34,6 +34,7 @@ CONTRACTS = (
     "client-pure-engine",
     "cli-through-client",
     "worker-below-its-callers",
+    "keyring-only-in-secrets",
 )
 """Ids of the contracts this file puts to the test."""
 
@@ -42,6 +43,7 @@ INJECTED = {
     "client-below-its-callers": ("client/api.py", "desktop_agent.worker"),
     "worker-below-its-callers": ("worker/worker.py", "desktop_agent.client"),
     "client-pure-engine": ("client/checks.py", "desktop_agent.engine.loop"),
+    "keyring-only-in-secrets": ("tools/mail.py", "keyring"),
 }
 """For each contract, a module of the copy and the forbidden import injected into it."""
 
