@@ -14,7 +14,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 import psutil
 
@@ -100,12 +100,23 @@ def spawn_worker(
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=log,
-            start_new_session=True,
             close_fds=True,
             env=os.environ.copy(),
+            **_detached(),
         )
     _started.append(proc)
     return proc.pid
+
+
+def _detached() -> dict[str, Any]:
+    """How a worker outlives the app: its own session (POSIX) or process group (Windows).
+
+    Either way a Ctrl+C or a closed terminal of the app's does not reach the worker.
+    """
+    if sys.platform == "win32":
+        flags = subprocess.CREATE_NEW_PROCESS_GROUP | subprocess.CREATE_NO_WINDOW
+        return {"creationflags": flags}
+    return {"start_new_session": True}
 
 
 def _private_log(path: Path) -> BinaryIO:
@@ -115,6 +126,8 @@ def _private_log(path: Path) -> BinaryIO:
     the database beside it.
     """
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    with contextlib.suppress(OSError):  # not the owner (a shared folder): the mode stays
-        os.fchmod(fd, 0o600)
+    fchmod = getattr(os, "fchmod", None)  # not on Windows, where the mode means little
+    if fchmod is not None:
+        with contextlib.suppress(OSError):  # not the owner (a shared folder): the mode stays
+            fchmod(fd, 0o600)
     return os.fdopen(fd, "ab")

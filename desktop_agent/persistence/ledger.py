@@ -34,17 +34,16 @@ How it is written, and why:
   journal shows it), so it is dropped and ``since`` moves up to the cut. A restore of a
   backup older than ``since`` is told the ledger does not reach back that far.
 
-Appends hold a shared ``flock`` on ``<ledger>.lock`` and compaction an exclusive one, so
-that no line is appended to the old file while compaction replaces it.
-
-Only the standard library (and the engine's plain step types) is used here.
+Appends hold a shared lock on ``<ledger>.lock`` and compaction an exclusive one, so that no
+line is appended to the old file while compaction replaces it. The locks are
+``portalocker``'s: ``flock`` on POSIX (as before, so old and new workers exclude each other),
+``LockFileEx`` on Windows.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import json
 import os
 import sqlite3
@@ -228,12 +227,12 @@ class EffectLedger:
         """
         data = "".join(_line(e.to_json()) for e in entries).encode()
         try:
-            with self._locked(fcntl.LOCK_SH):
+            with self._locked(shared=True):
                 self._create_if_missing()
                 fd = os.open(self.path, os.O_RDWR | os.O_APPEND)
                 try:
                     size = os.fstat(fd).st_size
-                    if size and os.pread(fd, 1, size - 1) != b"\n":
+                    if size and _last_byte(fd, size) != b"\n":
                         data = b"\n" + data  # after a torn line: start a fresh one
                     _write_all(fd, data)
                     os.fsync(fd)
@@ -256,7 +255,7 @@ class EffectLedger:
             StorageError: it cannot be created.
         """
         try:
-            with self._locked(fcntl.LOCK_SH):
+            with self._locked(shared=True):
                 self._create_if_missing(since)
         except OSError as exc:
             raise StorageError(
@@ -284,13 +283,13 @@ class EffectLedger:
         fsync_dir(self.path.parent)
 
     @contextlib.contextmanager
-    def _locked(self, how: int) -> Iterator[None]:
+    def _locked(self, *, shared: bool) -> Iterator[None]:
+        import portalocker  # here: its import reads package metadata (tens of ms)
+
         fd = os.open(self.lock_path, os.O_CREAT | os.O_RDWR, 0o600)
-        try:
-            fcntl.flock(fd, how)
+        with os.fdopen(fd, "r+b") as f:  # closing it releases the lock
+            portalocker.lock(f, portalocker.LOCK_SH if shared else portalocker.LOCK_EX)
             yield
-        finally:
-            os.close(fd)  # releases the lock
 
     # ------------------------------------------------------------------ reading
 
@@ -322,7 +321,7 @@ class EffectLedger:
             StorageError: the ledger cannot be read or replaced.
         """
         try:
-            with self._locked(fcntl.LOCK_EX):
+            with self._locked(shared=False):
                 contents = self.read()
                 if contents is None:
                     return 0
@@ -402,6 +401,12 @@ def _arguments(input_: object) -> object:
 
 def _line(obj: dict[str, object]) -> str:
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":"), default=str) + "\n"
+
+
+def _last_byte(fd: int, size: int) -> bytes:
+    """The file's last byte (``os.pread`` exists on POSIX only; appends ignore the offset)."""
+    os.lseek(fd, size - 1, os.SEEK_SET)
+    return os.read(fd, 1)
 
 
 def _write_all(fd: int, data: bytes) -> None:

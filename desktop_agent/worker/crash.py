@@ -31,6 +31,6 @@ def crash_hook_from_env() -> Callable[[str], None] | None:
         with lock:
             seen += 1
             if seen == target:
-                os.kill(os.getpid(), signal.SIGKILL)
+                os.kill(os.getpid(), getattr(signal, "SIGKILL", signal.SIGTERM))  # Windows: SIGTERM
 
     return hook

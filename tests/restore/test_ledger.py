@@ -144,6 +144,46 @@ def test_appends_from_several_processes_never_interleave(tmp_path: Path) -> None
     )
 
 
+TRY_FLOCK = """
+import fcntl, os, sys
+fd = os.open(sys.argv[1], os.O_RDWR)
+how = (fcntl.LOCK_SH if sys.argv[2] == "shared" else fcntl.LOCK_EX) | fcntl.LOCK_NB
+try:
+    fcntl.flock(fd, how)
+except BlockingIOError:
+    print("refused")
+else:
+    print("granted")
+"""
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="flock is POSIX's")
+def test_the_ledger_s_locks_are_flock_locks_shared_for_appends_exclusive_for_compaction(
+    tmp_path: Path,
+) -> None:
+    """A worker of an older version locked with ``flock`` directly: both must exclude."""
+    ledger = EffectLedger(tmp_path / "agent.db.effects")
+    ledger.ensure(since=0.0)
+
+    def other_process_asks(how: str) -> str:
+        out = subprocess.run(
+            [sys.executable, "-c", TRY_FLOCK, str(ledger.lock_path), how],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
+        return out.stdout.strip()
+
+    with ledger._locked(shared=True):  # what an append holds
+        assert other_process_asks("shared") == "granted"  # appends go side by side
+        assert other_process_asks("exclusive") == "refused"  # compaction waits
+    with ledger._locked(shared=False):  # what compaction holds
+        assert other_process_asks("shared") == "refused"
+        assert other_process_asks("exclusive") == "refused"
+    assert other_process_asks("exclusive") == "granted"  # released on the way out
+
+
 def test_compaction_keeps_what_a_restore_of_a_kept_backup_needs(client: Client) -> None:
     """Lines older than the oldest kept backup go; a restore older than the ledger is told."""
     db = client.db_path
