@@ -1,21 +1,22 @@
-"""The run header: goal, model, status, budget gauges and the agent's plan."""
+"""The run header: goal, model, status, budget gauges and the agent's plan.
+
+Its parts live beside it: the gauge and the wait banner in :mod:`.header_parts`, the
+words it shows in :mod:`.header_text`, the elided label in :mod:`.elided`; their names
+are imported from here as before.
+"""
 
 from __future__ import annotations
 
 import html
-import json
 import time
 from collections.abc import Sequence
-from pathlib import Path
 
-from PySide6.QtCore import QRectF, QSize, Qt, Signal, Slot
-from PySide6.QtGui import QFont, QFontMetrics, QPainter, QPaintEvent, QPalette, QResizeEvent
+from PySide6.QtCore import QSize, Qt, Signal, Slot
+from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import (
-    QFrame,
     QGridLayout,
     QHBoxLayout,
     QLabel,
-    QPushButton,
     QSizePolicy,
     QVBoxLayout,
     QWidget,
@@ -28,279 +29,38 @@ from desktop_agent.domain import MONTHLY_CAP_REACHED, Approval, Run, RunStatus, 
 from desktop_agent.domain.placement import describe
 from desktop_agent.gui import fmt, resources, theme
 from desktop_agent.gui.controls import Control
+from desktop_agent.gui.widgets.elided import ElidedLabel, fit_value, wrap_elided
+from desktop_agent.gui.widgets.header_parts import Gauge, WaitBanner
+from desktop_agent.gui.widgets.header_text import (
+    TIME_EXPLAINED,
+    TOKENS_EXPLAINED,
+    WALL_EXPLAINED,
+    call_summary,
+    ratio,
+    short_workspace,
+    span,
+    without_repeat,
+)
 
-
-class ElidedLabel(QLabel):
-    """A label of at most ``lines`` lines that ends with "…" when its text does not fit.
-
-    Args:
-        parent: owner.
-        lines: the most lines it takes (broken between words; the last one elided).
-    """
-
-    def __init__(self, parent: QWidget | None = None, *, lines: int = 1) -> None:
-        super().__init__(parent)
-        self._full = ""
-        self.lines = lines
-        self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
-
-    def set_full_text(self, text: str) -> None:
-        """Show ``text``, elided to the label's width."""
-        self._full = text
-        self.setToolTip(text)
-        self._elide()
-
-    def full_text(self) -> str:
-        """The text before eliding."""
-        return self._full
-
-    def resizeEvent(self, event: QResizeEvent) -> None:
-        """Elide again for the new width."""
-        super().resizeEvent(event)
-        self._elide()
-
-    def _elide(self) -> None:
-        self.setText(wrap_elided(QFontMetrics(self.font()), self._full, self.width(), self.lines))
-
-
-def wrap_elided(fm: QFontMetrics, text: str, width: int, lines: int) -> str:
-    """``text`` broken between words into at most ``lines`` lines of ``width``.
-
-    What the last line cannot hold ends in "…".
-    """
-    words = text.split()
-    out: list[str] = []
-    while words and len(out) < lines - 1:
-        line = words.pop(0)
-        while words and fm.horizontalAdvance(f"{line} {words[0]}") <= width:
-            line = f"{line} {words.pop(0)}"
-        if fm.horizontalAdvance(line) > width:  # one word wider than the line: cut there
-            words.insert(0, line)
-            break
-        out.append(line)
-    if words or not out:
-        out.append(fm.elidedText(" ".join(words), Qt.TextElideMode.ElideRight, width))
-    return "\n".join(out)
-
-
-class Gauge(QWidget):
-    """A labelled bar: how much of a budget is used.
-
-    Args:
-        label: what is measured (``Cost``).
-        parent: owner.
-        note_line: keep a line under the bar for a note in small print (see
-            :meth:`set_value`).
-    """
-
-    def __init__(self, label: str, parent: QWidget | None = None, note_line: bool = False) -> None:
-        super().__init__(parent)
-        self.label = label
-        self.value_text = "—"
-        self.fraction: float | None = None
-        self.note = ""
-        self.note_line = note_line
-        self.explanation = ""
-        """What the gauge counts, said first in its tooltip."""
-        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
-
-    def set_value(self, text: str, fraction: float | None, note: str = "") -> None:
-        """Show ``text``; ``fraction`` of the limit used (None: no limit); ``note`` below."""
-        if (text, fraction, note) != (self.value_text, self.fraction, self.note):
-            self.value_text, self.fraction, self.note = text, fraction, note
-            tip = f"{self.label}: {text}" + (f" · {note}" if note else "")
-            self.setToolTip(f"{self.explanation}\n{tip}" if self.explanation else tip)
-            self.update()
-
-    def _note_font(self) -> QFont:
-        font = QFont(self.font())
-        font.setPointSizeF(font.pointSizeF() * 0.85)
-        return font
-
-    def _height(self) -> int:
-        height = QFontMetrics(self.font()).height() + 14
-        if self.note_line:
-            height += QFontMetrics(self._note_font()).height() + 2
-        return height
-
-    def sizeHint(self) -> QSize:
-        """Two lines of text and a bar."""
-        fm = QFontMetrics(self.font())
-        return QSize(fm.horizontalAdvance("Tokens  12.3k of 100.0k") + 8, self._height())
-
-    def minimumSizeHint(self) -> QSize:
-        """Narrow but readable."""
-        fm = QFontMetrics(self.font())
-        return QSize(fm.horizontalAdvance("Tokens 12.3k") + 8, self._height())
-
-    def paintEvent(self, event: QPaintEvent) -> None:
-        """Label and value on one line, the bar below."""
-        painter = QPainter(self)
-        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
-        pal = self.palette()
-        fm = QFontMetrics(self.font())
-        w = self.width()
-        text_rect = QRectF(0, 0, w, fm.height())
-        muted = pal.color(QPalette.ColorRole.PlaceholderText)
-        painter.setPen(muted)
-        painter.drawText(
-            text_rect, Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter, self.label
-        )
-        painter.setPen(pal.color(QPalette.ColorRole.WindowText))
-        label_w = fm.horizontalAdvance(self.label) + 8
-        value = fit_value(fm, self.value_text, max(0, w - label_w))
-        painter.drawText(
-            text_rect, Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter, value
-        )
-        bar = QRectF(0, fm.height() + 5, w, 6)
-        painter.setPen(Qt.PenStyle.NoPen)
-        painter.setBrush(pal.color(QPalette.ColorRole.Mid))
-        painter.drawRoundedRect(bar, 3, 3)
-        if self.fraction is not None:
-            f = max(0.0, min(1.0, self.fraction))
-            if f >= 0.9:
-                color = theme.status_color(RunStatus.FAILED, pal)
-            elif f >= 0.7:
-                color = theme.warning_color(pal)
-            else:
-                color = pal.color(QPalette.ColorRole.Highlight)
-            painter.setBrush(color)
-            painter.drawRoundedRect(QRectF(bar.left(), bar.top(), bar.width() * f, 6), 3, 3)
-        if self.note_line and self.note:
-            font = self._note_font()
-            painter.setFont(font)
-            painter.setPen(muted)
-            note_fm = QFontMetrics(font)
-            note_rect = QRectF(0, bar.bottom() + 2, w, note_fm.height())
-            note = note_fm.elidedText(self.note, Qt.TextElideMode.ElideRight, w)
-            painter.drawText(
-                note_rect, Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter, note
-            )
-        painter.end()
-
-
-def call_summary(approval: Approval, keep: int = 60) -> str:
-    """The call in a few words: the tool and its first arguments (``write_file report.md``)."""
-    args = approval.arguments if isinstance(approval.arguments, dict) else {}
-    parts = []
-    for key in ("path", "to", "url", "query", "name", "command"):
-        value = args.get(key)
-        if value:
-            parts.append(value if isinstance(value, str) else json.dumps(value))
-    if not parts and args:
-        key, value = next(iter(args.items()))
-        parts.append(f"{key}={value if isinstance(value, str) else json.dumps(value)}")
-    text = " ".join(" ".join(parts).split())
-    text = text if len(text) <= keep else text[: keep - 1] + "…"
-    return f"{approval.tool} {text}".strip()
-
-
-class WaitBanner(QFrame):
-    """A line across the header: the run waits for the analyst, and the button to act.
-
-    Never a dialog of its own: the analyst opens one with the button when they choose to.
-
-    Args:
-        parent: owner.
-
-    Signals:
-        activated: the button was pressed.
-    """
-
-    activated = Signal()
-
-    def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.setObjectName("waitBanner")
-        self.setFrameShape(QFrame.Shape.StyledPanel)
-        self.setAutoFillBackground(True)
-        self.icon = QLabel(self)
-        self.icon.setPixmap(resources.icon("status-waiting").pixmap(QSize(18, 18)))
-        self.text = ElidedLabel(self)
-        self.button = QPushButton(self)
-        self.button.clicked.connect(self.activated)
-        row = QHBoxLayout(self)
-        row.setContentsMargins(8, 3, 4, 3)
-        row.addWidget(self.icon)
-        row.addWidget(self.text, 1)
-        row.addWidget(self.button)
-        self.refresh_colors()
-        self.hide()
-
-    def show_wait(self, text: str, button: str, icon: str) -> None:
-        """Say what the run waits for; ``button`` names what the analyst can do."""
-        self.text.set_full_text(text)
-        self.button.setText(button)
-        self.button.setIcon(resources.icon(icon))
-        self.show()
-
-    def refresh_colors(self) -> None:
-        """A warning tint over the window's colour, readable in light and dark palettes."""
-        owner = self.parentWidget()
-        pal = QPalette(owner.palette() if owner is not None else self.palette())
-        base = pal.color(QPalette.ColorRole.Window)
-        tint = theme.warning_color(pal)
-        mixed = base.toRgb()
-        mixed.setRgbF(
-            base.redF() * 0.8 + tint.redF() * 0.2,
-            base.greenF() * 0.8 + tint.greenF() * 0.2,
-            base.blueF() * 0.8 + tint.blueF() * 0.2,
-        )
-        pal.setColor(QPalette.ColorRole.Window, mixed)
-        self.setPalette(pal)
+__all__ = [
+    "BATCH_REREAD_S",
+    "TIME_EXPLAINED",
+    "TOKENS_EXPLAINED",
+    "WALL_EXPLAINED",
+    "ElidedLabel",
+    "Gauge",
+    "RunHeader",
+    "WaitBanner",
+    "call_summary",
+    "fit_value",
+    "span",
+    "without_repeat",
+    "wrap_elided",
+]
 
 
 BATCH_REREAD_S = 5.0
 """How often the header reads again where a queued turn is (sent without a run change)."""
-
-
-def span(seconds: float) -> str:
-    """A duration as a person reads it: ``45s``, ``3m 12s``, ``2h 05m``, ``3d 04h``."""
-    s = round(max(0.0, seconds))
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m {s % 60:02d}s" if s % 60 else f"{s // 60}m"
-    if s < 86400:
-        return f"{s // 3600}h {(s % 3600) // 60:02d}m"
-    return f"{s // 86400}d {(s % 86400) // 3600:02d}h"
-
-
-TOKENS_EXPLAINED = (
-    "Tokens the run's model calls read and wrote. Cache: the share of the prompt read from "
-    "the prompt cache (cheaper and faster than reading it afresh)."
-)
-TIME_EXPLAINED = "Time the run worked, as its time budget counts it: waits for you are not counted."
-WALL_EXPLAINED = "Time since the run started, waits included: its time budget counts them."
-
-
-def _ratio(used: float, limit: float | None) -> float | None:
-    return None if not limit else used / limit
-
-
-def without_repeat(label: str, message: str) -> str:
-    """``message`` without a leading ``label`` it repeats ("Cancelled — Cancelled; …").
-
-    "Cancelled; partial report: r.md" under "Cancelled" reads "partial report: r.md";
-    a message that is only the label reads as nothing more.
-    """
-    if not message.lower().startswith(label.lower()):
-        return message
-    rest = message[len(label) :]
-    if rest and rest[0].isalnum():  # "Cancelled by you" is not a repeat of "Cancel"
-        return message
-    return rest.lstrip(" ;:,.—-")
-
-
-def fit_value(fm: QFontMetrics, text: str, width: int) -> str:
-    """``text`` in ``width``: shortened where words allow, then cut at its end.
-
-    Never cut at its start: "…02 of $5.00" read as a figure that was not spent.
-    """
-    for candidate in (text, text.replace(" (simulated)", " sim.")):
-        if fm.horizontalAdvance(candidate) <= width:
-            return candidate
-    return fm.elidedText(text.replace(" (simulated)", " sim."), Qt.TextElideMode.ElideRight, width)
 
 
 class RunHeader(QWidget):
@@ -477,7 +237,7 @@ class RunHeader(QWidget):
         self.details.setText(
             f"Run <code>{run.id}</code> · started {fmt.clock(run.started_at or run.created_at)}"
             f" · workspace <a style='color:{link_color}' href='{html.escape(run.workspace)}'>"
-            f"{html.escape(_short_path(run.workspace))}</a>"
+            f"{html.escape(short_workspace(run.workspace))}</a>"
             + (
                 f" · tags <b>{html.escape(' '.join('#' + t for t in run.tags))}</b>"
                 if run.tags
@@ -599,14 +359,14 @@ class RunHeader(QWidget):
         sim = " (simulated)" if run.is_demo else ""
         cost = fmt.format_usd(run.cost_usd)
         limit = f" of {fmt.format_usd(b.max_cost_usd)}" if b.max_cost_usd else ""
-        self.gauges["Cost"].set_value(f"{cost}{limit}{sim}", _ratio(run.cost_usd, b.max_cost_usd))
+        self.gauges["Cost"].set_value(f"{cost}{limit}{sim}", ratio(run.cost_usd, b.max_cost_usd))
         steps = f"{run.last_seq}" + (f" of {b.max_steps}" if b.max_steps else "")
-        self.gauges["Steps"].set_value(steps, _ratio(run.last_seq, b.max_steps))
+        self.gauges["Steps"].set_value(steps, ratio(run.last_seq, b.max_steps))
         self._time_gauge(run)
         total = run.usage.total
         limit_k = f" of {fmt.tokens(b.max_tokens)}" if b.max_tokens else ""
         self.gauges["Tokens"].set_value(
-            fmt.tokens(total) + limit_k, _ratio(total, b.max_tokens), cache_words(run.usage)
+            fmt.tokens(total) + limit_k, ratio(total, b.max_tokens), cache_words(run.usage)
         )
 
     def tick(self) -> None:
@@ -648,7 +408,7 @@ class RunHeader(QWidget):
             gauge.label = label
             gauge.update()
         gauge.explanation = WALL_EXPLAINED if wall else TIME_EXPLAINED
-        gauge.set_value(text, _ratio(worked, limit), f"age {span(now - run.created_at)}")
+        gauge.set_value(text, ratio(worked, limit), f"age {span(now - run.created_at)}")
 
     def _plan_html(self, row: RunRow) -> str:
         if not row.plan:
@@ -667,10 +427,3 @@ class RunHeader(QWidget):
             items.append(f"<div>… {len(row.plan) - 12} more</div>")
         head = f"<b>Plan</b> ({row.plan_done}/{len(row.plan)} done)"
         return head + "".join(items)
-
-
-def _short_path(path: str, keep: int = 48) -> str:
-    home = str(Path.home())
-    if path == home or path.startswith(home.rstrip("/") + "/"):
-        path = "~" + path[len(home.rstrip("/")) :]
-    return path if len(path) <= keep else "…" + path[-(keep - 1) :]
