@@ -5,7 +5,8 @@ visible range is painted, and each lane asks the time axis for its spans already
 about one bar per pixel column, so a repaint costs what the view is wide, whatever the
 number of steps. Colours, pens and brushes are made once per palette and reused: a repaint
 allocates nothing that grows with the run (a lesson of the timeline's delegate, whose
-per-paint pens were what hours of repainting were made of).
+per-paint pens were what hours of repainting were made of). They, and how bars, ticks and
+block labels are painted, are in :mod:`.timeaxis_paint`.
 
 Mouse: the wheel zooms around the pointer, a drag pans, a drag with Shift (or with the right
 button) zooms to the range dragged over, a click selects the step under the pointer
@@ -15,14 +16,11 @@ keeps fitting as a live run grows.
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Iterable
 
 from PySide6.QtCore import QEvent, QPoint, QPointF, QRect, QSize, Qt, Signal, Slot
 from PySide6.QtGui import (
-    QBrush,
-    QColor,
     QFontMetrics,
     QHelpEvent,
     QKeyEvent,
@@ -30,7 +28,6 @@ from PySide6.QtGui import (
     QPainter,
     QPaintEvent,
     QPalette,
-    QPen,
     QWheelEvent,
 )
 from PySide6.QtWidgets import (
@@ -43,21 +40,16 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from desktop_agent.client.timeaxis import (
-    LANES,
-    Bar,
-    Lane,
-    Span,
-    SpanState,
-    TimeAxis,
-    elapsed_label,
-    group_bars,
-    group_label,
-    tick_step,
-)
+from desktop_agent.client.timeaxis import LANES, Lane, Span, TimeAxis
 from desktop_agent.client.views import StepEntry
-from desktop_agent.domain import StepKind, StepStatus
-from desktop_agent.gui import fmt, theme
+from desktop_agent.gui import fmt
+from desktop_agent.gui.widgets.timeaxis_paint import (
+    STATE_TEXT,
+    Paints,
+    paint_bar,
+    paint_groups,
+    paint_ticks,
+)
 
 ALWAYS_SHOWN = (Lane.MODEL, Lane.TOOLS)
 """Lanes shown even while empty (the others appear once they have a span)."""
@@ -67,44 +59,6 @@ _MIN_SPAN_S = 0.002
 
 _DRAG_PX = 4
 """A press that moves less than this is a click, not a drag."""
-
-
-class _Paints:
-    """Colours, pens and brushes of one palette, made once and reused by every repaint."""
-
-    def __init__(self, palette: QPalette) -> None:
-        self.text = palette.color(QPalette.ColorRole.WindowText)
-        self.muted = palette.color(QPalette.ColorRole.PlaceholderText)
-        self.base = palette.color(QPalette.ColorRole.Base)
-        self.alt = palette.color(QPalette.ColorRole.AlternateBase)
-        self.grid = QPen(palette.color(QPalette.ColorRole.Mid), 0.6)
-        self.warn = theme.warning_color(palette)
-        self.failed = theme.step_status_color(StepStatus.FAILED, palette)
-        self.highlight = palette.color(QPalette.ColorRole.Highlight)
-        self.failed_pen = QPen(self.failed, 1.5)
-        self.warn_pen = QPen(self.warn, 1.5)
-        self.doubt_pen = QPen(self.warn, 1.5, Qt.PenStyle.DashLine)
-        self.selected_pen = QPen(self.highlight, 2.0)
-        self.band = QColor(self.highlight)
-        self.band.setAlpha(60)
-        dark = theme.is_dark(palette)
-        self.solid: dict[StepKind, QBrush] = {}
-        self.pale: dict[StepKind, QBrush] = {}
-        for kind in StepKind:
-            color = theme.kind_color(kind, palette)
-            self.solid[kind] = QBrush(color)
-            pale = QColor(color)
-            pale.setAlpha(170 if dark else 110)  # over a dark base, pale reads as muddy
-            self.pale[kind] = QBrush(pale)
-        rate = QColor(self.warn)
-        rate.setAlpha(120)
-        self.rate_limit = QBrush(rate)
-        sleep = QColor(self.muted)
-        sleep.setAlpha(45)
-        self.hibernation_fill = QBrush(sleep)
-        self.hibernation_hatch = QBrush(self.muted, Qt.BrushStyle.BDiagPattern)
-        self.doubt_hatch = QBrush(self.warn, Qt.BrushStyle.BDiagPattern)
-        self.on_bar = QColor("#ffffff")  # a block's label, over its solid colour
 
 
 class TimeAxisView(QWidget):
@@ -131,7 +85,7 @@ class TimeAxisView(QWidget):
         self._range: tuple[float, float] | None = None
         """The visible range; None fits the run (and keeps fitting it as it grows)."""
         self._lanes: tuple[Lane, ...] = ALWAYS_SHOWN
-        self._paints: _Paints | None = None
+        self._paints: Paints | None = None
         self._press: QPoint | None = None
         self._press_range: tuple[float, float] | None = None
         self._band: tuple[int, int] | None = None
@@ -315,7 +269,7 @@ class TimeAxisView(QWidget):
     def paintEvent(self, event: QPaintEvent) -> None:
         """Lanes, axis and the visible spans, one bar per pixel column at most."""
         if self._paints is None:
-            self._paints = _Paints(self.palette())
+            self._paints = Paints(self.palette())
         p = self._paints
         painter = QPainter(self)
         try:
@@ -323,7 +277,7 @@ class TimeAxisView(QWidget):
         finally:
             painter.end()
 
-    def _paint(self, painter: QPainter, p: _Paints) -> None:
+    def _paint(self, painter: QPainter, p: Paints) -> None:
         fm = QFontMetrics(self.font())
         plot = self._plot_rect()
         lane_h = self._lane_height()
@@ -345,7 +299,12 @@ class TimeAxisView(QWidget):
             )
             return
         t0, t1 = shown
-        self._paint_ticks(painter, p, fm, plot, t0, t1)
+        # Ticks read as time since the run began, on round steps from its start.
+        extent = self.axis.extent(self._clock())
+        origin = extent[0] if extent is not None else t0
+        self.tick_labels = paint_ticks(
+            painter, p, fm, plot, (t0, t1), origin, self.width(), self.height()
+        )
         now = self._clock()
         width = plot.width()
         painter.setClipRect(QRect(plot.left(), plot.top(), width + 1, plot.height()))
@@ -354,108 +313,15 @@ class TimeAxisView(QWidget):
             top = plot.top() + i * lane_h + 3
             bars = self.axis.bars(lane, t0, t1, width, now)
             for bar in bars:
-                self._paint_bar(painter, p, lane, bar, plot.left(), top, lane_h - 6)
+                paint_bar(painter, p, lane, bar, plot.left(), top, lane_h - 6, self.selected_seq)
             if lane in (Lane.MODEL, Lane.TOOLS):
                 rect = QRect(plot.left(), top, width, lane_h - 6)
-                self._paint_groups(painter, p, fm, lane, bars, rect, (t0, t1), now)
+                self.drawn_labels[lane] = paint_groups(
+                    painter, p, fm, self.axis, lane, bars, rect, (t0, t1), now
+                )
         if self._band is not None:
             a, b = sorted(self._band)
             painter.fillRect(QRect(a, plot.top(), max(1, b - a), plot.height()), p.band)
-
-    def _paint_groups(
-        self,
-        painter: QPainter,
-        p: _Paints,
-        fm: QFontMetrics,
-        lane: Lane,
-        bars: list[Bar],
-        rect: QRect,
-        shown: tuple[float, float],
-        now: float,
-    ) -> None:
-        """Label the blocks wide enough: "270 × read_file", or one step's name and time."""
-        t0, t1 = shown
-        per_px = (t1 - t0) / max(1, rect.width())
-        labels: list[str] = []
-        for group in group_bars(bars):
-            room = group.x1 - group.x0 + 1
-            if room < fm.horizontalAdvance("00 × x") + 8:
-                continue
-            start = t0 + group.x0 * per_px
-            counts = self.axis.labels_between(lane, start, t0 + (group.x1 + 1) * per_px)
-            text = group_label(counts) if counts else ""
-            if sum(counts.values()) == 1:
-                span = next((b.span for b in bars if b.x0 == group.x0), None)
-                if span is not None:
-                    text += " · " + fmt.short_duration(span.end_at(now) - span.start)
-            if not text or fm.horizontalAdvance(text) + 8 > room:
-                continue
-            box = QRect(rect.left() + group.x0, rect.top(), room, rect.height())
-            painter.setPen(p.on_bar)
-            painter.drawText(box, int(Qt.AlignmentFlag.AlignCenter), text)
-            labels.append(text)
-        self.drawn_labels[lane] = labels
-
-    def _paint_ticks(
-        self,
-        painter: QPainter,
-        p: _Paints,
-        fm: QFontMetrics,
-        plot: QRect,
-        t0: float,
-        t1: float,
-    ) -> None:
-        step = tick_step(
-            t1 - t0, max(2, plot.width() // (fm.horizontalAdvance("00:00:00.000") + 24))
-        )
-        # Ticks read as time since the run began, on round steps from its start.
-        extent = self.axis.extent(self._clock())
-        origin = extent[0] if extent is not None else t0
-        first = origin + math.ceil((t0 - origin) / step) * step
-        count = int((t1 - first) / step) + 1
-        self.tick_labels = []
-        for k in range(max(0, min(count, 200))):
-            t = first + k * step
-            x = plot.left() + int((t - t0) * plot.width() / (t1 - t0))
-            painter.setPen(p.grid)
-            painter.drawLine(x, plot.top() - 3, x, self.height())
-            label = elapsed_label(t - origin, step)
-            self.tick_labels.append(label)
-            if x + 3 + fm.horizontalAdvance(label) <= self.width():
-                painter.setPen(p.muted)
-                painter.drawText(QPoint(x + 3, fm.ascent() + 3), label)
-
-    def _paint_bar(
-        self, painter: QPainter, p: _Paints, lane: Lane, bar: Bar, left: int, top: int, h: int
-    ) -> None:
-        span = bar.span
-        rect = QRect(left + bar.x0, top, bar.x1 - bar.x0 + 1, h)
-        state = span.state
-        if lane == Lane.HIBERNATION:
-            painter.fillRect(rect, p.hibernation_fill)
-            painter.fillRect(rect, p.hibernation_hatch)
-        elif lane == Lane.RATE_LIMIT:
-            painter.fillRect(rect, p.rate_limit)
-        elif lane.is_wait or state == SpanState.OPEN:
-            painter.fillRect(rect, p.pale[span.kind])
-        else:
-            painter.fillRect(rect, p.solid[span.kind])
-        if state == SpanState.IN_DOUBT:
-            painter.fillRect(rect, p.doubt_hatch)
-            painter.setPen(p.doubt_pen)
-            painter.drawRect(rect.adjusted(0, 0, -1, -1))
-        elif state == SpanState.FAILED:
-            painter.setPen(p.failed_pen)
-            painter.drawRect(rect.adjusted(0, 0, -1, -1))
-        elif state in (SpanState.RETRIED, SpanState.SALVAGED):
-            # A mark above the bar: visible even when the bar is one pixel wide.
-            painter.setPen(p.warn_pen)
-            painter.drawLine(rect.left(), top - 2, rect.right() + 1, top - 2)
-            if state == SpanState.SALVAGED:
-                painter.drawRect(rect.adjusted(0, 0, -1, -1))
-        if span.seq == self.selected_seq and bar.merged == 1:
-            painter.setPen(p.selected_pen)
-            painter.drawRect(rect.adjusted(-1, -1, 0, 0))
 
     # ------------------------------------------------------------------ input
 
@@ -551,18 +417,8 @@ class TimeAxisView(QWidget):
         if span.attempt > 1:
             lines[0] += f", attempt {span.attempt}"
         lines.append(f"{fmt.clock(span.start)}, {'for ' if span.end is None else ''}{took}")
-        lines.append(_STATE_TEXT[span.state])
+        lines.append(STATE_TEXT[span.state])
         return "\n".join(line for line in lines if line)
-
-
-_STATE_TEXT = {
-    SpanState.OK: "",
-    SpanState.FAILED: "failed",
-    SpanState.RETRIED: "failed or interrupted, then tried again",
-    SpanState.SALVAGED: "interrupted, then tried again; the interrupted output was kept",
-    SpanState.OPEN: "still going",
-    SpanState.IN_DOUBT: "started, never finished: in doubt",
-}
 
 
 class TimeAxisPanel(QWidget):
