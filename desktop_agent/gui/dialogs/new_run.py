@@ -1,9 +1,11 @@
-"""The new-run dialog: goal, model, workspace, tools, approval policy and budgets."""
+"""The new-run dialog: goal, model, workspace, tools, approval policy and budgets.
+
+Its request and words are in :mod:`.new_run_request`, its fields' filling in :mod:`.new_run_fields`.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 
 from PySide6.QtCore import Qt, Signal, Slot
 from PySide6.QtGui import QPalette
@@ -11,7 +13,6 @@ from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
     QDialogButtonBox,
-    QDoubleSpinBox,
     QFileDialog,
     QFormLayout,
     QGroupBox,
@@ -21,85 +22,52 @@ from PySide6.QtWidgets import (
     QListWidget,
     QPlainTextEdit,
     QPushButton,
-    QSpinBox,
     QVBoxLayout,
     QWidget,
 )
 
 from desktop_agent.client.messages import plain_error
-from desktop_agent.client.views import (
-    DEMO_NO_ECONOMY,
-    ModelChoice,
-    ToolInfo,
-    thinking_budget_for,
-)
+from desktop_agent.client.views import ModelChoice, ToolInfo, thinking_budget_for
 from desktop_agent.client.workspaces import WorkspaceState, check_workspace
 from desktop_agent.config import Settings
-from desktop_agent.domain import EffectClass, Run, RunStatus
+from desktop_agent.domain import Run, RunStatus
 from desktop_agent.domain.errors import InvalidInputError
 from desktop_agent.domain.units import format_duration, parse_duration
 from desktop_agent.gui import resources, theme
 from desktop_agent.gui.dialogs.guard import GuardedDialog
+from desktop_agent.gui.dialogs.new_run_fields import (
+    budget_fields,
+    check_tools,
+    checked_tools,
+    fill_efforts,
+    fill_models,
+    fill_tools,
+)
+from desktop_agent.gui.dialogs.new_run_request import (
+    ECONOMY_DEMO_TIP,
+    ECONOMY_TIP,
+    POLICIES,
+    NewRunRequest,
+    model_item_text,
+    model_note_text,
+    overrides_for,
+    tool_item_text,
+)
 from desktop_agent.gui.dialogs.prompts import MessageDialog
 from desktop_agent.gui.sizing import keep_minimum_size
 from desktop_agent.gui.widgets.forecast import Estimate, ForecastLine, ForecastQuestion, RunTask
 
-
-@dataclass(frozen=True)
-class NewRunRequest:
-    """What the analyst asked for; the arguments of ``Client.start_run``."""
-
-    goal: str
-    model: str
-    workspace: str | None
-    tools: tuple[str, ...]
-    approval_overrides: dict[str, str] = field(default_factory=dict)
-    max_cost_usd: float | None = None
-    max_steps: int | None = None
-    max_time_s: float | None = None
-    max_tokens_budget: int | None = None
-    forked_from: str | None = None
-    """The run this one runs again ("Run again"), which then lists it."""
-    effort: str = ""
-    """``low`` … ``max``, or "" for the model's default."""
-    thinking_budget: int = 0
-    """Thinking on (above 0) or off."""
-    economy: bool = False
-    """Each model turn as a request of a Message Batch (half price, slower)."""
-
-
-ECONOMY_TIP = (
-    "Each model turn is sent as a request of a Message Batch and billed at half price. "
-    "The run waits for every answer (most batches end within an hour, all within 24 "
-    "hours), holding no thread: for work that can wait, such as a folder of documents."
-)
-ECONOMY_DEMO_TIP = DEMO_NO_ECONOMY
-
-POLICIES = [
-    ("rules", "Ask when a rule says so: overwrites and irreversible actions (recommended)"),
-    ("changes", "Ask before every change: every write and every irreversible action"),
-    ("all", "Ask before every tool call"),
+__all__ = [
+    "ECONOMY_DEMO_TIP",
+    "ECONOMY_TIP",
+    "POLICIES",
+    "NewRunDialog",
+    "NewRunRequest",
+    "model_item_text",
+    "model_note_text",
+    "overrides_for",
+    "tool_item_text",
 ]
-
-
-def overrides_for(policy: str, tools: Sequence[ToolInfo], chosen: Sequence[str]) -> dict[str, str]:
-    """Per-tool approval overrides for a policy preset."""
-    out = {}
-    for tool in tools:
-        if tool.name not in chosen or tool.is_control:
-            continue
-        if policy == "all" or (policy == "changes" and tool.effect != EffectClass.READ_ONLY):
-            out[tool.name] = "ask"
-    return out
-
-
-def model_item_text(choice: ModelChoice) -> str:
-    """A model as the picker lists it: its name, its status when not active, its price."""
-    if choice.is_demo:
-        return f"{choice.label}  — demo, no API key needed"
-    status = f" ({choice.lifecycle})" if choice.lifecycle != "active" else ""
-    price = f"  · {choice.price}" if choice.price else ""
-    return f"{choice.label}{status}{price}"
 
 
 class NewRunDialog(GuardedDialog):
@@ -211,25 +179,12 @@ class NewRunDialog(GuardedDialog):
         self._asked: NewRunRequest | None = None
 
         self.tools = QListWidget(self)
-        self._fill_tools(tools, default_tools)
+        fill_tools(self.tools, tools, default_tools)
         self.policy = QComboBox(self)
         for key, label in POLICIES:
             self.policy.addItem(label, key)
 
-        self.cost = QDoubleSpinBox(self)
-        self.cost.setRange(0, 10_000)
-        self.cost.setDecimals(2)
-        self.cost.setPrefix("$ ")
-        self.cost.setSpecialValueText("no limit")
-        self.steps = QSpinBox(self)
-        self.steps.setRange(0, 1_000_000)
-        self.steps.setSpecialValueText("no limit")
-        self.time = QLineEdit(self)
-        self.time.setPlaceholderText("no limit (e.g. 30m, 2h, 3d)")
-        self.tokens = QSpinBox(self)
-        self.tokens.setRange(0, 2_000_000_000)
-        self.tokens.setSingleStep(100_000)
-        self.tokens.setSpecialValueText("no limit")
+        self.cost, self.steps, self.time, self.tokens = budget_fields(self)
         self._fill_budgets(settings)
 
         top = QFormLayout()
@@ -318,34 +273,11 @@ class NewRunDialog(GuardedDialog):
         self.economy.setChecked(self.economy_by_default and self.economy.isEnabled())
         self.thinking.setChecked(False)
         self.workspace.clear()
-        self._fill_tools(tools, default_tools)
+        fill_tools(self.tools, tools, default_tools)
         self.policy.setCurrentIndex(0)
         self._fill_budgets(settings)
         self.error.setText("")
         self._on_goal_text_changed()
-
-    def _fill_tools(self, tools: Sequence[ToolInfo], default_tools: Sequence[str]) -> None:
-        """Offer ``tools``, those in ``default_tools`` checked."""
-        self.tools.clear()
-        for tool in tools:
-            if tool.origin == "engine":
-                what = "built into the agent"
-            elif tool.origin == "provider":
-                what = "run by Anthropic"
-            else:
-                what = (tool.effect or EffectClass.READ_ONLY).value.replace("_", " ")
-            # An item Qt makes (addItem with a text), not a QListWidgetItem made here: the
-            # view's first call into a Python-made item keeps a reference to None (PySide6
-            # 6.11), one per tool at each filling.
-            self.tools.addItem(f"{tool.name}  ({what})")
-            item = self.tools.item(self.tools.count() - 1)
-            item.setData(Qt.ItemDataRole.UserRole, tool.name)
-            item.setToolTip(tool.description)
-            item.setFlags(item.flags() | Qt.ItemFlag.ItemIsUserCheckable)
-            checked = tool.name in default_tools
-            item.setCheckState(Qt.CheckState.Checked if checked else Qt.CheckState.Unchecked)
-        rows = max(4, min(len(tools), 9))
-        self.tools.setMinimumHeight(self.tools.sizeHintForRow(0) * rows + 6)
 
     def _fill_budgets(self, settings: Settings) -> None:
         """The budgets a new run gets unless the analyst changes them."""
@@ -378,11 +310,7 @@ class NewRunDialog(GuardedDialog):
         self.thinking.setChecked(run.spec.thinking_budget > 0)
         self.economy.setChecked(run.spec.economy and self.economy.isEnabled())
         self.workspace.setText(run.workspace)
-        used = {name for name, _version in run.spec.tools}
-        for i in range(self.tools.count()):
-            item = self.tools.item(i)
-            checked = item.data(Qt.ItemDataRole.UserRole) in used
-            item.setCheckState(Qt.CheckState.Checked if checked else Qt.CheckState.Unchecked)
+        check_tools(self.tools, {name for name, _version in run.spec.tools})
         b = run.budget
         self.cost.setValue(b.max_cost_usd or 0)
         self.steps.setValue(b.max_steps or 0)
@@ -392,12 +320,7 @@ class NewRunDialog(GuardedDialog):
 
     def chosen_tools(self) -> list[str]:
         """Names of the checked tools."""
-        out = []
-        for i in range(self.tools.count()):
-            item = self.tools.item(i)
-            if item.checkState() == Qt.CheckState.Checked:
-                out.append(str(item.data(Qt.ItemDataRole.UserRole)))
-        return out
+        return checked_tools(self.tools)
 
     def request(self) -> NewRunRequest:
         """The run asked for (raises InvalidInputError with a readable message)."""
@@ -441,15 +364,7 @@ class NewRunDialog(GuardedDialog):
     def _fill_models(self, models: Sequence[ModelChoice], current: str) -> None:
         """Offer ``models`` (retired ones are never among them), ``current`` selected."""
         self.choices = {c.id: c for c in models}
-        self.model.clear()
-        for choice in models:
-            self.model.addItem(model_item_text(choice), choice.id)
-            index = self.model.count() - 1
-            tip = choice.notice or choice.price
-            if tip:
-                self.model.setItemData(index, tip, Qt.ItemDataRole.ToolTipRole)
-        index = self.model.findData(current)
-        self.model.setCurrentIndex(max(0, index))
+        fill_models(self.model, models, current)
 
     def set_models(self, models: Sequence[ModelChoice]) -> None:
         """Offer ``models`` instead (the catalogue as read from the database).
@@ -473,22 +388,10 @@ class NewRunDialog(GuardedDialog):
         """The model selected."""
         return self.choices.get(str(self.model.currentData()))
 
-    def _fill_efforts(self, choice: ModelChoice | None) -> None:
-        """The selected model's effort levels; the level chosen stays if it takes it."""
-        before = self.effort.currentData()
-        self.effort.clear()
-        default = choice.default_effort if choice is not None else ""
-        self.effort.addItem(f"Model default ({default})" if default else "Model default", "")
-        for level in choice.efforts if choice is not None else ():
-            self.effort.addItem(level, level)
-        self.effort.setEnabled(self.effort.count() > 1)
-        index = self.effort.findData(before) if before else -1
-        self.effort.setCurrentIndex(max(0, index))
-
     @Slot(int)
     def _on_model_current_index_changed(self, _index: int) -> None:
         choice = self.chosen_model()
-        self._fill_efforts(choice)
+        fill_efforts(self.effort, choice)  # the level chosen stays if the model takes it
         refusal = choice.economy_refusal() if choice is not None else ECONOMY_DEMO_TIP
         offered_before = self.economy.isEnabled()
         self.economy.setEnabled(not refusal)
@@ -499,16 +402,7 @@ class NewRunDialog(GuardedDialog):
             self.economy.setChecked(False)
         elif not offered_before:  # offered again: the form's default mode
             self.economy.setChecked(self.economy_by_default)
-        if choice is None or choice.is_demo:
-            self.model_note.setText(
-                "The demo model is offline and simulated: it follows a fixed research script "
-                "over the workspace files, and its costs are not real."
-            )
-        else:
-            lines = [f"Uses your Anthropic API key (Settings) and costs money: {choice.price}."]
-            if not choice.efforts:
-                lines.append("It has no effort setting.")
-            self.model_note.setText(" ".join(lines))
+        self.model_note.setText(model_note_text(choice))
         notice = choice.notice if choice is not None else ""
         color = theme.warning_color(self.palette()).name()
         self.model_notice.setStyleSheet(f"QLabel {{ color: {color}; }}")
