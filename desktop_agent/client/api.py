@@ -48,7 +48,7 @@ from desktop_agent.persistence.db import Database, DbSettings
 from desktop_agent.persistence.decisions import Decision, DecisionQueries
 from desktop_agent.persistence.identity import vanish_notice
 from desktop_agent.persistence.search import SearchFilters, SearchHit, fts_query
-from desktop_agent.persistence.store import SqlStore
+from desktop_agent.persistence.store import SqlStore, open_store
 from desktop_agent.persistence.tagging import with_tags
 from desktop_agent.secrets import KeyStore, database_password
 from desktop_agent.tools.mcp import CATALOGUE_FILE as MCP_CATALOGUE
@@ -167,7 +167,7 @@ class Client:
         self._db = Database(
             DbSettings.for_path(db_path, self.settings.durability, database_password)
         )
-        self._store = SqlStore(self._db)
+        self._store = open_store(self._db)
         self._decisions = DecisionQueries(self._db)
         self._tools = ToolRegistry()
         self._mcp_names: set[str] = set()

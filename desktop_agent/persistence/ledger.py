@@ -17,7 +17,8 @@ line is one effect whose intent was just committed::
 
 How it is written, and why:
 
-* by :meth:`SqlStore.commit <desktop_agent.persistence.store.SqlStore.commit>` right after
+* by :meth:`SqlStore.commit <desktop_agent.persistence.store.SqlStore.commit>` of a
+  :class:`~desktop_agent.persistence.store_sqlite.SqliteStore` (its ``_ledger``) right after
   the transaction holding the intent committed (a refused commit writes nothing) and before
   it returns, so before the engine can start the effect;
 * each append is one ``write`` to a file opened with ``O_APPEND``, then ``fsync``: lines of

@@ -47,7 +47,7 @@ from desktop_agent.persistence.scheduling_rows import (
     sync_items,
     watch_from_row,
 )
-from desktop_agent.persistence.store import SqlStore
+from desktop_agent.persistence.sqlbase import SqlBase
 from desktop_agent.persistence.tables import (
     batch_items,
     batches,
@@ -124,8 +124,8 @@ def _choose_retries(
     return sorted(wanted)
 
 
-class ScheduleStore(SqlStore):
-    """The scheduling tables, over the same database (and helpers) as :class:`SqlStore`.
+class ScheduleStore(SqlBase):
+    """The scheduling tables, over the same database and helpers as the journal's store.
 
     Args:
         db: an opened, migrated database.

@@ -36,7 +36,6 @@ class SqlBase:
     def __init__(self, db: Database, clock: Callable[[], float] = _now) -> None:
         self.db = db
         self.now = clock
-        self._pg = not db.is_sqlite
 
     # ------------------------------------------------------------------ helpers
 

@@ -1,41 +1,37 @@
 """The SQL store: the engine's journal port, plus what the worker and the client need.
 
-Every statement is built from the tables declared in
-:mod:`~desktop_agent.persistence.tables`. The journal's hot path keeps its statements as
-module constants: on SQLite, :meth:`SqlStore.commit` runs them on the pooled DB-API
-connection itself, rendered once by SQLAlchemy (see :meth:`SqlStore._write_journal`), since
-the ORM, and even Core's per-statement execution, cost more per row than an fsync. Every
-public method owns its transaction; one call is one commit.
+:class:`SqlStore` is what both databases share: every read, the client's writes, and the
+journal's writes other than the commit (a restarted step, a partial save, an event), each
+one transaction through SQLAlchemy Core on the statements of
+:mod:`~desktop_agent.persistence.journal_sql`. The commit, the journal's hot path, is
+prepared here and written by one class per database:
+
+* :class:`~desktop_agent.persistence.store_sqlite.SqliteStore` runs the statements on the
+  pooled DB-API connection itself, rendered once, since the ORM, and even Core's
+  per-statement execution, cost more per row than an fsync; it keeps the effect ledger
+  beside the file, moves a run's ``updated_at`` at most once a second while the run only
+  adds steps, and its change token carries the newest step's rowid;
+* :class:`~desktop_agent.persistence.store_postgres.PostgresStore` sends the whole commit
+  as one statement (:mod:`~desktop_agent.persistence.pgcommit`), fenced by the run's
+  ``UPDATE``.
+
+:func:`store_class` chooses between them from the database's URL, and ``SqlStore(db)``
+goes through it: constructing the base class opens the store for ``db``. Every public
+method owns its transaction; one call is one commit.
 """
 
 from __future__ import annotations
 
-import sqlite3
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, ClassVar, Self, cast
 
-from sqlalchemy import (
-    ColumnElement,
-    Select,
-    bindparam,
-    case,
-    delete,
-    func,
-    insert,
-    literal,
-    literal_column,
-    or_,
-    select,
-    update,
-)
+from sqlalchemy import Select, func, insert, or_, select, update
 from sqlalchemy.engine import Connection
-from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
-from sqlalchemy.sql.dml import UpdateBase
+from sqlalchemy.exc import IntegrityError
 
 from desktop_agent.domain import (
-    AgentSpec,
     Approval,
     ApprovalState,
     Command,
@@ -53,11 +49,18 @@ from desktop_agent.domain import (
 )
 from desktop_agent.domain.errors import NotFoundError, StorageError
 from desktop_agent.engine.ports import RunPatch, Snapshot, StepIntent, StepOutcome
-from desktop_agent.persistence import pgcommit, tagging
-from desktop_agent.persistence.compiled import Rendered, render
+from desktop_agent.persistence import journal_sql, tagging
 from desktop_agent.persistence.db import Database
 from desktop_agent.persistence.forks import Segment, journal_where, lineage
-from desktop_agent.persistence.ledger import EffectLedger
+from desktop_agent.persistence.journal_sql import (
+    ADD_SPENT,
+    JournalWrite,
+    intent_values,
+    patch_values,
+    salvage,
+    spent_params,
+    usage_values,
+)
 from desktop_agent.persistence.mapping import (
     approval_from_row,
     approval_values,
@@ -69,231 +72,45 @@ from desktop_agent.persistence.mapping import (
     run_values,
     step_from_row,
 )
-from desktop_agent.persistence.sqlbase import _now, queue_command, storage_error
+from desktop_agent.persistence.sqlbase import _now, queue_command
 from desktop_agent.persistence.tables import approvals as approvals_table
 from desktop_agent.persistence.tables import commands, runs, snapshots, steps
 from desktop_agent.persistence.tables import run_events as events_table
-from desktop_agent.persistence.tables import workers as workers_table
 from desktop_agent.persistence.workers import FENCE, WorkerQueries, fence_params, lease_lost
-
-_Exec = Callable[[UpdateBase, dict[str, Any]], int]
-"""Runs one statement of the journal in the current transaction (SQLite); returns its
-rowcount.
-
-The parameters name columns (an INSERT, or an UPDATE's SET without explicit values) or the
-statement's own bound parameters (``run``, ``at_seq``, ...), as with SQLAlchemy's execute.
-"""
-
-
-def _spent() -> dict[Any, ColumnElement[Any]]:
-    """Add a cost and token counts (``cost``, ``it``, ``ot``, ``cw``, ``cr``) to a run's totals."""
-    c = runs.c
-    return {
-        c.cost_usd: c.cost_usd + bindparam("cost"),
-        c.input_tokens: c.input_tokens + bindparam("it"),
-        c.output_tokens: c.output_tokens + bindparam("ot"),
-        c.cache_write_tokens: c.cache_write_tokens + bindparam("cw"),
-        c.cache_read_tokens: c.cache_read_tokens + bindparam("cr"),
-    }
-
-
-def _spent_params(usage: Usage | None, cost_usd: float) -> dict[str, Any]:
-    """The parameters of :func:`_spent`."""
-    u = usage or Usage()
-    return {
-        "cost": cost_usd,
-        "it": u.input_tokens,
-        "ot": u.output_tokens,
-        "cw": u.cache_write_tokens,
-        "cr": u.cache_read_tokens,
-    }
-
-
-def _usage_values(usage: Usage | None, cost_usd: float) -> dict[str, Any]:
-    """A step's own usage and cost columns, by column name."""
-    u = usage or Usage()
-    return {
-        "input_tokens": u.input_tokens,
-        "output_tokens": u.output_tokens,
-        "cache_write_tokens": u.cache_write_tokens,
-        "cache_read_tokens": u.cache_read_tokens,
-        "cost_usd": cost_usd,
-    }
-
-
-_THE_RUN = runs.c.id == bindparam("run")
-_THE_STEP = (steps.c.run_id == bindparam("run")) & (steps.c.seq == bindparam("at_seq"))
-
-_INSERT_STEP = insert(steps)
-"""A journal record's intent (parameters: its columns)."""
-
-
-_FINISH_STEP = update(steps).where(_THE_STEP)
-"""A journal record's outcome (parameters: ``run``, ``at_seq`` and the columns it sets)."""
-
-_ADD_SPENT = update(runs).where(_THE_RUN).values({**_spent(), runs.c.updated_at: bindparam("now")})
-"""Add what was spent outside a commit to the run's totals (parameters: ``run``, ``now``
-and those of :func:`_spent`)."""
-
-_PROGRESS: dict[Any, ColumnElement[Any]] = {
-    **_spent(),
-    runs.c.last_seq: case(
-        (runs.c.last_seq > bindparam("seq"), runs.c.last_seq), else_=bindparam("seq")
-    ),
-    runs.c.active_seconds: runs.c.active_seconds + bindparam("active"),
-}
-"""What every commit sets on the run's row: newest seq, totals, time worked (parameters
-``run``, ``seq``, ``active`` and those of :func:`_spent`)."""
-
-_RUN_PROGRESS = update(runs).where(_THE_RUN).values(_PROGRESS)
-"""A commit's progress on the run's row: newest seq, totals, time worked."""
-
-_RUN_TOTALS = _RUN_PROGRESS.values(updated_at=bindparam("now"))
-""":data:`_RUN_PROGRESS`, moving ``updated_at`` too (see :data:`TOUCH_EVERY_S`)."""
-
-_PATCH_RUN = update(runs).where(_THE_RUN)
-"""Change the run's row (parameters: ``run`` and the columns it sets)."""
-
-_DELETE_SNAPSHOT = delete(snapshots).where(snapshots.c.run_id == bindparam("run"))
-_INSERT_SNAPSHOT = insert(snapshots)
-
-_APPLY_COMMAND = update(commands).where(commands.c.id == bindparam("command"))
-"""Mark a command applied (parameters: ``command``, ``applied_at``, ``result``)."""
-
-_DECIDE_APPROVAL = update(approvals_table).where(approvals_table.c.id == bindparam("approval"))
-"""Record an approval's decision (parameters: ``approval`` and the columns it sets)."""
-
-_INSERT_APPROVAL = insert(approvals_table)
-
-_DECIDED = ("state", "decided_arguments", "decision_note", "decided_at")
-"""The columns of an approval that a decision changes."""
-
-
-def _change_token_query(newest_step: ColumnElement[Any]) -> Select[Any]:
-    """Run count, newest ``updated_at``, newest heartbeat, and ``newest_step``."""
-    return select(
-        select(func.count()).select_from(runs).scalar_subquery(),
-        select(func.max(runs.c.updated_at)).scalar_subquery(),
-        select(func.max(workers_table.c.heartbeat_at)).scalar_subquery(),
-        newest_step,
-    )
-
-
-_CHANGE_TOKEN_SQLITE = _change_token_query(
-    select(func.max(literal_column("rowid"))).select_from(steps).scalar_subquery()
-)
-"""With SQLite's rowid of the newest step, whatever run it belongs to."""
-
-_CHANGE_TOKEN_OTHER = _change_token_query(literal(0))
-
-TOUCH_EVERY_S = 1.0
-"""While a run only adds steps, its ``updated_at`` moves at most this often (SQLite).
-
-``updated_at`` is indexed (the GUI's change token and incremental reads use it), so moving
-it costs one more page in every commit: a quarter of a journal step's pages. The steps
-themselves, ``last_seq`` and the totals are written at every commit; the GUI notices new
-steps through :meth:`SqlStore.change_token` (the newest step's rowid) and re-reads running
-runs whatever their ``updated_at``. A commit that changes anything else about the run (what
-:func:`_patch_values` finds: status, wait, budget, ...; applied commands; approvals), or
-adds no step, moves it at once.
-"""
-
-
-def _wait_values(p: RunPatch) -> dict[str, Any]:
-    """The run's status and wait columns a patch changes, by column name."""
-    values: dict[str, Any] = {}
-    if p.status is not None:
-        values["status"] = str(p.status)
-    if p.clear_wait or (p.status is not None and p.status != RunStatus.WAITING):
-        values["wait_reason"] = None
-        values["wake_at"] = None
-    if p.wait_reason is not None:
-        values["wait_reason"] = str(p.wait_reason)
-        values["wake_at"] = p.wake_at
-    return values
-
-
-def _patch_values(p: RunPatch) -> dict[str, Any]:
-    """The run's columns a patch changes, by column name (its time worked aside)."""
-    values = _wait_values(p)
-    if p.status_message is not None:
-        values["status_message"] = p.status_message
-    if p.attention_seq is not None or p.clear_attention:
-        values["attention_seq"] = p.attention_seq
-    if p.budget is not None:
-        values["budget"] = dumps(p.budget)
-    if p.started_at is not None:
-        values["started_at"] = p.started_at
-    if p.finished_at is not None:
-        values["finished_at"] = p.finished_at
-    if p.spec is not None:
-        values["spec"] = dumps(p.spec)
-        values["definition_hash"] = AgentSpec.from_json(p.spec).definition_hash
-    return values
-
-
-def _intent_values(run_id: str, intent: StepIntent, now: float) -> dict[str, Any]:
-    """The columns of a new journal record (finished at once unless it is ``started``)."""
-    finished = intent.status != StepStatus.STARTED
-    return {
-        "run_id": run_id,
-        "seq": intent.seq,
-        "kind": str(intent.kind),
-        "name": intent.name,
-        "status": str(intent.status),
-        "effect": str(intent.effect) if intent.effect else None,
-        "attempt": intent.attempt,
-        "input": dumps(intent.input),
-        "output": dumps(intent.output) if finished else None,
-        "error": None,
-        "partial_text": "",
-        "started_at": now,
-        "finished_at": now if finished else None,
-    }
-
-
-def _outcome_params(run_id: str, outcome: StepOutcome, now: float) -> dict[str, Any]:
-    """The parameters of :data:`_FINISH_STEP` for an outcome."""
-    return {
-        "run": run_id,
-        "at_seq": outcome.seq,
-        "status": str(outcome.status),
-        "output": dumps(outcome.output),
-        "error": outcome.error,
-        "finished_at": now,
-        **_usage_values(outcome.usage, outcome.cost_usd),
-    }
-
-
-def _snapshot_values(run_id: str, snapshot: Snapshot, now: float) -> dict[str, Any]:
-    """The columns of a run's snapshot row."""
-    return {
-        "run_id": run_id,
-        "seq": snapshot.seq,
-        "state": dumps(snapshot.state),
-        "created_at": now,
-    }
-
 
 LINEAGES_KEPT = 1024
 """Runs whose journal segments a store keeps (the ones read last)."""
 
+# The journal's statements under the names they had here (tests render them for both drivers).
+_INSERT_STEP = journal_sql.INSERT_STEP
+_FINISH_STEP = journal_sql.FINISH_STEP
+_RUN_TOTALS = journal_sql.RUN_TOTALS
+_PATCH_RUN = journal_sql.PATCH_RUN
+_APPLY_COMMAND = journal_sql.APPLY_COMMAND
+
 
 class SqlStore(WorkerQueries):
     """Runs, journals, approvals, commands and workers in one SQL database.
+
+    The part both databases share; ``SqlStore(db)`` gives the class for ``db``'s URL
+    (:func:`store_class`), which writes the commit its own way (the methods under "per
+    database" below).
 
     Args:
         db: an opened, migrated database.
         clock: time source for bookkeeping columns (``updated_at``, ``created_at``).
     """
 
+    _CHANGE_TOKEN: ClassVar[Select[Any]]
+    """The statement of :meth:`change_token` (set by each database's class)."""
+
+    def __new__(cls, db: Database, clock: Callable[[], float] = _now) -> Self:
+        """``SqlStore(db)`` makes the store of :func:`store_class`; a subclass makes itself."""
+        chosen = store_class(db) if cls is SqlStore else cls
+        return cast(Self, super().__new__(chosen))
+
     def __init__(self, db: Database, clock: Callable[[], float] = _now) -> None:
         super().__init__(db, clock)
-        self._touched: dict[str, float] = {}
-        """When each run's ``updated_at`` was last moved by :meth:`commit` (SQLite)."""
-        path = db.settings.sqlite_path
-        self._effects = EffectLedger.beside(path) if path is not None else None
-        """The effect ledger beside a SQLite database (see :meth:`_ledger`)."""
         self._lineage_lock = threading.Lock()
         self._lineages: OrderedDict[str, list[Segment]] = OrderedDict()
         """Where each run's journal is stored (see :meth:`journal_segments`): fixed once the
@@ -381,190 +198,33 @@ class SqlStore(WorkerQueries):
         writes without a lease.
         """
         now = self.now()
-        changes = _patch_values(patch) if patch is not None else {}
+        changes = patch_values(patch) if patch is not None else {}
         # A patch that changes the run's row (status, wait, budget, ...) moves updated_at.
         touch = bool(changes) or self._touch_due(run_id, now, intents, applied_commands, approvals)
         progress = {
             "run": run_id,
             "seq": max([i.seq for i in intents] + ([outcome.seq] if outcome else []), default=0),
             "active": patch.add_active_seconds if patch else 0.0,
-            **_spent_params(outcome.usage if outcome else None, outcome.cost_usd if outcome else 0),
+            **spent_params(outcome.usage if outcome else None, outcome.cost_usd if outcome else 0),
             **({"now": now} if touch else {}),
         }
-
-        def txn(run: _Exec) -> None:
-            if lease is not None and run(FENCE, fence_params(run_id, lease)) != 1:
-                raise lease_lost(run_id, lease)
-            if changes:
-                run(_PATCH_RUN, {"run": run_id, **changes})
-            if outcome is not None:
-                run(_FINISH_STEP, _outcome_params(run_id, outcome, now))
-            for intent in intents:
-                run(_INSERT_STEP, _intent_values(run_id, intent, now))
-            run(_RUN_TOTALS if touch else _RUN_PROGRESS, progress)
-            if snapshot is not None:
-                self._replace_snapshot(run, run_id, snapshot, now)
-            for cmd_id, result in applied_commands:
-                run(_APPLY_COMMAND, {"command": cmd_id, "applied_at": now, "result": result})
-            for a in approvals:
-                self._upsert_approval(run, a)
-
-        if self._pg:
-            shape = pgcommit.Shape(
-                fenced=lease is not None,
-                patch=tuple(changes),
-                outcome=outcome is not None,
-                intents=len(intents),
-                touch=touch,
-                snapshot=snapshot is not None,
-                commands=len(applied_commands),
-                approvals=len(approvals),
-            )
-            values = pgcommit.params(
+        self._write_commit(
+            JournalWrite(
+                run_id=run_id,
+                now=now,
+                lease=lease,
+                changes=changes,
                 progress=progress,
-                fence=fence_params(run_id, lease) if lease is not None else None,
-                patch=changes,
-                outcome=_outcome_params(run_id, outcome, now) if outcome is not None else None,
-                intents=[_intent_values(run_id, i, now) for i in intents],
-                snapshot=_snapshot_values(run_id, snapshot, now) if snapshot else None,
-                applied=[
-                    {"id": cmd_id, "applied_at": now, "result": result}
-                    for cmd_id, result in applied_commands
-                ],
-                approved=[approval_values(a) for a in approvals],
+                touch=touch,
+                outcome=outcome,
+                intents=intents,
+                snapshot=snapshot,
+                applied_commands=applied_commands,
+                approvals=approvals,
             )
-            held = self._write_journal_pg(pgcommit.statement(shape, _PROGRESS), values)
-            if lease is not None and held != 1:
-                raise lease_lost(run_id, lease)
-        else:
-            self._write_journal(txn)
+        )
         self._remember_touch(run_id, patch, touch, now)
         self._ledger(run_id, intents)
-
-    def _touch_due(
-        self,
-        run_id: str,
-        now: float,
-        intents: Sequence[StepIntent],
-        applied_commands: Sequence[tuple[int, str]],
-        approvals: Sequence[Approval],
-    ) -> bool:
-        """Whether a commit that changes nothing else of the run moves its ``updated_at``."""
-        return (
-            self._pg
-            or not intents
-            or bool(applied_commands)
-            or bool(approvals)
-            or not 0.0 <= now - self._touched.get(run_id, -TOUCH_EVERY_S) < TOUCH_EVERY_S
-        )
-
-    def _remember_touch(self, run_id: str, patch: RunPatch | None, touch: bool, now: float) -> None:
-        """Keep when the run's ``updated_at`` moved; forget runs that will add no steps."""
-        status = patch.status if patch is not None else None
-        if status is not None and (status.is_terminal or status == RunStatus.STOPPED):
-            self._touched.pop(run_id, None)
-        elif touch and not self._pg:
-            self._touched[run_id] = now
-
-    @staticmethod
-    def _replace_snapshot(run: _Exec, run_id: str, snapshot: Snapshot, now: float) -> None:
-        run(_DELETE_SNAPSHOT, {"run": run_id})
-        run(_INSERT_SNAPSHOT, _snapshot_values(run_id, snapshot, now))
-
-    def _ledger(self, run_id: str, intents: Sequence[StepIntent]) -> None:
-        """Append the effects among ``intents`` to the effect ledger (SQLite).
-
-        Called right after the transaction that started them committed (one that failed or
-        was refused writes no line) and before returning, so before the engine can start
-        them: a restore from an older backup reads the ledger to find them.
-
-        Raises:
-            StorageError: the ledger cannot be written (the effect must then not start).
-        """
-        if intents and self._effects is not None:
-            self._effects.record(run_id, intents)
-
-    def _write_journal(self, fn: Callable[[_Exec], None]) -> None:
-        """One write transaction of the journal's hot path.
-
-        On SQLite the statements run on the pooled DB-API connection itself, between a
-        ``BEGIN IMMEDIATE`` and a ``COMMIT`` of our own, as SQLAlchemy renders them once
-        (:func:`~desktop_agent.persistence.compiled.render`) with the same parameters:
-        SQLAlchemy's per-transaction and per-statement machinery costs more than the commit
-        itself at ``synchronous=NORMAL``, and half as much again as the fsync at ``FULL``.
-        Errors are mapped as :meth:`_write` maps them. (PostgreSQL has a path of its own:
-        :meth:`_write_journal_pg`.)
-        """
-        last: tuple[str, dict[str, Any]] = ("BEGIN IMMEDIATE", {})
-        raw = self.db.writer.raw_connection()
-        try:
-            cursor = raw.cursor()
-
-            def run(stmt: UpdateBase, params: dict[str, Any]) -> int:
-                nonlocal last
-                rendered = render(stmt, params)
-                last = (rendered.sql, params)
-                cursor.execute(rendered.sql, rendered.params(params))
-                return int(cursor.rowcount)
-
-            try:
-                cursor.execute("BEGIN IMMEDIATE")
-                fn(run)
-                last = ("COMMIT", {})
-                cursor.execute("COMMIT")
-            except BaseException:
-                raw.rollback()  # a no-op when SQLite already rolled back
-                raise
-            finally:
-                cursor.close()
-        except sqlite3.Error as exc:
-            wrapped = DBAPIError.instance(last[0], last[1], exc, sqlite3.Error)
-            if isinstance(wrapped, OperationalError):
-                raise storage_error(wrapped) from exc
-            raise wrapped from exc
-        finally:
-            raw.close()  # back to the pool
-
-    def _write_journal_pg(self, sql: Rendered, params: dict[str, Any]) -> int:
-        """The journal's hot path on PostgreSQL: one statement, alone in its transaction.
-
-        ``sql`` is a whole commit (see :mod:`~desktop_agent.persistence.pgcommit`), run in
-        autocommit mode: the server wraps it in a transaction of its own and commits it
-        before it answers, so the commit is one round trip with no ``BEGIN`` or ``COMMIT``
-        of ours. Returns the statement's one value (the run rows written: 0 when the fence
-        did not hold). Errors are mapped as :meth:`_write` maps them; a connection found
-        broken is discarded from the pool, never handed out again.
-        """
-        import psycopg
-
-        raw = self.db.writer.raw_connection()
-        pg: Any = raw.driver_connection
-        try:
-            pg.autocommit = True
-            try:
-                row = pg.execute(sql.sql, sql.params(params)).fetchone()
-            finally:
-                try:
-                    pg.autocommit = False
-                except psycopg.Error:
-                    raw.invalidate()  # never hand a connection out in autocommit mode
-            return int(row[0])
-        except psycopg.Error as exc:
-            if raw.is_valid and pg.closed:
-                raw.invalidate(exc)
-            wrapped = DBAPIError.instance(sql.sql, params, exc, psycopg.Error)
-            if isinstance(wrapped, OperationalError):
-                raise storage_error(wrapped) from exc
-            raise wrapped from exc
-        finally:
-            raw.close()  # back to the pool (or away, when invalidated)
-
-    @staticmethod
-    def _upsert_approval(run: _Exec, a: Approval) -> None:
-        values = approval_values(a)
-        decided = {k: values[k] for k in _DECIDED}
-        if run(_DECIDE_APPROVAL, {"approval": a.id, **decided}) == 0:
-            run(_INSERT_APPROVAL, values)
 
     def restart_step(
         self, run_id: str, seq: int, *, salvaged: str | None, lease: Lease | None = None
@@ -603,7 +263,7 @@ class SqlStore(WorkerQueries):
                 int(r[c.cache_read_tokens]),
             )
             cost = float(r[c.cost_usd])
-            kept = _salvage(loads(r[c.salvaged]), salvaged, again.attempt - 1, usage, cost)
+            kept = salvage(loads(r[c.salvaged]), salvaged, again.attempt - 1, usage, cost)
             conn.execute(
                 update(steps)
                 .where(c.run_id == run_id, c.seq == seq)
@@ -611,12 +271,10 @@ class SqlStore(WorkerQueries):
                     attempt=again.attempt,
                     salvaged=dumps(kept) if kept else None,
                     partial_text="",
-                    **_usage_values(None, 0.0),
+                    **usage_values(None, 0.0),
                 )
             )
-            conn.execute(
-                _ADD_SPENT, {"run": run_id, "now": self.now(), **_spent_params(usage, cost)}
-            )
+            conn.execute(ADD_SPENT, {"run": run_id, "now": self.now(), **spent_params(usage, cost)})
             return again
 
         again = self._write(txn)
@@ -641,7 +299,7 @@ class SqlStore(WorkerQueries):
         partial = (
             update(steps)
             .where(c.run_id == run_id, c.seq == seq, c.status == str(StepStatus.STARTED))
-            .values(partial_text=text, **_usage_values(usage, cost_usd))
+            .values(partial_text=text, **usage_values(usage, cost_usd))
         )
 
         def txn(conn: Connection) -> None:
@@ -687,8 +345,8 @@ class SqlStore(WorkerQueries):
                     created_at=now,
                 )
             )
-            spent = _spent_params(add_usage, add_cost_usd)
-            conn.execute(_ADD_SPENT, {"run": run_id, "now": now, **spent})
+            spent = spent_params(add_usage, add_cost_usd)
+            conn.execute(ADD_SPENT, {"run": run_id, "now": now, **spent})
 
         self._write(txn)
 
@@ -759,7 +417,7 @@ class SqlStore(WorkerQueries):
         def txn(conn: Connection) -> None:
             conn.execute(stmt)
             if first is not None:
-                conn.execute(insert(steps).values(_intent_values(run.id, first, now)))
+                conn.execute(insert(steps).values(intent_values(run.id, first, now)))
             if approval is not None:
                 conn.execute(insert(approvals_table).values(approval_values(approval)))
 
@@ -842,10 +500,11 @@ class SqlStore(WorkerQueries):
     def change_token(self) -> tuple[int, float, int, int]:
         """A cheap value that changes whenever anything the GUI shows changes.
 
-        On SQLite the newest step's rowid is part of it: a commit that only adds steps moves
-        ``updated_at`` at most once a second (see :data:`TOUCH_EVERY_S`).
+        Run count, newest ``updated_at``, newest heartbeat, and a fourth part of each
+        database's own (SQLite: the newest step's rowid, see
+        :data:`~desktop_agent.persistence.store_sqlite.TOUCH_EVERY_S`).
         """
-        stmt = _CHANGE_TOKEN_OTHER if self._pg else _CHANGE_TOKEN_SQLITE
+        stmt = self._CHANGE_TOKEN
         n, u, h, s = self._read(lambda c: c.execute(stmt).one())
         return int(n or 0), float(u or 0.0), int(h or 0), int(s or 0)
 
@@ -858,12 +517,65 @@ class SqlStore(WorkerQueries):
             self.add_command(run.id, CommandKind.RESUME, {"why": f"{reason} resolved"})
         return len(waiting)
 
+    # ------------------------------------------------------------------ per database
 
-def _salvage(kept: Any, text: str | None, attempt: int, usage: Usage, cost: float) -> list[Any]:
-    """A step's salvage, with what its interrupted ``attempt`` streamed and spent added."""
-    out = list(kept or [])
-    if text or cost or usage.total:
-        out.append(
-            {"text": text or "", "attempt": attempt, "cost_usd": cost, "usage": usage.to_json()}
-        )
-    return out
+    def _write_commit(self, w: JournalWrite) -> None:
+        """Write one commit in one transaction.
+
+        Raises:
+            LeaseLost: ``w.lease`` no longer holds the run (nothing was written).
+        """
+        raise NotImplementedError
+
+    def _touch_due(
+        self,
+        run_id: str,
+        now: float,
+        intents: Sequence[StepIntent],
+        applied_commands: Sequence[tuple[int, str]],
+        approvals: Sequence[Approval],
+    ) -> bool:
+        """Whether a commit that changes nothing else of the run moves its ``updated_at``."""
+        raise NotImplementedError
+
+    def _remember_touch(self, run_id: str, patch: RunPatch | None, touch: bool, now: float) -> None:
+        """Called after each commit, with whether it moved the run's ``updated_at``."""
+        raise NotImplementedError
+
+    def _ledger(self, run_id: str, intents: Sequence[StepIntent]) -> None:
+        """Record the effects among ``intents``, which a commit just started, where it must.
+
+        Called right after the transaction that started them committed (one that failed or
+        was refused writes nothing) and before returning, so before the engine can start
+        them.
+
+        Raises:
+            StorageError: they cannot be recorded (the effect must then not start).
+        """
+        raise NotImplementedError
+
+
+def store_class(db: Database) -> type[SqlStore]:
+    """The store for ``db``, chosen from its URL: the one place that tells them apart.
+
+    A SQLite file (``sqlite:///PATH``) gets a
+    :class:`~desktop_agent.persistence.store_sqlite.SqliteStore`; a server database
+    (``postgresql+psycopg://...``) a
+    :class:`~desktop_agent.persistence.store_postgres.PostgresStore`.
+    """
+    # Imported here, not above: both modules subclass SqlStore from this one.
+    if db.settings.sqlite_path is not None:
+        from desktop_agent.persistence.store_sqlite import SqliteStore
+
+        return SqliteStore
+    from desktop_agent.persistence.store_postgres import PostgresStore
+
+    return PostgresStore
+
+
+def open_store(db: Database, clock: Callable[[], float] = _now) -> SqlStore:
+    """The store over ``db``, of the class for its URL (:func:`store_class`).
+
+    The same as ``SqlStore(db, clock)``, said explicitly.
+    """
+    return store_class(db)(db, clock)

@@ -171,7 +171,7 @@ MANY_RUNS = 50
 """More runs than this to sum again (a worker's first check): one grouped pass instead."""
 
 TOUCH_MARGIN_S = 5.0
-"""A run's ``updated_at`` lags its last step by at most a second (``store.TOUCH_EVERY_S``)."""
+"""A run's ``updated_at`` lags its last step by at most a second (``TOUCH_EVERY_S``, SQLite)."""
 
 
 RESERVATION_TTL_S = 3 * 3600.0

@@ -7,8 +7,9 @@ worker, the GUI or a restarted process would: the tests of concurrency and of du
 need that. Tests reach the database only through the stores' public methods, never with
 SQL, so the same tests hold any implementation of the stores to the same contract.
 
-Adding an implementation is one class with the three methods of :class:`Backend`, and its
-name in :data:`BACKENDS`. A PostgreSQL one, say, reads the server's URL from an
+Adding an implementation is one class with the three methods of :class:`Backend` and the
+store class it expects (:attr:`Backend.store_class`: every handle opened is checked to be
+one), and its name in :data:`BACKENDS`. A PostgreSQL one, say, reads the server's URL from an
 environment variable; its :meth:`Backend.unavailable` says which variable to set when it
 is absent (the tests are then skipped with that reason); its :meth:`Backend.settings`
 gives every test a database of its own (a fresh database or schema on that server), and
@@ -27,12 +28,17 @@ from desktop_agent.persistence.decisions import DecisionQueries
 from desktop_agent.persistence.ledger import EffectLedger
 from desktop_agent.persistence.schedules import ScheduleStore
 from desktop_agent.persistence.store import SqlStore
+from desktop_agent.persistence.store_postgres import PostgresStore
+from desktop_agent.persistence.store_sqlite import SqliteStore
 from tests.helpers import postgres
 from tests.helpers.fakes import FakeClock
 
 
 class Backend(Protocol):
     """Where the database of one test lives, and how to open it."""
+
+    store_class: type[SqlStore]
+    """The class of the stores ``SqlStore(db)`` opens on this database."""
 
     def unavailable(self) -> str | None:
         """Why this implementation cannot be tested here (the tests are skipped), or None."""
@@ -49,6 +55,8 @@ class Backend(Protocol):
 
 class SqliteBackend:
     """A SQLite file in the test's own folder (pytest removes the folder)."""
+
+    store_class: type[SqlStore] = SqliteStore
 
     def __init__(self, folder: Path) -> None:
         self.path = folder / "data" / "store.db"
@@ -67,6 +75,8 @@ class SqliteBackend:
 
 class PostgresBackend:
     """A database of its own on the test process's PostgreSQL server (dropped after)."""
+
+    store_class: type[SqlStore] = PostgresStore
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
@@ -131,8 +141,11 @@ class StoreFactory:
     def open(self) -> StoreHandle:
         """A new handle: its own ``Database`` (connection pools) on the same database."""
         db = Database(self.backend.settings())
+        store = SqlStore(db, clock=self.clock.now)
+        # The suite covers each database's own class: SqlStore(db) chose it from the URL.
+        assert type(store) is self.backend.store_class, type(store)
         handle = StoreHandle(
-            store=SqlStore(db, clock=self.clock.now),
+            store=store,
             schedules=ScheduleStore(db, clock=self.clock.now),
             decisions=DecisionQueries(db, clock=self.clock.now),
         )
