@@ -2,13 +2,13 @@
 
 Every command goes through the client (a row in the database that the worker applies at
 the next step boundary); the write runs on the task pool so the window never waits on a
-locked database.
+locked database. Deciding several approvals at once is in :mod:`.approval_batch`, the
+monthly cap dialog's writes in :mod:`.cap_flow`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +22,13 @@ from desktop_agent.client.checks import CheckResult, check_arguments, final_chec
 from desktop_agent.client.messages import note_delivery, plain_error
 from desktop_agent.client.views import ToolInfo, model_notice
 from desktop_agent.domain import JSON, Approval, ApprovalState, Run
-from desktop_agent.domain.errors import DesktopAgentError
-from desktop_agent.domain.units import format_usd
+from desktop_agent.gui.approval_batch import (
+    BatchOutcome,
+    batch_question,
+    call_label,
+    decide_each,
+)
+from desktop_agent.gui.cap_flow import wire_cap_dialog
 from desktop_agent.gui.dialogs.approval import ApprovalDialog
 from desktop_agent.gui.dialogs.cap import CapDialog
 from desktop_agent.gui.dialogs.new_run import NewRunRequest
@@ -31,50 +36,7 @@ from desktop_agent.gui.dialogs.prompts import BudgetDialog, MessageDialog, Resol
 from desktop_agent.gui.diffview import DiskFile, read_target, written_file
 from desktop_agent.gui.tasks import TaskRunner
 
-
-@dataclass
-class BatchOutcome:
-    """What a decision on several approvals did, one approval at a time.
-
-    Attributes:
-        verb: ``Approved`` or ``Rejected``.
-        decided: the approvals whose decision was recorded.
-        failed: the others, each with why (e.g. decided meanwhile elsewhere).
-    """
-
-    verb: str
-    decided: list[Approval] = field(default_factory=list)
-    failed: list[tuple[Approval, str]] = field(default_factory=list)
-
-    def message(self) -> str:
-        """One line: how many were decided, and which were not and why."""
-        total = len(self.decided) + len(self.failed)
-        text = f"{self.verb} {len(self.decided)} of {total} call{'s' if total != 1 else ''}"
-        if not self.failed:
-            return text
-        why = "; ".join(f"{call_label(a)}: {reason}" for a, reason in self.failed)
-        return f"{text}. Not decided here: {why}"
-
-
-def call_label(approval: Approval) -> str:
-    """A call in a few words: the tool and what it acts on (``write_file report.md``)."""
-    args = approval.arguments if isinstance(approval.arguments, dict) else {}
-    for key in ("to", "path", "url", "query", "name"):
-        value = args.get(key)
-        if isinstance(value, str) and value.strip():
-            target = " ".join(value.split())
-            target = target if len(target) <= 40 else target[:39] + "…"
-            return f"{approval.tool} to {target}" if key == "to" else f"{approval.tool} {target}"
-        if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
-            return f"{approval.tool} to {', '.join(value)[:40]}"
-    return approval.tool
-
-
-def batch_question(verb: str, approvals: Sequence[Approval]) -> str:
-    """The question before deciding several calls (``Approve 3 calls: …, write_file x.md?``)."""
-    listed = ", ".join(call_label(a) for a in approvals[:8])
-    more = f" and {len(approvals) - 8} more" if len(approvals) > 8 else ""
-    return f"{verb} {len(approvals)} calls: {listed}{more}?"
+__all__ = ["BatchOutcome", "RunCommands", "batch_question", "call_label"]
 
 
 class RunCommands(QObject):
@@ -348,34 +310,7 @@ class RunCommands(QObject):
     def open_cap_dialog(self, report: CapReport) -> CapDialog:
         """Show ``report`` with a new cap to save, then the resume of the held runs."""
         dialog = CapDialog(report, self.window)
-
-        def raise_to(usd: float) -> None:
-            new = usd or None
-            self.tasks.submit(
-                lambda: cap.set_cap(self.client, new),
-                lambda settings: saved(settings.monthly_spend_cap_usd),
-                lambda exc: dialog.show_error(plain_error(exc)),
-            )
-
-        def saved(usd: float | None) -> None:
-            self.done.emit(f"Monthly spend cap {f'set to {format_usd(usd)}' if usd else 'off'}")
-            dialog.cap_saved(usd)
-
-        def resume() -> None:
-            def resumed(runs: list[Run]) -> None:
-                dialog.accept()
-                self.done.emit(
-                    f"Resumed {len(runs)} run{'s' if len(runs) != 1 else ''} the cap held"
-                )
-
-            def refused(exc: Exception) -> None:
-                dialog.show_error(plain_error(exc))
-                self.failed.emit(plain_error(exc))
-
-            self.tasks.submit(lambda: cap.resume_held(self.client), resumed, refused)
-
-        dialog.raise_requested.connect(raise_to)
-        dialog.resume_requested.connect(resume)
+        wire_cap_dialog(dialog, self.client, self.tasks, self.done.emit, self.failed.emit)
         self.dialog = dialog
         dialog.open()
         return dialog
@@ -503,17 +438,6 @@ class RunCommands(QObject):
         self.decided.update(a.id for a in approvals)
         self.decisions_changed.emit()
 
-        def decide_each() -> BatchOutcome:
-            outcome = BatchOutcome(verb)
-            for approval in approvals:
-                try:
-                    record(approval)
-                except DesktopAgentError as exc:
-                    outcome.failed.append((approval, plain_error(exc)))
-                else:
-                    outcome.decided.append(approval)
-            return outcome
-
         def reported(outcome: BatchOutcome) -> None:
             self.last_batch = outcome
             self.decided.difference_update(a.id for a, _why in outcome.failed)
@@ -528,7 +452,7 @@ class RunCommands(QObject):
             self.decisions_changed.emit()
             self.failed.emit(plain_error(exc))
 
-        self.tasks.submit(decide_each, reported, broke)
+        self.tasks.submit(lambda: decide_each(approvals, verb, record), reported, broke)
 
     def open_step_approvals(
         self, run_id: str, seq: int, run_title: str, tools: dict[str, ToolInfo]
