@@ -5,6 +5,7 @@ they show with every poll of the window's :class:`~desktop_agent.gui.poller.Live
 (through :class:`SchedulingSource`, off the GUI thread), writes through
 :class:`~desktop_agent.client.schedules.Scheduling` on the window's task pool, and shows
 stuck flags (a badge in the run list, a line in the status bar) and the low-disk warning.
+The poll source is in :mod:`.scheduling_source`, the status bar's note in :mod:`.status_note`.
 """
 
 from __future__ import annotations
@@ -13,9 +14,8 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from PySide6.QtCore import QEvent, QObject, Qt, QTimer, Signal, Slot
-from PySide6.QtGui import QPalette
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QSizePolicy, QStatusBar, QWidget
+from PySide6.QtCore import QObject, Qt, QTimer, Slot
+from PySide6.QtWidgets import QStatusBar, QWidget
 
 from desktop_agent.client.api import Client
 from desktop_agent.client.messages import plain_error
@@ -35,7 +35,6 @@ from desktop_agent.client.views import (
 )
 from desktop_agent.config import Settings
 from desktop_agent.domain.scheduling import StuckRun
-from desktop_agent.gui import resources
 from desktop_agent.gui.dialogs.prompts import MessageDialog
 from desktop_agent.gui.dialogs.templates import (
     BatchDialog,
@@ -59,8 +58,12 @@ from desktop_agent.gui.tasks import TaskRunner
 from desktop_agent.gui.views.batches import BatchesView
 from desktop_agent.gui.views.common import StuckBadgeDelegate
 from desktop_agent.gui.views.schedules import SchedulesView, WatchesView
+from desktop_agent.gui.views.scheduling_source import SchedulingSource
+from desktop_agent.gui.views.status_note import StatusNote
 from desktop_agent.gui.widgets.forecast import estimate_with
 from desktop_agent.gui.widgets.runlist import RunListPanel
+
+__all__ = ["SchedulingSource", "SchedulingViews", "StatusNote", "WindowHost"]
 
 
 class WindowHost(Protocol):
@@ -96,98 +99,6 @@ class WindowHost(Protocol):
     def read_models(self, then: Callable[[list[ModelChoice]], None]) -> None:
         """Read the catalogue off the GUI thread; ``then`` gets the models."""
         ...
-
-
-class SchedulingSource(QObject):
-    """The poller's source for the scheduling views (see :class:`~.poller.PollSource`).
-
-    Args:
-        tracker: reads the state when it changed.
-        parent: owner.
-
-    Signals:
-        state_read: a new :class:`SchedulingState`.
-    """
-
-    state_read = Signal(object)
-
-    def __init__(self, tracker: SchedulingTracker, parent: QObject | None = None) -> None:
-        super().__init__(parent)
-        self.tracker = tracker
-        self.batch_id: str | None = None
-        self._wanted = 0
-        self._loaded = 0
-
-    def select_batch(self, batch_id: str | None) -> None:
-        """Read this batch's items from the next poll on (None: none)."""
-        self.batch_id = batch_id
-        self._wanted += 1
-
-    def prepare(self, force: bool) -> Callable[[], object]:
-        """The read for one poll (on the GUI thread; the read runs in the pool)."""
-        tracker, batch_id, wanted = self.tracker, self.batch_id, self._wanted
-        due = wanted != self._loaded and batch_id is not None
-
-        def read() -> object:
-            state = tracker.poll(force=force, batch_id=batch_id, items_due=due)
-            return None if state is None else (wanted, state)
-
-        return read
-
-    def deliver(self, result: object) -> None:
-        """Pass a read state on (on the GUI thread)."""
-        assert isinstance(result, tuple)
-        wanted, state = result
-        self._loaded = max(self._loaded, int(wanted))
-        self.state_read.emit(state)
-
-
-class StatusNote(QWidget):
-    """An icon and a line of text for the status bar, hidden while empty.
-
-    Args:
-        icon: icon name.
-        parent: owner.
-
-    Signals:
-        link_activated: a link in the text was clicked (its target).
-    """
-
-    link_activated = Signal(str)
-
-    def __init__(self, icon: str, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.icon = QLabel(self)
-        self.icon.setPixmap(resources.icon(icon).pixmap(14, 14))
-        self.label = QLabel(self)
-        self.label.setTextFormat(Qt.TextFormat.RichText)
-        self.label.linkActivated.connect(self.link_activated)
-        self.label.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Preferred)
-        layout = QHBoxLayout(self)
-        layout.setContentsMargins(0, 0, 8, 0)
-        layout.setSpacing(4)
-        layout.addWidget(self.icon)
-        layout.addWidget(self.label)
-        self._html = ""
-        self.hide()
-
-    def show_text(self, html: str, tooltip: str = "") -> None:
-        """Show ``html`` (empty: hide); ``{link}`` in it is the palette's link color."""
-        self._html = html
-        link = self.palette().color(QPalette.ColorRole.Link).name()
-        self.label.setText(html.replace("{link}", link))
-        self.setToolTip(tooltip)
-        self.setVisible(bool(html))
-
-    def changeEvent(self, event: QEvent) -> None:
-        """Links take the new palette's color."""
-        if event.type() == QEvent.Type.PaletteChange and self._html:
-            self.show_text(self._html, self.toolTip())
-        super().changeEvent(event)
-
-    def text(self) -> str:
-        """The text shown, without markup."""
-        return self.label.text() if self.isVisible() else ""
 
 
 def _escape(text: str) -> str:
