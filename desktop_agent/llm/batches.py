@@ -26,6 +26,7 @@ from desktop_agent.domain.errors import (
     AuthenticationError,
     DesktopAgentError,
 )
+from desktop_agent.http_client import sdk_client
 from desktop_agent.llm.claude import NO_KEY_MESSAGE, redact, status_error
 
 MAX_REQUESTS = 100_000
@@ -64,7 +65,8 @@ class BatchApi:
     Args:
         key_source: the API key now (None or "": no key, every call raises).
         base_url: the API's address (None: the SDK's, or ``ANTHROPIC_BASE_URL``).
-        timeout: seconds an answer may take.
+        timeout: seconds an answer may take (the HTTP client, its certificates, proxies
+            and connect timeout come from :func:`desktop_agent.http_client.sdk_client`).
     """
 
     def __init__(
@@ -80,6 +82,7 @@ class BatchApi:
         self._lock = threading.Lock()
         self._sdk: anthropic.Anthropic | None = None
         self._key = ""
+        self._http: httpx2.Client | None = None
 
     def has_key(self) -> bool:
         """Whether a key is set (no call is made without one)."""
@@ -182,11 +185,14 @@ class BatchApi:
             raise AuthenticationError(NO_KEY_MESSAGE)
         with self._lock:
             if self._sdk is None or key != self._key:
+                if self._http is None:
+                    self._http = sdk_client(self.timeout)
                 self._sdk = anthropic.Anthropic(
                     api_key=key,
                     base_url=self.base_url,
                     max_retries=2,
-                    timeout=anthropic.Timeout(self.timeout, connect=10.0),
+                    timeout=self._http.timeout,
+                    http_client=self._http,
                 )
                 self._key = key
             return self._sdk, key

@@ -152,22 +152,27 @@ def fetch_with_key(key: str, base_url: str | None = None) -> list[dict[str, Any]
     """
     import anthropic  # the SDK is this adapter's; imported when a reading is asked for
 
+    from desktop_agent.http_client import sdk_client
+
     if not key.strip():
         raise InvalidInputError(
             "no API key: set one with `desktop-agent key set` or ANTHROPIC_API_KEY"
         )
-    sdk = anthropic.Anthropic(api_key=key, base_url=base_url, max_retries=1, timeout=30.0)
-    try:
-        return fetch_models(sdk)
-    except anthropic.AuthenticationError:
-        raise InvalidInputError(
-            "the API refused the API key: set a valid one with `desktop-agent key set`"
-        ) from None
-    except anthropic.APIStatusError as exc:
-        raise InvalidInputError(
-            f"the API refused to list the models ({exc.status_code}: {exc.message})"
-        ) from None
-    except anthropic.APIConnectionError:
-        raise InvalidInputError(
-            "the API cannot be reached: the list shown is the one stored earlier"
-        ) from None
+    with sdk_client(30.0) as http:  # closed once read: a reading is a one-off
+        sdk = anthropic.Anthropic(
+            api_key=key, base_url=base_url, max_retries=1, timeout=http.timeout, http_client=http
+        )
+        try:
+            return fetch_models(sdk)
+        except anthropic.AuthenticationError:
+            raise InvalidInputError(
+                "the API refused the API key: set a valid one with `desktop-agent key set`"
+            ) from None
+        except anthropic.APIStatusError as exc:
+            raise InvalidInputError(
+                f"the API refused to list the models ({exc.status_code}: {exc.message})"
+            ) from None
+        except anthropic.APIConnectionError:
+            raise InvalidInputError(
+                "the API cannot be reached: the list shown is the one stored earlier"
+            ) from None

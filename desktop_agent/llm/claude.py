@@ -49,6 +49,7 @@ from desktop_agent.domain.errors import (
     plain_error,
 )
 from desktop_agent.engine.ports import CancelToken, ModelRequest, ModelResponse
+from desktop_agent.http_client import sdk_client
 from desktop_agent.llm.catalogue import COMPACTION_BETA, SHARED, Catalogue
 from desktop_agent.llm.pacing import (
     MAX_REFILL_S,
@@ -140,7 +141,10 @@ class ClaudeModel:
         policy: retry and fallback tunables.
         pacer: rate-limit memory shared by the runs of this process.
         clock: epoch seconds, for pacing and ``retry-after`` dates.
-        timeout: seconds to wait for the API to answer or to send the next event.
+        timeout: seconds to wait for the API to answer or to send the next event (each
+            operation; a connection is waited for at most
+            :data:`desktop_agent.http_client.CONNECT_TIMEOUT_S`). The HTTP client, its
+            certificates and proxies come from :func:`desktop_agent.http_client.sdk_client`.
         catalogue: what each model accepts (default: the process's shared catalogue).
         on_unknown_model: called with the model id when the API answers 404 naming a
             model (the worker reads the catalogue again).
@@ -171,6 +175,7 @@ class ClaudeModel:
         self._lock = threading.Lock()
         self._sdk: anthropic.Anthropic | None = None
         self._sdk_key_id = ""
+        self._http: httpx2.Client | None = None
         self._overloads: dict[str, tuple[int, float]] = {}
 
     # ------------------------------------------------------------------ port
@@ -421,14 +426,22 @@ class ClaudeModel:
         return key
 
     def _client(self, key: str) -> anthropic.Anthropic:
+        """The SDK for ``key``, over the one HTTP client of this adapter.
+
+        A new key makes a new SDK object on the same HTTP client (its connections stay
+        open; a call streaming with the old key finishes undisturbed).
+        """
         key_id = _fingerprint(key)
         with self._lock:
             if self._sdk is None or self._sdk_key_id != key_id:
+                if self._http is None:
+                    self._http = sdk_client(self.timeout)
                 self._sdk = anthropic.Anthropic(
                     api_key=key,
                     base_url=self.base_url,
                     max_retries=0,
-                    timeout=anthropic.Timeout(self.timeout, connect=10.0),
+                    timeout=self._http.timeout,
+                    http_client=self._http,
                 )
                 self._sdk_key_id = key_id
             return self._sdk

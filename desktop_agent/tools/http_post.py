@@ -29,7 +29,7 @@ from desktop_agent.tools import net
 from desktop_agent.tools.base import ToolArgs, ToolSettings, TypedTool, result
 
 if TYPE_CHECKING:  # imported where a URL is read or a request sent (see tools.net)
-    import httpx
+    import httpx2
 
 MAX_BODY_BYTES = 1_000_000
 MAX_RESPONSE_BYTES = 1_000_000
@@ -69,19 +69,19 @@ def honours_keys(url: str, prefixes: list[str]) -> bool:
     ``https://api.example.com/v1`` covers ``https://api.example.com/v1/orders`` but not
     ``https://api.example.com/v1-beta`` nor ``https://api.example.com.evil.test/v1``.
     """
-    import httpx
+    import httpx2
 
     try:
-        target = httpx.URL(url)
-    except (httpx.InvalidURL, TypeError, ValueError):
+        target = httpx2.URL(url)
+    except (httpx2.InvalidURL, TypeError, ValueError):
         return False
     path = target.path
     if ".." in unquote(target.raw_path.decode("ascii", "replace")).split("/"):
         return False  # a server may undo the dots after we compared: stay unsafe
     for raw in prefixes:
         try:
-            prefix = httpx.URL(raw.strip())
-        except (httpx.InvalidURL, TypeError, ValueError):
+            prefix = httpx2.URL(raw.strip())
+        except (httpx2.InvalidURL, TypeError, ValueError):
             continue
         if (target.scheme, target.host, _port(target)) != (
             prefix.scheme,
@@ -95,7 +95,7 @@ def honours_keys(url: str, prefixes: list[str]) -> bool:
     return False
 
 
-def _port(url: httpx.URL) -> int | None:
+def _port(url: httpx2.URL) -> int | None:
     return url.port or {"http": 80, "https": 443}.get(url.scheme)
 
 
@@ -145,7 +145,7 @@ class HttpPost(TypedTool[PostArgs]):
 
     def call(self, args: PostArgs, ctx: ToolContext) -> ToolResult:
         """Send the request (redirects are reported, not followed)."""
-        import httpx
+        import httpx2
 
         content, content_type = _body(args)
         headers = _headers(args.headers)
@@ -162,15 +162,15 @@ class HttpPost(TypedTool[PostArgs]):
             ctx.check_lease()  # the last moment before anything leaves: still our run?
             try:
                 resp = client.send(req, stream=True)
-            except httpx.ConnectError as exc:
+            except httpx2.ConnectError as exc:
                 return result(f"could not connect to {args.url}: {exc}", error=True)
-            except httpx.TimeoutException:
+            except httpx2.TimeoutException:
                 return result(
                     f"timed out waiting for {args.url}: the server may or may not have "
                     "acted on the request. Do not send it again without checking.",
                     error=True,
                 )
-            except httpx.HTTPError as exc:
+            except httpx2.HTTPError as exc:
                 return result(
                     f"the request to {args.url} failed ({exc}); it may or may not have "
                     "reached the server.",
@@ -213,7 +213,7 @@ def _headers(extra: Mapping[str, str]) -> dict[str, str]:
     return out
 
 
-def _read_text(resp: httpx.Response) -> str:
+def _read_text(resp: httpx2.Response) -> str:
     try:
         body, _ = net.read_capped(resp, MAX_RESPONSE_BYTES)
     except net.ReadCutOffError as cut:
@@ -221,7 +221,7 @@ def _read_text(resp: httpx.Response) -> str:
     return body.decode(resp.encoding or "utf-8", errors="replace")
 
 
-def _render(resp: httpx.Response, text: str, ctx: ToolContext) -> ToolResult:
+def _render(resp: httpx2.Response, text: str, ctx: ToolContext) -> ToolResult:
     status = resp.status_code
     lines = [f"HTTP {status} {resp.reason_phrase}".rstrip()]
     if resp.is_redirect:

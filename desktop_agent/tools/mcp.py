@@ -67,12 +67,15 @@ from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from desktop_agent.domain import JSON, ApprovalPolicy, EffectClass
 from desktop_agent.domain.errors import InvalidInputError
 from desktop_agent.engine.ports import ToolContext, ToolResult
 from desktop_agent.tools.files import MAX_READ_CHARS
+
+if TYPE_CHECKING:  # imported where a server is reached by URL
+    import httpx2
 
 log = logging.getLogger(__name__)
 
@@ -862,8 +865,15 @@ async def _cut_body(
     yield bytes(held) if cut is None else _encoded(cut.message(methods))
 
 
-def _http_transport(cap: int = MESSAGE_BYTES) -> Any:
+def _http_transport(
+    inner: httpx2.AsyncBaseTransport, cap: int = MESSAGE_BYTES
+) -> httpx2.AsyncBaseTransport:
     """An HTTP transport whose JSON-RPC answers are read through :func:`_cut_body`.
+
+    Args:
+        inner: the transport that carries the requests (made by
+            :func:`desktop_agent.http_client.mcp_client`).
+        cap: see :func:`_cut_body`.
 
     Bodies sent compressed are left as they are (the hub asks for them uncompressed).
     """
@@ -882,7 +892,7 @@ def _http_transport(cap: int = MESSAGE_BYTES) -> Any:
 
     class Transport(httpx2.AsyncBaseTransport):
         def __init__(self) -> None:
-            self.inner = httpx2.AsyncHTTPTransport()
+            self.inner = inner
 
         async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
             response = await self.inner.handle_async_request(request)
@@ -1116,16 +1126,13 @@ class McpHub:
         from mcp import Client, StdioServerParameters
 
         if server.url:
-            import httpx2
             from mcp.client.streamable_http import streamable_http_client
+
+            from desktop_agent.http_client import mcp_client
 
             headers = {"Accept-Encoding": "identity"}  # bodies are cut as they come
             headers.update(resolve_secrets(server.name, server.headers))
-            http = httpx2.AsyncClient(
-                headers=headers,
-                timeout=httpx2.Timeout(30.0, read=300.0),
-                transport=_http_transport(),
-            )
+            http = mcp_client(headers, _http_transport)
             self._http[server.name] = http  # closed by _hold when the session ends
             events = MESSAGE_BYTES + 65_536  # the longest event left whole, with its fields
             transport = streamable_http_client(

@@ -23,15 +23,16 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from desktop_agent import http_client as clients
 from desktop_agent.domain.errors import plain_error
 from desktop_agent.engine.ports import ToolContext
 from desktop_agent.tools.base import ToolSettings
 
 if TYPE_CHECKING:  # imported where a request is made: a worker may never make one
-    import httpx
+    import httpx2
 
 USER_AGENT = "desktop-agent/0.1 (research agent)"
-DEFAULT_TIMEOUT_S = 20.0
+DEFAULT_TIMEOUT_S = clients.TOOL_TIMEOUT_S
 CONNECT_PER_ADDRESS_S = 4.0
 """Longest wait for one address to accept a connection before the next one is tried."""
 
@@ -52,13 +53,13 @@ class ReadCutOffError(Exception):
         cause: the transport's error, or None when the download took too long.
     """
 
-    def __init__(self, partial: bytes, cause: httpx.HTTPError | None) -> None:
+    def __init__(self, partial: bytes, cause: httpx2.HTTPError | None) -> None:
         super().__init__(str(cause) if cause is not None else "the download took too long")
         self.partial = partial
         self.cause = cause
 
 
-def read_capped(resp: httpx.Response, cap: int, deadline: float = math.inf) -> tuple[bytes, bool]:
+def read_capped(resp: httpx2.Response, cap: int, deadline: float = math.inf) -> tuple[bytes, bool]:
     """Read a streamed response body, at most ``cap`` bytes.
 
     Args:
@@ -72,7 +73,7 @@ def read_capped(resp: httpx.Response, cap: int, deadline: float = math.inf) -> t
     Raises:
         ReadCutOffError: the connection failed or the deadline passed mid-body.
     """
-    import httpx
+    import httpx2
 
     chunks: list[bytes] = []
     size = 0
@@ -84,7 +85,7 @@ def read_capped(resp: httpx.Response, cap: int, deadline: float = math.inf) -> t
                 return b"".join(chunks)[:cap], True
             if time.monotonic() > deadline:
                 raise ReadCutOffError(b"".join(chunks), None)
-    except httpx.HTTPError as exc:
+    except httpx2.HTTPError as exc:
         raise ReadCutOffError(b"".join(chunks), exc) from None
     return b"".join(chunks), False
 
@@ -93,7 +94,7 @@ def read_capped(resp: httpx.Response, cap: int, deadline: float = math.inf) -> t
 class Target:
     """A checked URL and the addresses it may be reached at, in the order DNS gave them."""
 
-    url: httpx.URL
+    url: httpx2.URL
     addresses: tuple[str, ...]
     allow_private: bool = False
 
@@ -113,17 +114,17 @@ def is_public(address: str) -> bool:
     return ip.is_global and not ip.is_multicast
 
 
-def parse_url(raw: str) -> httpx.URL:
+def parse_url(raw: str) -> httpx2.URL:
     """Parse an http(s) URL with a host.
 
     Raises:
         AddressRefusedError: another scheme, no host, or not a URL at all.
     """
-    import httpx
+    import httpx2
 
     try:
-        url = httpx.URL(raw.strip())
-    except (httpx.InvalidURL, TypeError, ValueError) as exc:
+        url = httpx2.URL(raw.strip())
+    except (httpx2.InvalidURL, TypeError, ValueError) as exc:
         raise AddressRefusedError(f"not a valid URL: {exc}") from None
     if url.scheme not in ("http", "https"):
         raise AddressRefusedError(f"only http and https URLs are allowed, not {url.scheme or '?'}:")
@@ -171,15 +172,15 @@ def _check_address(host: str, address: str) -> None:
         )
 
 
-def check_target(raw: str | httpx.URL, ctx: ToolContext) -> Target:
+def check_target(raw: str | httpx2.URL, ctx: ToolContext) -> Target:
     """Parse and check a URL against the run's settings.
 
     Raises:
         AddressRefusedError: the URL may not be reached.
     """
-    import httpx
+    import httpx2
 
-    url = raw if isinstance(raw, httpx.URL) else parse_url(raw)
+    url = raw if isinstance(raw, httpx2.URL) else parse_url(raw)
     if url.scheme not in ("http", "https") or not url.host:
         raise AddressRefusedError(f"only http and https URLs are allowed: {url}")
     port = url.port or (443 if url.scheme == "https" else 80)
@@ -190,7 +191,7 @@ def check_target(raw: str | httpx.URL, ctx: ToolContext) -> Target:
 
 def pinned(
     target: Target, address: str | None = None
-) -> tuple[httpx.URL, dict[str, str], dict[str, str]]:
+) -> tuple[httpx2.URL, dict[str, str], dict[str, str]]:
     """URL, headers and request extensions that connect to a checked address.
 
     Args:
@@ -202,34 +203,29 @@ def pinned(
     return url, {"Host": host_header}, {"sni_hostname": target.url.host}
 
 
-def timeout(ctx: ToolContext, key: str = "http_timeout_s") -> httpx.Timeout:
-    """Per-operation timeouts (connect, read, write, pool) from the settings."""
-    import httpx
+def _seconds(ctx: ToolContext, key: str) -> float:
+    return max(0.1, ToolSettings(ctx).number(key, DEFAULT_TIMEOUT_S))
 
-    seconds = max(0.1, ToolSettings(ctx).number(key, DEFAULT_TIMEOUT_S))
-    return httpx.Timeout(seconds, connect=min(seconds, 10.0))
+
+def timeout(ctx: ToolContext, key: str = "http_timeout_s") -> httpx2.Timeout:
+    """Per-operation timeouts (connect, read, write, pool) from the settings."""
+    return clients.timeout(_seconds(ctx, key))
 
 
 @contextmanager
-def http_client(ctx: ToolContext, key: str = "http_timeout_s") -> Iterator[httpx.Client]:
+def http_client(ctx: ToolContext, key: str = "http_timeout_s") -> Iterator[httpx2.Client]:
     """A client that never follows redirects by itself nor reads proxy settings.
 
-    Proxies from the environment are ignored: through a proxy, the address checks above
-    would check the proxy, not the target.
+    Made by :func:`desktop_agent.http_client.tool_client` (certificates and timeouts as
+    every client of the app has them). Proxies from the environment are ignored: through
+    a proxy, the address checks above would check the proxy, not the target.
     """
-    import httpx
-
-    with httpx.Client(
-        timeout=timeout(ctx, key),
-        follow_redirects=False,
-        trust_env=False,
-        headers={"User-Agent": USER_AGENT},
-    ) as client:
+    with clients.tool_client(_seconds(ctx, key), headers={"User-Agent": USER_AGENT}) as client:
         yield client
 
 
 def request(
-    client: httpx.Client,
+    client: httpx2.Client,
     method: str,
     target: Target,
     *,
@@ -237,7 +233,7 @@ def request(
     content: bytes | None = None,
     address: str | None = None,
     connect_timeout: float | None = None,
-) -> httpx.Request:
+) -> httpx2.Request:
     """Build a request to a checked address of ``target`` (the first if none is given).
 
     Args:
@@ -249,12 +245,12 @@ def request(
         address: one of ``target.addresses``.
         connect_timeout: replaces the client's connect timeout for this request.
     """
-    import httpx
+    import httpx2
 
     url, host, extensions = pinned(target, address)
     limits = client.timeout
     if connect_timeout is not None:
-        limits = httpx.Timeout(
+        limits = httpx2.Timeout(
             limits.read, connect=connect_timeout, write=limits.write, pool=limits.pool
         )
     return client.build_request(
@@ -268,14 +264,14 @@ def request(
 
 
 def send(
-    client: httpx.Client,
+    client: httpx2.Client,
     method: str,
     target: Target,
     *,
     headers: Mapping[str, str] | None = None,
     content: bytes | None = None,
     deadline: float | None = None,
-) -> httpx.Response:
+) -> httpx2.Response:
     """Send a request to the first checked address of ``target`` that accepts a connection.
 
     The addresses are tried in the order DNS gave them, each checked again right before
@@ -297,9 +293,9 @@ def send(
         AddressRefusedError: an address is not public and private addresses are not
             allowed (only for a target not made by :func:`check_target`).
         UnreachableError: no address accepted a connection; says what was tried.
-        httpx.HTTPError: the connection was made but the exchange failed or timed out.
+        httpx2.HTTPError: the connection was made but the exchange failed or timed out.
     """
-    import httpx
+    import httpx2
 
     host = target.url.host
     tried: list[str] = []
@@ -324,9 +320,9 @@ def send(
         )
         try:
             return client.send(req, stream=True)
-        except httpx.ConnectTimeout:
+        except httpx2.ConnectTimeout:
             tried.append(f"{address} (no answer within {connect:.3g} s)")
-        except httpx.ConnectError as exc:
+        except httpx2.ConnectError as exc:
             tried.append(f"{address} ({plain_error(exc, 'connection refused')})")
     port = target.url.port or (443 if target.url.scheme == "https" else 80)
     raise UnreachableError(f"could not connect to {host} port {port}; tried {', '.join(tried)}")

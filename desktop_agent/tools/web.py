@@ -1,11 +1,12 @@
 """web_fetch: read a web page as text, through a durable per-run cache.
 
-Pages are fetched with HTTP GET (httpx) with timeouts, a size cap and a bounded number of
-redirects, each redirect target checked again like the first URL, and each address a name
-resolves to tried in turn until one answers (see :mod:`desktop_agent.tools.net`). HTML
-becomes readable Markdown through trafilatura, which keeps the main content and drops
-navigation, footers and ads, so the model reads (and pays for) the article rather than the
-page chrome. PDFs become text with pypdf.
+Pages are fetched with HTTP GET (httpx2, a client from :mod:`desktop_agent.http_client`)
+with timeouts, a size cap and a bounded number of redirects, each redirect target checked
+again like the first URL, and each address a name resolves to tried in turn until one
+answers (see :mod:`desktop_agent.tools.net`). HTML becomes readable Markdown through
+trafilatura, which keeps the main content and drops navigation, footers and ads, so the
+model reads (and pays for) the article rather than the page chrome. PDFs become text with
+pypdf.
 
 Each run keeps what it fetched under ``<workspace>/.cache/web/<run id>/``: asking for the
 same URL again in the same run costs nothing, and a step repeated after a crash reads the
@@ -33,7 +34,7 @@ from desktop_agent.tools.base import ToolArgs, ToolSettings, TypedTool, result
 from desktop_agent.tools.workspace import confine
 
 if TYPE_CHECKING:  # imported where a page is fetched (see tools.net)
-    import httpx
+    import httpx2
 
 MAX_BYTES = 5_000_000
 MAX_REDIRECTS = 5
@@ -132,7 +133,7 @@ def fetch(url: str, ctx: ToolContext) -> Page:
         AddressRefusedError: the URL or a redirect target may not be reached.
         FetchFailedError: network error, timeout, or content that cannot be read.
     """
-    import httpx
+    import httpx2
 
     settings = ToolSettings(ctx)
     cap = int(settings.number("web_fetch_max_bytes", MAX_BYTES))
@@ -152,15 +153,15 @@ def fetch(url: str, ctx: ToolContext) -> Page:
                 )
             except net.UnreachableError as exc:
                 raise FetchFailedError(f"could not fetch {current}: {exc}") from None
-            except httpx.TimeoutException:
+            except httpx2.TimeoutException:
                 raise FetchFailedError(f"timed out fetching {current}") from None
-            except httpx.HTTPError as exc:
+            except httpx2.HTTPError as exc:
                 raise FetchFailedError(f"could not fetch {current}: {exc}") from None
             try:
                 if resp.is_redirect and "location" in resp.headers:
                     try:
                         current = current.join(resp.headers["location"])
-                    except httpx.InvalidURL as exc:
+                    except httpx2.InvalidURL as exc:
                         raise FetchFailedError(f"bad redirect from {url}: {exc}") from None
                     continue
                 body, truncated = _read_capped(resp, cap, deadline)
@@ -180,15 +181,15 @@ def fetch(url: str, ctx: ToolContext) -> Page:
     raise FetchFailedError(f"too many redirects (more than {MAX_REDIRECTS}) from {url}")
 
 
-def _read_capped(resp: httpx.Response, cap: int, deadline: float) -> tuple[bytes, bool]:
-    import httpx
+def _read_capped(resp: httpx2.Response, cap: int, deadline: float) -> tuple[bytes, bool]:
+    import httpx2
 
     try:
         return net.read_capped(resp, cap, deadline)
     except net.ReadCutOffError as cut:
         if cut.cause is None:
             raise FetchFailedError(f"the page took too long to download: {resp.url}") from None
-        if isinstance(cut.cause, httpx.TimeoutException):
+        if isinstance(cut.cause, httpx2.TimeoutException):
             raise FetchFailedError(f"timed out reading {resp.url}") from None
         raise FetchFailedError(f"connection failed while reading {resp.url}: {cut.cause}") from None
 

@@ -7,7 +7,9 @@ and to the outgoing webhook (a JSON POST to ``Settings.webhook_url``, e.g. a cha
 incoming webhook: the payload's ``text`` field reads well there).
 
 Posting happens on one background thread with a short timeout and a bounded queue: a slow
-or dead webhook never holds up a run, and its failures are logged, never raised.
+or dead webhook never holds up a run, and its failures are logged, never raised. The HTTP
+client is the app's webhook client (:func:`desktop_agent.http_client.webhook_client`:
+certificates, proxies from the environment, timeouts).
 
 Every post is signed (:mod:`desktop_agent.webhooks`: ``X-Desktop-Agent-Signature``, an
 HMAC-SHA256 of a timestamp and the exact body) with the data folder's webhook secret,
@@ -31,6 +33,7 @@ from desktop_agent.domain import JSON, Run, RunStatus, WaitReason
 from desktop_agent.domain.errors import DesktopAgentError
 from desktop_agent.domain.units import format_duration, format_usd
 from desktop_agent.engine.ports import Clock, SystemClock
+from desktop_agent.http_client import WEBHOOK_TIMEOUT_S
 
 if TYPE_CHECKING:
     from desktop_agent.secrets import WebhookSecret
@@ -213,7 +216,8 @@ class WebhookSender:
 
     Args:
         url: the webhook's URL (never logged: chat webhooks carry their secret in it).
-        timeout_s: per-request timeout.
+        timeout_s: per-operation timeout (the client and its certificates and proxies come
+            from :func:`desktop_agent.http_client.webhook_client`).
         max_pending: notifications queued at most; more are dropped with a warning.
         secret: the signing secret, read for each post (None: posts go unsigned). One
             that cannot be read leaves that post unsigned, with a warning (the secret is
@@ -223,7 +227,7 @@ class WebhookSender:
     def __init__(
         self,
         url: str,
-        timeout_s: float = 5.0,
+        timeout_s: float = WEBHOOK_TIMEOUT_S,
         max_pending: int = 100,
         secret: SecretSource | None = None,
     ) -> None:
@@ -239,11 +243,11 @@ class WebhookSender:
 
     @property
     def _where(self) -> str:
-        import httpx
+        import httpx2
 
         try:
-            return httpx.URL(self.url).host or "?"
-        except (httpx.InvalidURL, TypeError, ValueError):
+            return httpx2.URL(self.url).host or "?"
+        except (httpx2.InvalidURL, TypeError, ValueError):
             return "?"
 
     def send(self, notification: Notification) -> None:
@@ -294,11 +298,12 @@ class WebhookSender:
         return sign(found.value, body)
 
     def _loop(self) -> None:
-        import httpx  # here, not at the worker's start: most workers post no webhook
+        import httpx2  # here, not at the worker's start: most workers post no webhook
 
+        from desktop_agent.http_client import webhook_client
         from desktop_agent.webhooks import HEADER
 
-        with httpx.Client(timeout=self.timeout_s) as client:
+        with webhook_client(self.timeout_s) as client:
             while True:
                 item = self._queue.get()
                 if item is None:
@@ -314,7 +319,7 @@ class WebhookSender:
                     resp = client.post(self.url, content=body, headers=headers)
                     resp.raise_for_status()
                     self.sent += 1
-                except httpx.HTTPStatusError as exc:
+                except httpx2.HTTPStatusError as exc:
                     self.failed += 1
                     log.warning(
                         "webhook at %s answered %s to %s of run %s",
@@ -376,7 +381,7 @@ class Notifier:
         stall_after_s: float | None = 1800.0,
         clock: Clock | None = None,
         check_every_s: float = 30.0,
-        timeout_s: float = 5.0,
+        timeout_s: float = WEBHOOK_TIMEOUT_S,
         webhook_secret: SecretSource | None = None,
     ) -> None:
         self.runs = runs

@@ -8,7 +8,7 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
+import httpx2
 import pytest
 
 from desktop_agent.engine.control import run_tool
@@ -135,7 +135,7 @@ def _resolve_to(
         looked_up.append(host)
         return list(addresses)
 
-    def request(*args: object, **kwargs: object) -> httpx.Request:
+    def request(*args: object, **kwargs: object) -> httpx2.Request:
         built.append(str(kwargs.get("address")))
         return real_request(*args, **kwargs)  # type: ignore[arg-type]
 
@@ -192,8 +192,8 @@ def test_a_disallowed_address_is_never_connected_to_even_after_an_unreachable_on
     assert res.is_error and "refused" in res.content and "127.0.0.1" in res.content
     assert built == [] and _never_connected(listener)
     # The check holds inside the loop too, for a target nobody checked up front.
-    target = net.Target(httpx.URL(url), ("::1", "127.0.0.1"), allow_private=False)
-    with httpx.Client() as client, pytest.raises(net.AddressRefusedError, match=r"127\.0\.0\.1"):
+    target = net.Target(httpx2.URL(url), ("::1", "127.0.0.1"), allow_private=False)
+    with httpx2.Client() as client, pytest.raises(net.AddressRefusedError, match=r"127\.0\.0\.1"):
         net.send(client, "GET", target)
     assert built == ["::1"] and _never_connected(listener)
 
