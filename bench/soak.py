@@ -152,6 +152,8 @@ class StallTracer:
 def _time_handlers(timings: dict[str, list[float]]) -> None:
     """Wrap the GUI thread's busiest handlers so that each call's duration is recorded."""
     from desktop_agent.gui import mainwindow, poller
+    from desktop_agent.gui.desk import approvals, controls, detail
+    from desktop_agent.gui.desk import runs as runs_room
     from desktop_agent.gui.models import runs, steps
     from desktop_agent.gui.widgets import run_detail
 
@@ -161,9 +163,12 @@ def _time_handlers(timings: dict[str, list[float]]) -> None:
         (mainwindow.MainWindow, "select_run"),
         (mainwindow.MainWindow, "_on_clock_timeout"),
         (mainwindow.MainWindow, "_show_approvals"),
-        (mainwindow.MainWindow, "_notify"),
         (mainwindow.MainWindow, "_update_controls"),
         (mainwindow.MainWindow, "open_new_run"),
+        (runs_room.RunsRoom, "show_selected"),
+        (approvals.ApprovalsRoom, "show_pending"),
+        (controls.ControlsRoom, "update"),
+        (detail.DetailRoom, "steps_loaded"),
         (poller.LivePoller, "_on_job_done"),
         (runs.RunListModel, "apply"),
         (runs.RunListModel, "refresh_times"),
