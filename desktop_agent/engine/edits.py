@@ -11,8 +11,9 @@ Three layers, cheapest first:
 * **shape**: a JSON object (not ``null``, not a list), nested at most
   :data:`~desktop_agent.engine.sanitize.MAX_ARG_DEPTH` levels, with valid Unicode (no lone
   surrogates, which can be neither stored nor sent) and finite numbers;
-* **schema**: the fields the tool's JSON schema requires, no unknown fields where it allows
-  none, and the declared JSON type of each field;
+* **schema**: the tool's JSON schema, at every depth (:mod:`desktop_agent.engine.schema`,
+  the ``jsonschema`` library): a bad field anywhere is named by its path, as in
+  ``filters[2].since: 'soon' is not of type 'number'``;
 * **pre-run check**: the tool's own ``validate`` (its argument model and the checks it runs
   right before an approved effect), when a context to run it in is given.
 """
@@ -21,25 +22,14 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterator, Mapping
-from typing import Any
+from collections.abc import Iterator
 
-from desktop_agent.domain import JSON
 from desktop_agent.domain.errors import ControlFlowInterrupt
 from desktop_agent.engine.ports import Tool, ToolContext, ToolInputError
 from desktop_agent.engine.sanitize import MAX_ARG_DEPTH, too_deep
+from desktop_agent.engine.schema import schema_problem
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
-
-_JSON_TYPES: dict[str, str] = {
-    "string": "a string",
-    "integer": "a whole number",
-    "number": "a number",
-    "boolean": "true or false",
-    "array": "a list",
-    "object": "an object",
-    "null": "null",
-}
 
 
 def edit_problem(tool: Tool | None, args: object, ctx: ToolContext | None = None) -> str | None:
@@ -93,74 +83,9 @@ def shape_problem(args: object) -> str | None:
     return None
 
 
-def schema_problem(schema: Mapping[str, Any], args: Mapping[str, JSON]) -> str | None:
-    """Why ``args`` does not fit the top level of the object ``schema``, or None.
-
-    Only what a JSON schema says plainly is checked here (required fields, unknown fields,
-    each field's ``type``); the tool's own validation checks the rest.
-    """
-    props = schema.get("properties")
-    props = props if isinstance(props, Mapping) else {}
-    required = schema.get("required")
-    missing = [r for r in required if r not in args] if isinstance(required, list) else []
-    if missing:
-        return f"missing required field(s): {', '.join(map(str, missing))}"
-    if schema.get("additionalProperties") is False:
-        unknown = [k for k in args if k not in props]
-        if unknown:
-            known = ", ".join(map(str, props)) or "none"
-            return f"unknown field(s): {', '.join(unknown)} (the tool takes: {known})"
-    for name, value in args.items():
-        field = props.get(name)
-        wanted = _types(field) if isinstance(field, Mapping) else None
-        if wanted and not any(_fits(value, t) for t in wanted):
-            expected = " or ".join(_JSON_TYPES.get(t, t) for t in wanted)
-            return f"field {name!r} must be {expected}, not {_kind(value)}"
-    return None
-
-
 def one_line(text: str) -> str:
     """``text`` with its line breaks and runs of spaces folded into single spaces."""
     return " ".join(str(text).split())
-
-
-def _types(field: Mapping[str, Any]) -> list[str] | None:
-    """The JSON types a field's schema allows, or None when it does not say plainly."""
-    kind = field.get("type")
-    if isinstance(kind, str):
-        return [kind]
-    if isinstance(kind, list) and all(isinstance(k, str) for k in kind):
-        return list(kind)
-    options = field.get("anyOf") or field.get("oneOf")
-    if isinstance(options, list):
-        out: list[str] = []
-        for option in options:
-            sub = _types(option) if isinstance(option, Mapping) else None
-            if sub is None:
-                return None  # a $ref or a schema without a type: the tool's check decides
-            out.extend(sub)
-        return out or None
-    return None
-
-
-def _fits(value: object, kind: str) -> bool:
-    if kind == "string":
-        return isinstance(value, str)
-    if kind == "integer":
-        return (isinstance(value, int) and not isinstance(value, bool)) or (
-            isinstance(value, float) and value.is_integer()
-        )
-    if kind == "number":
-        return isinstance(value, int | float) and not isinstance(value, bool)
-    if kind == "boolean":
-        return isinstance(value, bool)
-    if kind == "array":
-        return isinstance(value, list)
-    if kind == "object":
-        return isinstance(value, dict)
-    if kind == "null":
-        return value is None
-    return True  # a type this check does not know: the tool's check decides
 
 
 def _kind(value: object) -> str:

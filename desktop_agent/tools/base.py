@@ -1,8 +1,10 @@
 """Tool protocol helpers: typed arguments become a JSON schema and are validated.
 
 A tool subclasses :class:`TypedTool` with a pydantic ``Args`` model; the schema the model
-sees is derived from it, and arguments that do not fit become a ``ToolInputError`` (an
-error result the model reads), never a crash.
+sees is derived from it, and arguments that do not fit, at any depth, become a
+``ToolInputError`` naming the path of each bad field (an error result the model reads),
+never a crash. Tools without a model of their own (MCP servers' tools) are checked against
+their JSON schema instead (:mod:`desktop_agent.engine.schema`).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from desktop_agent.domain import JSON, ApprovalPolicy, EffectClass
 from desktop_agent.engine.ports import ToolContext, ToolInputError, ToolResult
+from desktop_agent.engine.schema import field_path
 
 A = TypeVar("A", bound=BaseModel)
 
@@ -26,9 +29,10 @@ class ToolArgs(BaseModel):
 
 
 def _describe(exc: ValidationError) -> str:
+    """Each problem as ``path: message``, the path as ``filters[2].since`` reads."""
     parts = []
     for err in exc.errors()[:5]:
-        where = ".".join(str(p) for p in err.get("loc", ())) or "arguments"
+        where = field_path(err.get("loc", ())) or "arguments"
         parts.append(f"{where}: {err.get('msg', 'invalid')}")
     return "; ".join(parts)
 

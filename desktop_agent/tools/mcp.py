@@ -18,6 +18,13 @@ retries of that step) and the worker's fencing token in the request's ``_meta``
 ``idempotency_key`` that simpler servers read), so a server that honours keys can make a
 retried call a no-op.
 
+Arguments. A call's arguments are checked against the tool's input schema, at every depth,
+before anything is sent (:func:`desktop_agent.engine.schema.schema_problem`, the
+``jsonschema`` library, references resolved inside the schema only): the model reads the
+path of each bad field (``filters[2].since: 'soon' is not of type 'number'``), and an
+analyst's edit of a pending call is refused the same way before it is recorded
+(:mod:`desktop_agent.engine.edits`).
+
 Failures. A server that cannot be started or reached, that is slower than ``timeout_s``,
 or that answers something unreadable gives the model an error result saying so, and the
 server's status (shown by ``desktop-agent mcp list``, the Settings dialog) says what went
@@ -71,7 +78,8 @@ from typing import TYPE_CHECKING, Any
 
 from desktop_agent.domain import JSON, ApprovalPolicy, EffectClass
 from desktop_agent.domain.errors import InvalidInputError
-from desktop_agent.engine.ports import ToolContext, ToolResult
+from desktop_agent.engine.ports import ToolContext, ToolInputError, ToolResult
+from desktop_agent.engine.schema import schema_problem
 from desktop_agent.tools.files import MAX_READ_CHARS
 
 if TYPE_CHECKING:  # imported where a server is reached by URL
@@ -375,8 +383,24 @@ class McpTool:
         """From the hints or the settings."""
         return self.spec.effect
 
+    def check_arguments(self, args: Mapping[str, JSON]) -> None:
+        """Refuse ``args`` that do not fit the server's schema, at any depth.
+
+        Raises:
+            ToolInputError: the path of each bad field and what is wrong with it (see
+                :func:`desktop_agent.engine.schema.schema_problem`).
+        """
+        problem = schema_problem(self.spec.input_schema, args)
+        if problem is not None:
+            raise ToolInputError(problem)
+
     def run(self, args: Mapping[str, JSON], ctx: ToolContext) -> ToolResult:
-        """Call the remote tool with the step's idempotency key in ``_meta``."""
+        """Call the remote tool with the step's idempotency key in ``_meta``.
+
+        The arguments are checked against the server's schema first: a call that does not
+        fit never reaches the server.
+        """
+        self.check_arguments(args)
         if self.hub is None:
             return ToolResult(f"MCP server {self.spec.server} is not connected here", True)
         meta: dict[str, Any] = {
@@ -390,11 +414,21 @@ class McpTool:
         return self.hub.call(self.spec.server, self.spec.remote, dict(args), meta, self.timeout)
 
     def approval_reason(self, args: Mapping[str, JSON], ctx: ToolContext) -> str | None:
-        """No rule of its own: the effect class decides (``ask_unsafe``)."""
+        """No rule of its own: the effect class decides (``ask_unsafe``).
+
+        Raises:
+            ToolInputError: the arguments do not fit the schema (the call will not run).
+        """
+        self.check_arguments(args)
         return None
 
     def validate(self, args: Mapping[str, JSON], ctx: ToolContext) -> str | None:
-        """Nothing to re-check before an approved call."""
+        """Before an approved call (or an edit is recorded): the arguments fit the schema.
+
+        Raises:
+            ToolInputError: they do not (the path of each bad field is named).
+        """
+        self.check_arguments(args)
         return None
 
     def probe(self, args: Mapping[str, JSON], ctx: ToolContext) -> bool | None:

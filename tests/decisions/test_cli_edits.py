@@ -19,9 +19,23 @@ from desktop_agent.engine.ports import ToolContext
 from tests.decisions.conftest import EDITED, PROPOSED, Waiting, cli, cli_main, edit
 
 BAD_EDITS = {
-    "wrong type": (edit({**PROPOSED, "to": "team@example.test"}), "field 'to' must be a list"),
-    "extra field": (edit({**PROPOSED, "bcc": ["x@example.test"]}), "unknown field(s): bcc"),
-    "empty object": ("{}", "missing required field(s): to, subject, body"),
+    "wrong type": (
+        edit({**PROPOSED, "to": "team@example.test"}),
+        "to: 'team@example.test' is not of type 'array'",
+    ),
+    "a bad item of a list": (
+        edit({**PROPOSED, "to": ["team@example.test", 7]}),
+        "to[1]: 7 is not of type 'string'",
+    ),
+    "extra field": (
+        edit({**PROPOSED, "bcc": ["x@example.test"]}),
+        "Additional properties are not allowed ('bcc' was unexpected)",
+    ),
+    "empty object": (
+        "{}",
+        "'to' is a required property; 'subject' is a required property; "
+        "'body' is a required property",
+    ),
     "null": ("null", "the edited arguments are null"),
     "a list": (edit([PROPOSED]), "must be a JSON object, not a list"),
     "CRLF in the subject": (

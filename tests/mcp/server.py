@@ -9,6 +9,10 @@ Run as ``python -m tests.mcp.server`` (stdio) or ``python -m tests.mcp.server ht
   secret, when ``MCP_TEST_TOKEN`` is set, to show a keyring secret reached it);
 * ``slow`` sleeps ``seconds``; ``broken`` fails (an ``isError`` result);
 * ``whoami`` answers the ``Authorization`` header of an HTTP request;
+* ``report`` (no hints: unsafe) takes nested arguments (``filters``, a list of objects
+  with a numeric ``since``) and, like ``post``, appends what it received to
+  ``MCP_TEST_LOG``; its server side reads ``since`` leniently (``"5"`` passes as 5.0),
+  so only the client's own check keeps a call that does not fit the schema from it;
 * misbehaving ones: ``huge`` answers ``megabytes`` MB of text in one message, and
   ``wedge`` blocks the whole server (its event loop) for an hour, as a server stuck in a
   call does: nothing else it is asked is answered.
@@ -26,6 +30,7 @@ from typing import Any
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import ToolAnnotations
+from pydantic import BaseModel, ConfigDict
 
 server: MCPServer[Any] = MCPServer("test-tools")
 VARIANT = os.environ.get("MCP_TEST_VARIANT", "1")
@@ -52,16 +57,35 @@ def tag(note: str, label: str) -> str:
     return f"{note} is tagged {label}"
 
 
-@server.tool()
-def post(text: str, ctx: Context) -> str:
-    """Post a message to the team channel."""
-    meta = dict(ctx.request_context.meta or {})
-    record = {"text": text, "meta": meta, "token": os.environ.get("MCP_TEST_TOKEN")}
+def _log(record: dict[str, Any]) -> None:
     log = os.environ.get("MCP_TEST_LOG")
     if log:
         with open(log, "a", encoding="utf-8") as f:
             f.write(json.dumps(record, default=str) + "\n")
+
+
+@server.tool()
+def post(text: str, ctx: Context) -> str:
+    """Post a message to the team channel."""
+    meta = dict(ctx.request_context.meta or {})
+    _log({"text": text, "meta": meta, "token": os.environ.get("MCP_TEST_TOKEN")})
     return f"posted: {text}"
+
+
+class Filter(BaseModel):
+    """One condition of a report: entries of ``field`` changed since ``since`` (epoch s)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    field: str
+    since: float
+
+
+@server.tool()
+def report(title: str, filters: list[Filter]) -> str:
+    """File a report on the entries that match every filter."""
+    _log({"report": title, "filters": [f.model_dump() for f in filters]})
+    return f"filed {title} with {len(filters)} filters"
 
 
 @server.tool(annotations=ToolAnnotations(read_only_hint=True))
