@@ -31,7 +31,7 @@ from PySide6.QtWidgets import QWidget  # noqa: E402
 from desktop_agent.cli.commands import build_parser  # noqa: E402
 from desktop_agent.gui import app as gui_app  # noqa: E402
 
-HEAVY = ("sqlalchemy", "alembic", "anthropic", "httpx", "mcp", "keyring", "apscheduler")
+HEAVY = ("sqlalchemy", "alembic", "anthropic", "httpx2", "mcp", "keyring", "apscheduler")
 
 
 def main() -> int:

@@ -58,7 +58,7 @@ from pathlib import Path
 DEFAULT_DIR = Path(__file__).resolve().parent / "out"
 ROOT = Path(__file__).resolve().parent.parent
 APP_DRIVER = Path(__file__).resolve().parent / "app_start.py"
-HEAVY = ("sqlalchemy", "alembic", "anthropic", "httpx", "mcp", "PySide6")
+HEAVY = ("sqlalchemy", "alembic", "anthropic", "httpx2", "mcp", "PySide6")
 MODULES = (
     "desktop_agent",
     "desktop_agent.cli.commands",

@@ -90,6 +90,7 @@ __all__ = [
     "SearchFilters",
     "SearchHit",
     "Term",
+    "_each_run",  # read here at each search, so that a test can count the runs read
     "available",
     "catch_up",
     "catch_up_runs",

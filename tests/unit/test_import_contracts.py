@@ -35,6 +35,7 @@ CONTRACTS = (
     "cli-through-client",
     "worker-below-its-callers",
     "keyring-only-in-secrets",
+    "one-http-stack",
 )
 """Ids of the contracts this file puts to the test."""
 
@@ -44,6 +45,7 @@ INJECTED = {
     "worker-below-its-callers": ("worker/worker.py", "desktop_agent.client"),
     "client-pure-engine": ("client/checks.py", "desktop_agent.engine.loop"),
     "keyring-only-in-secrets": ("tools/mail.py", "keyring"),
+    "one-http-stack": ("tools/web.py", "httpx"),
 }
 """For each contract, a module of the copy and the forbidden import injected into it."""
 
