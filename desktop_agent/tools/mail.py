@@ -20,7 +20,6 @@ import hashlib
 import imaplib
 import re
 import smtplib
-import ssl
 from collections.abc import Callable, Mapping
 from email.message import EmailMessage
 from email.utils import formatdate
@@ -30,6 +29,7 @@ from pydantic import Field
 
 from desktop_agent.domain import JSON, ApprovalPolicy, EffectClass
 from desktop_agent.engine.ports import ToolContext, ToolInputError, ToolResult
+from desktop_agent.http_client import ssl_context
 from desktop_agent.tools.base import ToolArgs, ToolSettings, TypedTool, result
 
 KEYRING_SERVICE = "desktop-agent"
@@ -186,7 +186,7 @@ def _send(
     port = int(settings.number("smtp_port", 465 if security == "ssl" else 587))
     timeout = _timeout(settings)
     username = settings.text("smtp_username")
-    context = ssl.create_default_context()
+    context = ssl_context()  # the same certificates as every HTTPS connection
     smtp: smtplib.SMTP
     if security == "ssl":
         smtp = _SmtpSsl(host, port, timeout=timeout, context=context, last_check=last_check)
@@ -220,7 +220,7 @@ def _imap_has(wanted: str, settings: ToolSettings) -> bool:
     folder = settings.text("imap_sent_folder", "Sent")
     username = settings.text("imap_username") or settings.text("smtp_username")
     password = _password(IMAP_PASSWORD_USER) or _password(SMTP_PASSWORD_USER)
-    context = ssl.create_default_context()
+    context = ssl_context()  # the same certificates as every HTTPS connection
     imap: imaplib.IMAP4
     if security == "ssl":
         imap = imaplib.IMAP4_SSL(host, port, ssl_context=context, timeout=timeout)
