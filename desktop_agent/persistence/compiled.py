@@ -1,8 +1,8 @@
 """Core statements compiled once for SQLite's own driver, where SQLAlchemy's execution is skipped.
 
 Two places talk to ``sqlite3`` directly: the journal's hot path
-(:meth:`SqliteStore._write_journal
-<desktop_agent.persistence.store_sqlite.SqliteStore._write_journal>`, where SQLAlchemy's
+(:meth:`SqliteJournalWriter._write_journal
+<desktop_agent.persistence.store_sqlite.SqliteJournalWriter._write_journal>`, where SQLAlchemy's
 per-statement work costs as much as the commit itself) and the
 reconciliation of a restored backup (:mod:`desktop_agent.persistence.restored`, which works on
 a file nothing else has open). Both still build their statements from the tables of

@@ -4,8 +4,8 @@ Every statement is built from the tables declared in
 :mod:`~desktop_agent.persistence.tables`, so it renders for either database
 (``tests/persistence/test_dialects.py`` renders them for ``sqlite3`` and for psycopg). The
 hot path keeps them as module constants: :class:`~desktop_agent.persistence.store_sqlite.
-SqliteStore` runs them one by one on the DB-API connection, rendered once;
-:class:`~desktop_agent.persistence.store_postgres.PostgresStore` builds its one statement
+SqliteJournalWriter` runs them one by one on the DB-API connection, rendered once;
+:class:`~desktop_agent.persistence.store_postgres.PostgresJournalWriter` builds its one statement
 per commit (:mod:`~desktop_agent.persistence.pgcommit`) from the same tables, with
 :data:`PROGRESS` and the same values (:func:`intent_values`, :func:`outcome_params`, ...).
 """

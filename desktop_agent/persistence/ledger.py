@@ -17,10 +17,10 @@ line is one effect whose intent was just committed::
 
 How it is written, and why:
 
-* by :meth:`SqlStore.commit <desktop_agent.persistence.store.SqlStore.commit>` of a
-  :class:`~desktop_agent.persistence.store_sqlite.SqliteStore` (its ``_ledger``) right after
-  the transaction holding the intent committed (a refused commit writes nothing) and before
-  it returns, so before the engine can start the effect;
+* by :meth:`SqlStore.commit <desktop_agent.persistence.store.SqlStore.commit>` over a
+  SQLite file (its :class:`~desktop_agent.persistence.store_sqlite.SqliteJournalWriter`'s
+  ``ledger``) right after the transaction holding the intent committed (a refused commit
+  writes nothing) and before it returns, so before the engine can start the effect;
 * each append is one ``write`` to a file opened with ``O_APPEND``, then ``fsync``: lines of
   several worker processes never interleave (a line is far below 4 KB, and the kernel
   appends one ``write`` to a regular file as a whole), and a line that exists is on disk;

@@ -4,7 +4,7 @@
 outcome, the next intents, the run's progress (and sometimes a patch of the run, a
 snapshot, applied commands, approvals) in one transaction, fenced by the worker's lease.
 On PostgreSQL all of it is one ``WITH`` statement, sent alone in autocommit mode by
-:class:`~desktop_agent.persistence.store_postgres.PostgresStore`: the server runs it as one
+:class:`~desktop_agent.persistence.store_postgres.PostgresJournalWriter`: the server runs it as one
 implicit transaction and commits it before answering (with ``synchronous_commit`` as
 configured), so a step costs one round trip, as little as a plain ``INSERT`` could.
 

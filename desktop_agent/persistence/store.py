@@ -4,20 +4,21 @@
 journal's writes other than the commit (a restarted step, a partial save, an event), each
 one transaction through SQLAlchemy Core on the statements of
 :mod:`~desktop_agent.persistence.journal_sql`. The commit, the journal's hot path, is
-prepared here and written by one class per database:
+prepared here and written by the store's :class:`JournalWriter`, one class per database:
 
-* :class:`~desktop_agent.persistence.store_sqlite.SqliteStore` runs the statements on the
-  pooled DB-API connection itself, rendered once, since the ORM, and even Core's
+* :class:`~desktop_agent.persistence.store_sqlite.SqliteJournalWriter` runs the statements
+  on the pooled DB-API connection itself, rendered once, since the ORM, and even Core's
   per-statement execution, cost more per row than an fsync; it keeps the effect ledger
   beside the file, moves a run's ``updated_at`` at most once a second while the run only
   adds steps, and its change token carries the newest step's rowid;
-* :class:`~desktop_agent.persistence.store_postgres.PostgresStore` sends the whole commit
-  as one statement (:mod:`~desktop_agent.persistence.pgcommit`), fenced by the run's
-  ``UPDATE``.
+* :class:`~desktop_agent.persistence.store_postgres.PostgresJournalWriter` sends the whole
+  commit as one statement (:mod:`~desktop_agent.persistence.pgcommit`), fenced by the
+  run's ``UPDATE``.
 
-:func:`store_class` chooses between them from the database's URL, and ``SqlStore(db)``
-goes through it: constructing the base class opens the store for ``db``. Every public
-method owns its transaction; one call is one commit.
+:func:`journal_writer_for` chooses between them from the database's URL when a store is
+made (``SqlStore(db)``, or :func:`open_store`). The writers know nothing of the store, so
+this module imports theirs and not the other way round. Every public method owns its
+transaction; one call is one commit.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, ClassVar, Self, cast
+from typing import Any, Protocol
 
 from sqlalchemy import Select, func, insert, or_, select, update
 from sqlalchemy.engine import Connection
@@ -73,6 +74,7 @@ from desktop_agent.persistence.mapping import (
     step_from_row,
 )
 from desktop_agent.persistence.sqlbase import _now, queue_command
+from desktop_agent.persistence.store_sqlite import SqliteJournalWriter
 from desktop_agent.persistence.tables import approvals as approvals_table
 from desktop_agent.persistence.tables import commands, runs, snapshots, steps
 from desktop_agent.persistence.tables import run_events as events_table
@@ -89,28 +91,88 @@ _PATCH_RUN = journal_sql.PATCH_RUN
 _APPLY_COMMAND = journal_sql.APPLY_COMMAND
 
 
+class JournalWriter(Protocol):
+    """What one database does its own way for :class:`SqlStore`: the commit, and around it.
+
+    :func:`journal_writer_for` makes the one for a database's URL.
+    """
+
+    @property
+    def change_token_statement(self) -> Select[Any]:
+        """The statement of :meth:`SqlStore.change_token` (its fourth part is the database's)."""
+        ...
+
+    def write_commit(self, w: JournalWrite) -> None:
+        """Write one commit in one transaction.
+
+        Raises:
+            LeaseLost: ``w.lease`` no longer holds the run (nothing was written).
+        """
+        ...
+
+    def touch_due(
+        self,
+        run_id: str,
+        now: float,
+        intents: Sequence[StepIntent],
+        applied_commands: Sequence[tuple[int, str]],
+        approvals: Sequence[Approval],
+    ) -> bool:
+        """Whether a commit that changes nothing else of the run moves its ``updated_at``."""
+        ...
+
+    def remember_touch(self, run_id: str, patch: RunPatch | None, touch: bool, now: float) -> None:
+        """Called after each commit, with whether it moved the run's ``updated_at``."""
+        ...
+
+    def ledger(self, run_id: str, intents: Sequence[StepIntent]) -> None:
+        """Record the effects among ``intents``, which a commit just started, where it must.
+
+        Called right after the transaction that started them committed (one that failed or
+        was refused writes nothing) and before returning, so before the engine can start
+        them.
+
+        Raises:
+            StorageError: they cannot be recorded (the effect must then not start).
+        """
+        ...
+
+
+def journal_writer_for(db: Database) -> JournalWriter:
+    """The journal's writer for ``db``, chosen from its URL: the one place that tells them apart.
+
+    A SQLite file (``sqlite:///PATH``) gets a
+    :class:`~desktop_agent.persistence.store_sqlite.SqliteJournalWriter`; a server database
+    (``postgresql+psycopg://...``) a
+    :class:`~desktop_agent.persistence.store_postgres.PostgresJournalWriter`.
+    """
+    if db.settings.sqlite_path is not None:
+        return SqliteJournalWriter(db)
+    # Imported here, not above: SQLAlchemy's PostgreSQL dialect, which it loads, costs some
+    # 40 ms that a store over a SQLite file never needs.
+    from desktop_agent.persistence.store_postgres import PostgresJournalWriter
+
+    return PostgresJournalWriter(db)
+
+
 class SqlStore(WorkerQueries):
     """Runs, journals, approvals, commands and workers in one SQL database.
 
-    The part both databases share; ``SqlStore(db)`` gives the class for ``db``'s URL
-    (:func:`store_class`), which writes the commit its own way (the methods under "per
-    database" below).
+    What both databases share; what each does its own way (the commit, when a run's
+    ``updated_at`` moves, the effect ledger, the change token) is its
+    :attr:`journal_writer`'s, chosen from ``db``'s URL (:func:`journal_writer_for`).
 
     Args:
         db: an opened, migrated database.
         clock: time source for bookkeeping columns (``updated_at``, ``created_at``).
+
+    Attributes:
+        journal_writer: how this database writes the commit.
     """
-
-    _CHANGE_TOKEN: ClassVar[Select[Any]]
-    """The statement of :meth:`change_token` (set by each database's class)."""
-
-    def __new__(cls, db: Database, clock: Callable[[], float] = _now) -> Self:
-        """``SqlStore(db)`` makes the store of :func:`store_class`; a subclass makes itself."""
-        chosen = store_class(db) if cls is SqlStore else cls
-        return cast(Self, super().__new__(chosen))
 
     def __init__(self, db: Database, clock: Callable[[], float] = _now) -> None:
         super().__init__(db, clock)
+        self.journal_writer = journal_writer_for(db)
         self._lineage_lock = threading.Lock()
         self._lineages: OrderedDict[str, list[Segment]] = OrderedDict()
         """Where each run's journal is stored (see :meth:`journal_segments`): fixed once the
@@ -200,7 +262,8 @@ class SqlStore(WorkerQueries):
         now = self.now()
         changes = patch_values(patch) if patch is not None else {}
         # A patch that changes the run's row (status, wait, budget, ...) moves updated_at.
-        touch = bool(changes) or self._touch_due(run_id, now, intents, applied_commands, approvals)
+        writer = self.journal_writer
+        touch = bool(changes) or writer.touch_due(run_id, now, intents, applied_commands, approvals)
         progress = {
             "run": run_id,
             "seq": max([i.seq for i in intents] + ([outcome.seq] if outcome else []), default=0),
@@ -208,7 +271,7 @@ class SqlStore(WorkerQueries):
             **spent_params(outcome.usage if outcome else None, outcome.cost_usd if outcome else 0),
             **({"now": now} if touch else {}),
         }
-        self._write_commit(
+        writer.write_commit(
             JournalWrite(
                 run_id=run_id,
                 now=now,
@@ -223,8 +286,8 @@ class SqlStore(WorkerQueries):
                 approvals=approvals,
             )
         )
-        self._remember_touch(run_id, patch, touch, now)
-        self._ledger(run_id, intents)
+        writer.remember_touch(run_id, patch, touch, now)
+        writer.ledger(run_id, intents)
 
     def restart_step(
         self, run_id: str, seq: int, *, salvaged: str | None, lease: Lease | None = None
@@ -278,7 +341,7 @@ class SqlStore(WorkerQueries):
             return again
 
         again = self._write(txn)
-        self._ledger(run_id, [again])
+        self.journal_writer.ledger(run_id, [again])
         return again.attempt
 
     def save_partial(
@@ -504,7 +567,7 @@ class SqlStore(WorkerQueries):
         database's own (SQLite: the newest step's rowid, see
         :data:`~desktop_agent.persistence.store_sqlite.TOUCH_EVERY_S`).
         """
-        stmt = self._CHANGE_TOKEN
+        stmt = self.journal_writer.change_token_statement
         n, u, h, s = self._read(lambda c: c.execute(stmt).one())
         return int(n or 0), float(u or 0.0), int(h or 0), int(s or 0)
 
@@ -517,65 +580,10 @@ class SqlStore(WorkerQueries):
             self.add_command(run.id, CommandKind.RESUME, {"why": f"{reason} resolved"})
         return len(waiting)
 
-    # ------------------------------------------------------------------ per database
-
-    def _write_commit(self, w: JournalWrite) -> None:
-        """Write one commit in one transaction.
-
-        Raises:
-            LeaseLost: ``w.lease`` no longer holds the run (nothing was written).
-        """
-        raise NotImplementedError
-
-    def _touch_due(
-        self,
-        run_id: str,
-        now: float,
-        intents: Sequence[StepIntent],
-        applied_commands: Sequence[tuple[int, str]],
-        approvals: Sequence[Approval],
-    ) -> bool:
-        """Whether a commit that changes nothing else of the run moves its ``updated_at``."""
-        raise NotImplementedError
-
-    def _remember_touch(self, run_id: str, patch: RunPatch | None, touch: bool, now: float) -> None:
-        """Called after each commit, with whether it moved the run's ``updated_at``."""
-        raise NotImplementedError
-
-    def _ledger(self, run_id: str, intents: Sequence[StepIntent]) -> None:
-        """Record the effects among ``intents``, which a commit just started, where it must.
-
-        Called right after the transaction that started them committed (one that failed or
-        was refused writes nothing) and before returning, so before the engine can start
-        them.
-
-        Raises:
-            StorageError: they cannot be recorded (the effect must then not start).
-        """
-        raise NotImplementedError
-
-
-def store_class(db: Database) -> type[SqlStore]:
-    """The store for ``db``, chosen from its URL: the one place that tells them apart.
-
-    A SQLite file (``sqlite:///PATH``) gets a
-    :class:`~desktop_agent.persistence.store_sqlite.SqliteStore`; a server database
-    (``postgresql+psycopg://...``) a
-    :class:`~desktop_agent.persistence.store_postgres.PostgresStore`.
-    """
-    # Imported here, not above: both modules subclass SqlStore from this one.
-    if db.settings.sqlite_path is not None:
-        from desktop_agent.persistence.store_sqlite import SqliteStore
-
-        return SqliteStore
-    from desktop_agent.persistence.store_postgres import PostgresStore
-
-    return PostgresStore
-
 
 def open_store(db: Database, clock: Callable[[], float] = _now) -> SqlStore:
-    """The store over ``db``, of the class for its URL (:func:`store_class`).
+    """The store over ``db``, with the journal's writer for its URL (:func:`journal_writer_for`).
 
     The same as ``SqlStore(db, clock)``, said explicitly.
     """
-    return store_class(db)(db, clock)
+    return SqlStore(db, clock)

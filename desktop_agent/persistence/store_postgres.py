@@ -1,6 +1,7 @@
 """The store over a PostgreSQL server: a commit is one statement, one round trip.
 
-:class:`PostgresStore` sends each commit of the journal as one ``WITH`` statement of
+:class:`PostgresJournalWriter` sends each commit of the journal of a
+:class:`~desktop_agent.persistence.store.SqlStore` on a server as one ``WITH`` statement of
 data-modifying CTEs (:mod:`~desktop_agent.persistence.pgcommit`), alone in autocommit mode:
 the fence is the run's ``UPDATE`` in it, so a worker that lost its lease writes nothing.
 Every commit moves the run's ``updated_at`` (the change token has no rowid of the newest
@@ -19,6 +20,7 @@ from desktop_agent.domain import Approval
 from desktop_agent.engine.ports import RunPatch, StepIntent
 from desktop_agent.persistence import pgcommit
 from desktop_agent.persistence.compiled import Rendered
+from desktop_agent.persistence.db import Database
 from desktop_agent.persistence.journal_sql import (
     PROGRESS,
     JournalWrite,
@@ -29,22 +31,23 @@ from desktop_agent.persistence.journal_sql import (
 )
 from desktop_agent.persistence.mapping import approval_values
 from desktop_agent.persistence.sqlbase import storage_error
-from desktop_agent.persistence.store import SqlStore
 from desktop_agent.persistence.workers import fence_params, lease_lost
 
 
-class PostgresStore(SqlStore):
-    """:class:`~desktop_agent.persistence.store.SqlStore` on a PostgreSQL server.
+class PostgresJournalWriter:
+    """The :class:`~desktop_agent.persistence.store.JournalWriter` of a PostgreSQL server.
 
     Args:
-        db: an opened, migrated database on the server.
-        clock: time source for bookkeeping columns (``updated_at``, ``created_at``).
+        db: an opened, migrated database on the server (the store's).
     """
 
-    _CHANGE_TOKEN = change_token_query(literal(0))
+    change_token_statement = change_token_query(literal(0))
     """Without a fourth part: every commit moves the run's ``updated_at``."""
 
-    def _write_commit(self, w: JournalWrite) -> None:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def write_commit(self, w: JournalWrite) -> None:
         """The commit as one statement of its shape (:mod:`~desktop_agent.persistence.pgcommit`)."""
         run_id, now, lease = w.run_id, w.now, w.lease
         shape = pgcommit.Shape(
@@ -74,7 +77,7 @@ class PostgresStore(SqlStore):
         if lease is not None and held != 1:
             raise lease_lost(run_id, lease)
 
-    def _touch_due(
+    def touch_due(
         self,
         run_id: str,
         now: float,
@@ -85,10 +88,10 @@ class PostgresStore(SqlStore):
         """Always: every commit moves the run's ``updated_at`` (the change token needs it)."""
         return True
 
-    def _remember_touch(self, run_id: str, patch: RunPatch | None, touch: bool, now: float) -> None:
-        """Nothing to remember (see :meth:`_touch_due`)."""
+    def remember_touch(self, run_id: str, patch: RunPatch | None, touch: bool, now: float) -> None:
+        """Nothing to remember (see :meth:`touch_due`)."""
 
-    def _ledger(self, run_id: str, intents: Sequence[StepIntent]) -> None:
+    def ledger(self, run_id: str, intents: Sequence[StepIntent]) -> None:
         """Nothing: only a SQLite file keeps an effect ledger (for a restore from its backups)."""
 
     def _write_statement(self, sql: Rendered, params: dict[str, Any]) -> int:
@@ -98,8 +101,8 @@ class PostgresStore(SqlStore):
         autocommit mode: the server wraps it in a transaction of its own and commits it
         before it answers, so the commit is one round trip with no ``BEGIN`` or ``COMMIT``
         of ours. Returns the statement's one value (the run rows written: 0 when the fence
-        did not hold). Errors are mapped as :meth:`_write` maps them; a connection found
-        broken is discarded from the pool, never handed out again.
+        did not hold). Errors are mapped as the store's other writes map them; a connection
+        found broken is discarded from the pool, never handed out again.
         """
         import psycopg  # the driver is optional: a SQLite install may not have it
 

@@ -1,6 +1,7 @@
 """The store over a SQLite file: the journal written on the DB-API connection itself.
 
-:class:`SqliteStore` commits with the statements of
+:class:`SqliteJournalWriter` writes the commits of a
+:class:`~desktop_agent.persistence.store.SqlStore` over a SQLite file, with the statements of
 :mod:`~desktop_agent.persistence.journal_sql` run on the pooled ``sqlite3`` connection,
 between a ``BEGIN IMMEDIATE`` and a ``COMMIT`` of its own, each rendered once by SQLAlchemy
 (:func:`~desktop_agent.persistence.compiled.render`): SQLAlchemy's per-transaction and
@@ -44,8 +45,7 @@ from desktop_agent.persistence.journal_sql import (
 )
 from desktop_agent.persistence.ledger import EffectLedger
 from desktop_agent.persistence.mapping import approval_values
-from desktop_agent.persistence.sqlbase import _now, storage_error
-from desktop_agent.persistence.store import SqlStore
+from desktop_agent.persistence.sqlbase import storage_error
 from desktop_agent.persistence.tables import steps
 from desktop_agent.persistence.workers import FENCE, fence_params, lease_lost
 
@@ -62,37 +62,37 @@ TOUCH_EVERY_S = 1.0
 ``updated_at`` is indexed (the GUI's change token and incremental reads use it), so moving
 it costs one more page in every commit: a quarter of a journal step's pages. The steps
 themselves, ``last_seq`` and the totals are written at every commit; the GUI notices new
-steps through :meth:`SqliteStore.change_token` (the newest step's rowid) and re-reads
+steps through :meth:`SqlStore.change_token
+<desktop_agent.persistence.store.SqlStore.change_token>` (the newest step's rowid) and re-reads
 running runs whatever their ``updated_at``. A commit that changes anything else about the
 run (what :func:`~desktop_agent.persistence.journal_sql.patch_values` finds: status, wait,
 budget, ...; applied commands; approvals), or adds no step, moves it at once.
 """
 
 
-class SqliteStore(SqlStore):
-    """:class:`~desktop_agent.persistence.store.SqlStore` over a SQLite file.
+class SqliteJournalWriter:
+    """The :class:`~desktop_agent.persistence.store.JournalWriter` of a SQLite file.
 
     Args:
-        db: an opened, migrated SQLite database.
-        clock: time source for bookkeeping columns (``updated_at``, ``created_at``).
+        db: an opened, migrated SQLite database (the store's).
     """
 
-    _CHANGE_TOKEN = change_token_query(
+    change_token_statement = change_token_query(
         select(func.max(literal_column("rowid"))).select_from(steps).scalar_subquery()
     )
     """With SQLite's rowid of the newest step, whatever run it belongs to."""
 
-    def __init__(self, db: Database, clock: Callable[[], float] = _now) -> None:
-        super().__init__(db, clock)
+    def __init__(self, db: Database) -> None:
         path = db.settings.sqlite_path
         if path is None:
             raise ValueError(f"not a SQLite file: {db.describe()}")
+        self.db = db
         self._touched: dict[str, float] = {}
-        """When each run's ``updated_at`` was last moved by :meth:`commit`."""
+        """When each run's ``updated_at`` was last moved by a commit."""
         self._effects = EffectLedger.beside(path)
         """The effect ledger beside the database (see :meth:`_ledger`)."""
 
-    def _write_commit(self, w: JournalWrite) -> None:
+    def write_commit(self, w: JournalWrite) -> None:
         """The commit's statements, one by one, in one transaction (:meth:`_write_journal`)."""
         run_id, now, lease = w.run_id, w.now, w.lease
 
@@ -116,7 +116,7 @@ class SqliteStore(SqlStore):
 
         self._write_journal(txn)
 
-    def _touch_due(
+    def touch_due(
         self,
         run_id: str,
         now: float,
@@ -136,7 +136,7 @@ class SqliteStore(SqlStore):
             or not 0.0 <= now - self._touched.get(run_id, -TOUCH_EVERY_S) < TOUCH_EVERY_S
         )
 
-    def _remember_touch(self, run_id: str, patch: RunPatch | None, touch: bool, now: float) -> None:
+    def remember_touch(self, run_id: str, patch: RunPatch | None, touch: bool, now: float) -> None:
         """Keep when the run's ``updated_at`` moved; forget runs that will add no steps."""
         status = patch.status if patch is not None else None
         if status is not None and (status.is_terminal or status == RunStatus.STOPPED):
@@ -144,7 +144,7 @@ class SqliteStore(SqlStore):
         elif touch:
             self._touched[run_id] = now
 
-    def _ledger(self, run_id: str, intents: Sequence[StepIntent]) -> None:
+    def ledger(self, run_id: str, intents: Sequence[StepIntent]) -> None:
         """Append the effects among ``intents`` to the effect ledger.
 
         Called right after the transaction that started them committed (one that failed or
@@ -163,7 +163,8 @@ class SqliteStore(SqlStore):
         The statements run on the pooled DB-API connection itself, between a ``BEGIN
         IMMEDIATE`` and a ``COMMIT`` of our own, as SQLAlchemy renders them once
         (:func:`~desktop_agent.persistence.compiled.render`) with the same parameters.
-        Errors are mapped as :meth:`_write` maps them.
+        Errors are mapped as the store's other writes map them (:meth:`SqlBase._write
+        <desktop_agent.persistence.sqlbase.SqlBase._write>`).
         """
         last: tuple[str, dict[str, Any]] = ("BEGIN IMMEDIATE", {})
         raw = self.db.writer.raw_connection()

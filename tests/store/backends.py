@@ -1,4 +1,4 @@
-"""The store implementations the conformance suite runs against: one class per database.
+"""The databases the conformance suite runs against: one journal writer per database.
 
 Every test of ``tests/store`` gets its stores from a :class:`StoreFactory` over one fresh,
 empty database. The factory can open that database several times, each time with its own
@@ -8,12 +8,12 @@ need that. Tests reach the database only through the stores' public methods, nev
 SQL, so the same tests hold any implementation of the stores to the same contract.
 
 Adding an implementation is one class with the three methods of :class:`Backend` and the
-store class it expects (:attr:`Backend.store_class`: every handle opened is checked to be
-one), and its name in :data:`BACKENDS`. A PostgreSQL one, say, reads the server's URL from an
-environment variable; its :meth:`Backend.unavailable` says which variable to set when it
-is absent (the tests are then skipped with that reason); its :meth:`Backend.settings`
-gives every test a database of its own (a fresh database or schema on that server), and
-its :meth:`Backend.discard` drops it after the test.
+journal writer it expects (:attr:`Backend.writer_class`: every handle opened is checked to
+write with one), and its name in :data:`BACKENDS`. A PostgreSQL one, say, reads the
+server's URL from an environment variable; its :meth:`Backend.unavailable` says which
+variable to set when it is absent (the tests are then skipped with that reason); its
+:meth:`Backend.settings` gives every test a database of its own (a fresh database or schema
+on that server), and its :meth:`Backend.discard` drops it after the test.
 """
 
 from __future__ import annotations
@@ -27,9 +27,9 @@ from desktop_agent.persistence.db import Database, DbSettings
 from desktop_agent.persistence.decisions import DecisionQueries
 from desktop_agent.persistence.ledger import EffectLedger
 from desktop_agent.persistence.schedules import ScheduleStore
-from desktop_agent.persistence.store import SqlStore
-from desktop_agent.persistence.store_postgres import PostgresStore
-from desktop_agent.persistence.store_sqlite import SqliteStore
+from desktop_agent.persistence.store import JournalWriter, SqlStore
+from desktop_agent.persistence.store_postgres import PostgresJournalWriter
+from desktop_agent.persistence.store_sqlite import SqliteJournalWriter
 from tests.helpers import postgres
 from tests.helpers.fakes import FakeClock
 
@@ -37,8 +37,8 @@ from tests.helpers.fakes import FakeClock
 class Backend(Protocol):
     """Where the database of one test lives, and how to open it."""
 
-    store_class: type[SqlStore]
-    """The class of the stores ``SqlStore(db)`` opens on this database."""
+    writer_class: type[JournalWriter]
+    """The class of the journal writer ``SqlStore(db)`` gets on this database."""
 
     def unavailable(self) -> str | None:
         """Why this implementation cannot be tested here (the tests are skipped), or None."""
@@ -56,7 +56,7 @@ class Backend(Protocol):
 class SqliteBackend:
     """A SQLite file in the test's own folder (pytest removes the folder)."""
 
-    store_class: type[SqlStore] = SqliteStore
+    writer_class: type[JournalWriter] = SqliteJournalWriter
 
     def __init__(self, folder: Path) -> None:
         self.path = folder / "data" / "store.db"
@@ -76,7 +76,7 @@ class SqliteBackend:
 class PostgresBackend:
     """A database of its own on the test process's PostgreSQL server (dropped after)."""
 
-    store_class: type[SqlStore] = PostgresStore
+    writer_class: type[JournalWriter] = PostgresJournalWriter
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
@@ -142,8 +142,9 @@ class StoreFactory:
         """A new handle: its own ``Database`` (connection pools) on the same database."""
         db = Database(self.backend.settings())
         store = SqlStore(db, clock=self.clock.now)
-        # The suite covers each database's own class: SqlStore(db) chose it from the URL.
-        assert type(store) is self.backend.store_class, type(store)
+        # The suite covers each database's own writer: SqlStore(db) chose it from the URL.
+        writer = store.journal_writer
+        assert type(writer) is self.backend.writer_class, type(writer)
         handle = StoreHandle(
             store=store,
             schedules=ScheduleStore(db, clock=self.clock.now),
