@@ -118,7 +118,7 @@ def run_once(
             settings,
             clock=clock,
             model_for=lambda _name: claude,
-            config=EngineConfig(settings=settings.engine_settings()),
+            config=EngineConfig(settings=settings),
         )
         run = client.start_run(
             "Read the notes and check the figures", model=model, workspace=workspace

@@ -136,7 +136,7 @@ class Lab:
             self.settings,
             clock=self.clock,
             model_for=lambda _name: claude,
-            config=EngineConfig(settings=self.settings.engine_settings()),
+            config=EngineConfig(settings=self.settings),
         )
         self.pump = BatchPump(
             BatchBook(self.client.store.db),

@@ -8,20 +8,25 @@ override it. Settings are a small JSON file next to the database, so that a data
 from __future__ import annotations
 
 import contextlib
+import datetime
+import difflib
+import hashlib
 import json
 import logging
 import math
 import os
-import types
-import typing
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import platformdirs
+from pydantic import PrivateAttr, ValidationError
 
 from desktop_agent.domain.errors import InvalidInputError
+from desktop_agent.domain.settings import PALETTES as PALETTES
+from desktop_agent.domain.settings import UNSAFE_DEFAULTS, field_names, secret_names
+from desktop_agent.domain.settings import Settings as SettingsModel
 
 APP_NAME = "desktop-agent"
 DB_ENV = "DESKTOP_AGENT_DB"
@@ -29,8 +34,6 @@ DB_FILE = "desktop-agent.db"
 URL_FILE = "database.url"
 """Beside where the database file would be: the PostgreSQL URL the folder stands for (the
 same name as ``persistence.db.URL_FILE``, which reads it)."""
-PALETTES = ("system", "light", "dark")
-"""The desktop app's palette choices (``Settings.palette``)."""
 
 log = logging.getLogger(__name__)
 
@@ -116,205 +119,181 @@ def database_url(db_path: Path) -> str | None:
     return pointer.read_text(encoding="utf-8").strip() if pointer.is_file() else None
 
 
-@dataclass
-class Settings:
-    """User settings, stored as ``settings.json`` beside the database.
+class Settings(SettingsModel):
+    """The settings of one data folder: the typed model, plus where it is kept.
 
-    Attributes:
-        default_model: model for new runs.
-        default_max_cost_usd: default cost budget of new runs (None: unlimited).
-        default_max_steps: default step budget.
-        default_max_time_s: default time budget.
-        monthly_spend_cap_usd: what all runs together may spend in a calendar month (local
-            time; None: no cap); checked before every model call, like a run's budget.
-        durability: ``FULL`` or ``NORMAL`` (SQLite ``synchronous``).
-        workers: runs executed at once by one worker.
-        close_action: what closing the main window does: ``tray`` or ``quit``.
-        approval_deadline_s: default deadline of approvals (None: none).
-        approval_default: what an expired approval does: ``reject`` or ``approve``.
-        ask_unsafe: ask before every tool with an unsafe effect.
-        ask_overwrite: ask before a write that overwrites different content.
-        webhook_url: where to POST notifications (empty: none).
-        notify_needs_user: the desktop app notifies when a run needs the analyst.
-        notify_finished: the desktop app notifies when a run finishes.
-        notify_failed: the desktop app notifies when a run fails.
-        allow_private_fetch: let web_fetch and http_post reach private, loopback and
-            link-local addresses.
-        web_search: offer Anthropic's server-side web search to runs that list it.
-        web_search_max_uses: searches allowed per model call.
-        idempotent_post_prefixes: URL prefixes of endpoints that honour the
-            ``Idempotency-Key`` header; http_post calls under them are idempotent.
-        smtp_host: mail server for send_email (empty: e-mail is not set up).
-        smtp_port: its port.
-        smtp_security: ``starttls``, ``ssl`` or ``none``.
-        smtp_username: login name (the password is in the OS keyring, service
-            ``desktop-agent``, user ``smtp-password``; never in this file).
-        smtp_from: sender address.
-        imap_host: IMAP server used to look for sent mail after a crash (empty: none).
-        imap_port: its port.
-        imap_security: ``ssl``, ``starttls`` or ``none``.
-        imap_username: login name (default: ``smtp_username``).
-        imap_sent_folder: folder holding sent mail.
-        notify_stall_minutes: notify when a running run makes no progress this long
-            (the scheduler also flags such runs as stuck).
-        retention_days: archive runs finished longer ago than this into a compressed
-            file beside the database, and remove them from it (None: keep everything).
-        fallback_model: model used after repeated overload (empty: none).
-        compaction_threshold: fraction of the context window that triggers compaction.
-        prompt_cache_ttl: how long a run's prompt cache is written for: ``auto`` (an hour
-            for runs that can wait for the analyst or a timer, else five minutes), ``5m``
-            or ``1h``. The hour costs 2x input instead of 1.25x and pays back after a wait
-            longer than five minutes (figures: bench/README.md, cache share).
-        batch_window_s: economy mode: how long a queued turn waits for others to share
-            its Message Batch (the first one queued is sent this long after it was).
-        batch_poll_s: economy mode: the first look at a batch's status after it was sent;
-            later looks wait longer each time, up to ten minutes.
-        batch_doubt_s: economy mode: a batch a worker was sending when it died is looked
-            for in the API's list of batches this long after (never sent twice).
-        palette: the desktop app's colors: ``system`` (follow the desktop), ``light`` or
-            ``dark``.
-        mcp_servers: MCP servers whose tools runs may use: ``{"name", "command", "args",
-            "env"}`` (stdio) or ``{"name", "url", "headers"}`` (Streamable HTTP), with
-            optional ``effects`` (per-tool ``read_only``/``idempotent``/``unsafe``) and
-            ``timeout_s``; ``env`` and ``headers`` values ``keyring:NAME`` are secrets kept
-            in the OS keyring (see :mod:`desktop_agent.tools.mcp`).
-        shared_paths: folders every worker can reach (a shared mount): on PostgreSQL, a
-            run whose workspace lies under one may run on any worker, else only on the
-            workers of the machine that started it.
-        otel_endpoint: an OpenTelemetry collector's OTLP/HTTP address (e.g.
-            ``http://127.0.0.1:4318``): workers send a trace of every run there (empty:
-            no tracing).
-        otel_include_content: traces carry prompts, answers and tool results (cut and
-            redacted); off by default.
+    Read with :meth:`load` (validated once, against
+    :class:`desktop_agent.domain.settings.Settings`), written with :meth:`save`. The
+    engine and the tools take the same object (they know it by its model's type).
     """
 
-    default_model: str = "demo"
-    default_max_cost_usd: float | None = 5.0
-    default_max_steps: int | None = 200
-    default_max_time_s: float | None = None
-    monthly_spend_cap_usd: float | None = None
-    durability: str = "FULL"
-    workers: int = 8
-    close_action: str = "tray"
-    approval_deadline_s: float | None = None
-    approval_default: str = "reject"
-    ask_unsafe: bool = True
-    ask_overwrite: bool = True
-    webhook_url: str = ""
-    notify_needs_user: bool = True
-    notify_finished: bool = True
-    notify_failed: bool = True
-    allow_private_fetch: bool = False
-    web_search: bool = False
-    web_search_max_uses: int = 5
-    idempotent_post_prefixes: list[str] = field(default_factory=list)
-    smtp_host: str = ""
-    smtp_port: int = 587
-    smtp_security: str = "starttls"
-    smtp_username: str = ""
-    smtp_from: str = ""
-    imap_host: str = ""
-    imap_port: int = 993
-    imap_security: str = "ssl"
-    imap_username: str = ""
-    imap_sent_folder: str = "Sent"
-    notify_stall_minutes: float = 30.0
-    retention_days: float | None = None
-    fallback_model: str = ""
-    compaction_threshold: float = 0.8
-    prompt_cache_ttl: str = "auto"
-    batch_window_s: float = 10.0
-    batch_poll_s: float = 30.0
-    batch_doubt_s: float = 600.0
-    palette: str = "system"
-    mcp_servers: list[dict[str, Any]] = field(default_factory=list)
-    shared_paths: list[str] = field(default_factory=list)
-    otel_endpoint: str = ""
-    otel_include_content: bool = False
-    extra: dict[str, Any] = field(default_factory=dict)
+    _problems: list[str] = PrivateAttr(default_factory=list)
+    _replaced: frozenset[str] = PrivateAttr(default=frozenset())
+    _kept_at: Path | None = PrivateAttr(default=None)
+
+    @property
+    def problems(self) -> list[str]:
+        """What was wrong in the file this was read from, one line each (empty: nothing).
+
+        Each line names the setting, what was wrong, and the value used instead.
+        """
+        return list(self._problems)
+
+    def replaced(self, name: str) -> bool:
+        """Whether the file's value of setting ``name`` could not be used (see :meth:`load`)."""
+        return name in self._replaced
+
+    @property
+    def kept_at(self) -> Path | None:
+        """Where the bad file was kept aside, as it was, when it had problems."""
+        return self._kept_at
+
+    def problem_report(self) -> str:
+        """The problems as the app, the CLI and the worker show them (empty: none)."""
+        if not self._problems:
+            return ""
+        lines = [f"the settings file had {len(self._problems)} problem(s):"]
+        lines += [f"  {p}" for p in self._problems]
+        if self._kept_at is not None:
+            lines.append(f"The file as it was is kept at {self._kept_at}.")
+        lines.append(
+            "Fix the values in the app's Settings or with `desktop-agent config set`; saving "
+            "writes a valid file."
+        )
+        return "\n".join(lines)
 
     @classmethod
     def load(cls, db_path: Path) -> Settings:
-        """Read the settings next to ``db_path`` (defaults when there are none)."""
+        """Read the settings next to ``db_path`` (defaults when there are none).
+
+        A file that is not JSON, or values that do not fit their setting, do not stop
+        anything: the file is copied aside as it was (``settings.json.bad-<time>``, once
+        per content), each bad value is replaced by its default (a spending cap by 0:
+        see :data:`~desktop_agent.domain.settings.UNSAFE_DEFAULTS`), and
+        :attr:`problems` says what was wrong. The file itself is left untouched until the
+        settings are saved.
+
+        Raises:
+            InvalidInputError: the file exists but cannot be read at all (permissions).
+        """
         path = settings_path(db_path)
-        if not path.exists():
-            return cls()
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
+            raw = path.read_bytes()
+        except FileNotFoundError:
+            return cls()
+        except OSError as exc:
             raise InvalidInputError(f"cannot read settings {path}: {exc}") from None
-        if not isinstance(data, dict):
-            raise InvalidInputError(
-                f"cannot read settings {path}: expected a JSON object, found {type(data).__name__}"
-            )
-        hints = typing.get_type_hints(cls)
-        known = {f.name for f in fields(cls)}
-        for k, v in data.items():
-            if k in known and not _fits(v, hints[k]):
-                raise InvalidInputError(
-                    f"settings {path}: {k} = {json.dumps(v)[:60]} is not a valid "
-                    f"{str(hints[k]).replace('typing.', '')}; fix or delete the file"
-                )
-        settings = cls(**{k: v for k, v in data.items() if k in known})
-        if settings.palette not in PALETTES:  # only looks: not worth refusing to start
-            log.warning(
-                "settings %s: palette %r is not one of %s; using system",
-                path,
-                settings.palette,
-                ", ".join(PALETTES),
-            )
-            settings.palette = "system"
+        try:
+            data = json.loads(raw)
+            why = "" if isinstance(data, dict) else f"holds a JSON {type(data).__name__}"
+        except ValueError as exc:
+            data, why = None, f"is not valid JSON ({exc})"
+        if why:
+            settings = cls(**UNSAFE_DEFAULTS)
+            caps = ", ".join(f"{k} at {v}" for k, v in UNSAFE_DEFAULTS.items())
+            problems = [f"the file {why}: every setting is at its default ({caps})"]
+            replaced = frozenset(field_names())
+        else:
+            settings, problems, names = _salvage(cls, data)
+            replaced = frozenset(names)
+        if problems:
+            settings._problems = problems
+            settings._replaced = replaced
+            settings._kept_at = _keep_aside(path, raw)
+        _report_once(path, raw, settings, secret_names(data) if isinstance(data, dict) else [])
         return settings
 
     def save(self, db_path: Path) -> None:
-        """Write the settings next to ``db_path`` (private file)."""
+        """Write the settings next to ``db_path`` (private file, replaced atomically)."""
         path = settings_path(db_path)
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         tmp = path.with_suffix(".tmp")
         fd = os.open(tmp, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(asdict(self), f, indent=2)
+            json.dump(self.model_dump(mode="json"), f, indent=2)
         os.replace(tmp, path)
-
-    def engine_settings(self) -> dict[str, Any]:
-        """The subset the engine and tools read."""
-        return {
-            "approval_deadline_s": self.approval_deadline_s,
-            "approval_default": self.approval_default,
-            "approval_rules": {"ask_unsafe": self.ask_unsafe, "ask_overwrite": self.ask_overwrite},
-            "allow_private_fetch": self.allow_private_fetch,
-            "web_search": self.web_search,
-            "web_search_max_uses": self.web_search_max_uses,
-            "idempotent_post_prefixes": list(self.idempotent_post_prefixes),
-            "prompt_cache_ttl": self.prompt_cache_ttl,
-            **{f.name: getattr(self, f.name) for f in fields(self) if f.name.startswith(_MAIL)},
-            **self.extra,
-        }
+        self._problems = []
+        self._replaced = frozenset()
+        self._kept_at = None
 
 
-_MAIL = ("smtp_", "imap_")
+_REPORTED: set[tuple[str, str]] = set()
+"""Files already reported by this process (path, content digest): a command or a worker
+reads its settings several times, and says what is wrong with them once."""
 
 
-def _fits(value: Any, hint: Any) -> bool:
-    """Whether a JSON value read from the settings file fits a field's type."""
-    origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if origin in (typing.Union, types.UnionType):
-        return any(_fits(value, a) for a in args)
-    if hint is type(None):
-        return value is None
-    if hint is bool:
-        return isinstance(value, bool)
-    if hint is int:
-        return isinstance(value, int) and not isinstance(value, bool)
-    if hint is float:
-        return isinstance(value, int | float) and not isinstance(value, bool)
-    if hint is str:
-        return isinstance(value, str)
-    if origin is list:
-        return isinstance(value, list) and (not args or all(_fits(v, args[0]) for v in value))
-    if origin is dict or hint is dict:
-        return isinstance(value, dict)
-    return True
+def _report_once(path: Path, raw: bytes, settings: Settings, secrets: list[str]) -> None:
+    if not settings.problems and not settings.unknown_names() and not secrets:
+        return
+    seen = (str(path), hashlib.sha256(raw).hexdigest())
+    if seen in _REPORTED:
+        return
+    _REPORTED.add(seen)
+    if settings.problems:
+        log.warning("settings %s: %s", path, settings.problem_report())
+    for name in settings.unknown_names():
+        close = difflib.get_close_matches(name, field_names(), n=1)
+        maybe = f" (did you mean {close[0]}?)" if close else ""
+        log.warning("settings %s: %r is not a setting%s; it is kept, not used", path, name, maybe)
+    for name in secrets:
+        log.warning(
+            "settings %s: %r looks like a secret: it is not used, and leaves the file when "
+            "the settings are next saved; secrets belong in the OS keyring (README: "
+            "Configuration, secrets)",
+            path,
+            name,
+        )
+
+
+def _salvage(cls: type[Settings], data: dict[str, Any]) -> tuple[Settings, list[str], set[str]]:
+    """``data`` as settings with each value that does not fit replaced; what was, and which."""
+    problems: list[str] = []
+    replaced: set[str] = set()
+    data = cls.lift_extra(data)
+    for _ in range(len(data) + 1):
+        try:
+            return cls.model_validate(data), problems, replaced
+        except ValidationError as exc:
+            errors = exc.errors(include_url=False)
+        bad = {str(e["loc"][0]) for e in errors if e["loc"]} - replaced
+        if not bad:  # not a setting's error: nothing is known to be good
+            break
+        for name in sorted(bad):
+            why = "; ".join(e["msg"] for e in errors if e["loc"] and str(e["loc"][0]) == name)
+            value = json.dumps(data.pop(name, None), default=str)
+            value = value if len(value) <= 60 else value[:57] + "..."
+            if name in UNSAFE_DEFAULTS:
+                data[name] = UNSAFE_DEFAULTS[name]
+                used = f"{UNSAFE_DEFAULTS[name]} until it is fixed (nothing is spent)"
+            else:
+                default = cls.model_fields[name].get_default(call_default_factory=True)
+                used = f"the default, {json.dumps(default)}"
+            problems.append(f"{name} = {value}: {why}; using {used}")
+            replaced.add(name)
+    problems.append("the settings could not be read: every one is at its default")
+    return cls(**UNSAFE_DEFAULTS), problems, set(field_names())
+
+
+def _keep_aside(path: Path, raw: bytes) -> Path:
+    """A copy of the bad file ``path`` beside it (the existing one if the same content)."""
+    for old in sorted(path.parent.glob(f"{path.name}.bad-*")):
+        with contextlib.suppress(OSError):
+            if old.read_bytes() == raw:
+                return old
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    aside = path.with_name(f"{path.name}.bad-{stamp}")
+    n = 1
+    while aside.exists():
+        n += 1
+        aside = path.with_name(f"{path.name}.bad-{stamp}-{n}")
+    try:
+        fd = os.open(aside, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(raw)
+    except OSError as exc:  # the file itself stays untouched: nothing is lost
+        log.warning("could not keep the bad settings file aside at %s: %s", aside, exc)
+        return path
+    return aside
 
 
 def settings_path(db_path: Path) -> Path:

@@ -41,6 +41,8 @@ import os
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
+from desktop_agent.domain.settings import HTTP_TIMEOUT_S
+
 if TYPE_CHECKING:
     import ssl
 
@@ -49,8 +51,8 @@ if TYPE_CHECKING:
 CONNECT_TIMEOUT_S = 10.0
 """The longest wait for a connection to be made, for every client."""
 
-TOOL_TIMEOUT_S = 20.0
-"""Per-operation timeout of the tools' requests when ``http_timeout_s`` is not set."""
+TOOL_TIMEOUT_S = HTTP_TIMEOUT_S
+"""Per-operation timeout of the tools' requests: the default of the ``http_timeout_s`` setting."""
 
 WEBHOOK_TIMEOUT_S = 5.0
 """Per-operation timeout of a webhook post: a slow receiver never holds a notification long."""

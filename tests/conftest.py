@@ -103,7 +103,7 @@ def make_executor(client: Client) -> MakeExecutor:
             clock=clock,
             tools=tools,
             model_for=lambda name: demo if name == "demo" and model is None else chosen,
-            config=config or EngineConfig(settings=client.settings.engine_settings()),
+            config=config or EngineConfig(settings=client.settings),
         )
 
     return make

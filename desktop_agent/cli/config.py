@@ -16,7 +16,6 @@ import argparse
 import difflib
 import sys
 from collections.abc import Callable
-from dataclasses import fields
 from typing import TYPE_CHECKING, Any
 
 from desktop_agent.cli.output import EXIT_OK, echo
@@ -112,7 +111,7 @@ def find(key: str) -> SettingInfo:
     names = [i.name for i in EDITABLE]
     close = difflib.get_close_matches(name, names, n=3, cutoff=0.5)
     maybe = f"did you mean {' or '.join(close)}? " if close else ""
-    other = {f.name for f in fields(_settings_class())} - set(names) - {"extra"}
+    other = set(_settings_class().model_fields) - set(names)
     why = (
         "it is not one the app's Settings dialog edits (edit settings.json beside the "
         "database for it)"
@@ -203,8 +202,7 @@ def _set(args: argparse.Namespace, out: Out, *, unset: bool) -> int:
     old = getattr(settings, info.name)
     changed = old != new
     if changed:
-        setattr(settings, info.name, new)
-        settings.save(db)
+        settings.updated({info.name: new}).save(db)
     before, after = show_setting(info, old), show_setting(info, new)
     when = APPLIES[info.applies]
     human = (

@@ -715,7 +715,7 @@ class Client:
             workspace=Path(run.workspace),
             clock=SystemClock(),
             cancel=CancelToken(),
-            settings=self.settings.engine_settings(),
+            settings=self.settings,
         )
 
     # ------------------------------------------------------------------ worker

@@ -170,11 +170,10 @@ def _approval_rule(rs: RunState, tool: Tool, args: Mapping[str, JSON]) -> str | 
         )
     if policy == ApprovalPolicy.ASK:
         return f"the policy for {tool.name} is to ask"
-    rules = rs.cfg.settings.get("approval_rules", {})
-    rules = rules if isinstance(rules, dict) else {}
-    if tool.effect == EffectClass.UNSAFE and rules.get("ask_unsafe", True):
+    settings = rs.cfg.settings
+    if tool.effect == EffectClass.UNSAFE and settings.ask_unsafe:
         return f"{tool.name} acts on the outside world and cannot be undone"
-    if rules.get("ask_overwrite", True):
+    if settings.ask_overwrite:
         return reason
     return None
 
@@ -229,9 +228,9 @@ def open_approvals(rs: RunState, requests: list[tuple[dict[str, Any], str]]) -> 
     """Record one approval step for the calls that need it, and hibernate."""
     seq = rs.next_seq
     now = rs.clock.now()
-    deadline_s = rs.cfg.settings.get("approval_deadline_s")
-    deadline = now + float(deadline_s) if isinstance(deadline_s, int | float) else None
-    default = str(rs.cfg.settings.get("approval_default", "reject"))
+    deadline_s = rs.cfg.settings.approval_deadline_s
+    deadline = now + deadline_s if deadline_s is not None else None
+    default = rs.cfg.settings.approval_default
     reason = _stated_reason(rs)
     records = []
     items = []

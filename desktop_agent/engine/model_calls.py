@@ -52,10 +52,6 @@ from desktop_agent.engine.recording import commit, finish_step, start_step, susp
 from desktop_agent.engine.request import build_request
 from desktop_agent.engine.run_state import Finish, RunState
 
-MODEL_ATTEMPTS = 5
-"""Failed attempts in a row of a model call before the analyst is asked (setting
-``model_attempts``)."""
-
 
 class PartialStreamer:
     """Collects streamed text and persists it a few times a second."""
@@ -381,10 +377,7 @@ def model_failed(
 
 def model_attempts(rs: RunState) -> int:
     """How many failed attempts in a row of a model call are retried by themselves."""
-    value = rs.cfg.settings.get("model_attempts", MODEL_ATTEMPTS)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        return MODEL_ATTEMPTS
-    return value
+    return rs.cfg.settings.model_attempts
 
 
 def _failed_in_a_row(rs: RunState, seq: int) -> int:

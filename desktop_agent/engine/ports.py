@@ -31,6 +31,7 @@ from desktop_agent.domain import (
     WaitReason,
 )
 from desktop_agent.domain.errors import RunCancelled
+from desktop_agent.domain.settings import Settings
 
 
 class Clock(Protocol):
@@ -385,7 +386,7 @@ class ToolContext:
     workspace: Path
     clock: Clock
     cancel: CancelToken
-    settings: Mapping[str, JSON] = field(default_factory=dict)
+    settings: Settings = field(default_factory=Settings)
     attempt: int = 1
     """2 or more when this step's effect was started before (the process died meanwhile)."""
     check_lease: Callable[[], None] = _no_lease_check

@@ -20,12 +20,10 @@ WAITING_TOOLS = frozenset({"wait", "ask_user"})
 
 def _server_tool(rs: RunState, name: str) -> dict[str, JSON] | None:
     settings = rs.cfg.settings
-    if settings.get(name) is not True:
+    if name != "web_search" or not settings.web_search:
         return None
     definition: dict[str, JSON] = dict(SERVER_TOOLS[name])
-    max_uses = settings.get(f"{name}_max_uses")
-    if isinstance(max_uses, int) and not isinstance(max_uses, bool) and max_uses > 0:
-        definition["max_uses"] = max_uses
+    definition["max_uses"] = settings.web_search_max_uses
     return definition
 
 
@@ -101,9 +99,9 @@ def cache_ttl(rs: RunState) -> str:
     cannot wait keep the five minutes (figures: bench/README.md, cache share). The
     ``prompt_cache_ttl`` setting overrides the choice (``5m`` or ``1h``).
     """
-    chosen = rs.cfg.settings.get("prompt_cache_ttl", "auto")
-    if chosen in ("5m", "1h"):
-        return str(chosen)
+    chosen = rs.cfg.settings.prompt_cache_ttl
+    if chosen != "auto":
+        return chosen
     spec = rs.run.spec
     if spec.economy:
         return "1h"  # each turn waits in a batch, often longer than five minutes

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from desktop_agent.domain import JSON, Run, Step, StepKind, Usage
 from desktop_agent.domain.errors import ControlFlowInterrupt
+from desktop_agent.domain.settings import Settings
 from desktop_agent.engine.ports import (
     BatchQueue,
     CancelToken,
@@ -58,7 +59,7 @@ class EngineConfig:
     backoff_base_s: float = 5.0
     backoff_cap_s: float = 600.0
     crash_hook: Callable[[str], None] | None = None
-    settings: dict[str, JSON] = field(default_factory=dict)
+    settings: Settings = field(default_factory=Settings)
     effect_timeout_s: float = 30.0
     spend_cap: SpendCap | None = None
     batch_queue: BatchQueue | None = None

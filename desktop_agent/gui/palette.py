@@ -8,7 +8,6 @@ which also follows the desktop when it switches between light and dark.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from collections.abc import Callable
 from pathlib import Path
@@ -101,7 +100,7 @@ class PaletteChooser(QObject):
         """Apply ``choice`` now and save it in the settings in the background."""
         apply_palette(choice)
         self.show_choice(choice)
-        new = dataclasses.replace(self.client.settings, palette=choice)
+        new = self.client.settings.model_copy(update={"palette": choice})
         path = Path(self.client.db_path)
 
         def save() -> Settings:

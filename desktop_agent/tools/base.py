@@ -110,46 +110,6 @@ class TypedTool(Generic[A]):
         return None
 
 
-class ToolSettings:
-    """Typed reads of ``ctx.settings``.
-
-    Settings come from a JSON file the user may edit by hand: a value of the wrong type
-    falls back to the default rather than breaking the tool.
-    """
-
-    def __init__(self, ctx: ToolContext) -> None:
-        self._data = ctx.settings
-
-    def flag(self, key: str, default: bool = False) -> bool:
-        """A boolean setting."""
-        value = self._data.get(key, default)
-        return value if isinstance(value, bool) else default
-
-    def number(self, key: str, default: float) -> float:
-        """A numeric setting."""
-        value = self._data.get(key, default)
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            return default
-        return float(value)
-
-    def text(self, key: str, default: str = "") -> str:
-        """A string setting."""
-        value = self._data.get(key, default)
-        return value if isinstance(value, str) else default
-
-    def texts(self, key: str) -> list[str]:
-        """A list-of-strings setting (empty when absent or malformed)."""
-        value = self._data.get(key)
-        if not isinstance(value, list):
-            return []
-        return [v for v in value if isinstance(v, str)]
-
-    def section(self, key: str) -> dict[str, JSON]:
-        """A nested object setting (empty when absent or malformed)."""
-        value = self._data.get(key)
-        return dict(value) if isinstance(value, dict) else {}
-
-
 def result(content: str, *, error: bool = False, data: Any = None) -> ToolResult:
     """Shorthand for a :class:`ToolResult`."""
     return ToolResult(content=content, is_error=error, data=data)

@@ -26,7 +26,7 @@ from pydantic import Field
 from desktop_agent.domain import JSON, ApprovalPolicy, EffectClass
 from desktop_agent.engine.ports import ToolContext, ToolInputError, ToolResult
 from desktop_agent.tools import net
-from desktop_agent.tools.base import ToolArgs, ToolSettings, TypedTool, result
+from desktop_agent.tools.base import ToolArgs, TypedTool, result
 
 if TYPE_CHECKING:  # imported where a URL is read or a request sent (see tools.net)
     import httpx2
@@ -34,7 +34,6 @@ if TYPE_CHECKING:  # imported where a URL is read or a request sent (see tools.n
 MAX_BODY_BYTES = 1_000_000
 MAX_RESPONSE_BYTES = 1_000_000
 MAX_RESPONSE_CHARS = 20_000
-PREFIXES_SETTING = "idempotent_post_prefixes"
 _TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]{1,100}$")
 _RESERVED = {
     "host",
@@ -115,7 +114,7 @@ class HttpPost(TypedTool[PostArgs]):
     def effect_of(self, args: Mapping[str, JSON], ctx: ToolContext) -> EffectClass:
         """Idempotent for endpoints the user marked as honouring keys, else unsafe."""
         url = args.get("url")
-        if isinstance(url, str) and honours_keys(url, ToolSettings(ctx).texts(PREFIXES_SETTING)):
+        if isinstance(url, str) and honours_keys(url, ctx.settings.idempotent_post_prefixes):
             return EffectClass.IDEMPOTENT
         return EffectClass.UNSAFE
 
@@ -127,7 +126,7 @@ class HttpPost(TypedTool[PostArgs]):
         returns the first response without acting twice, so the engine may send it again.
         """
         url = args.get("url")
-        if isinstance(url, str) and honours_keys(url, ToolSettings(ctx).texts(PREFIXES_SETTING)):
+        if isinstance(url, str) and honours_keys(url, ctx.settings.idempotent_post_prefixes):
             return False
         return None
 

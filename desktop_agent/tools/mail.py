@@ -28,9 +28,10 @@ from typing import Any
 from pydantic import Field
 
 from desktop_agent.domain import JSON, ApprovalPolicy, EffectClass
+from desktop_agent.domain.settings import Settings
 from desktop_agent.engine.ports import ToolContext, ToolInputError, ToolResult
 from desktop_agent.http_client import ssl_context
-from desktop_agent.tools.base import ToolArgs, ToolSettings, TypedTool, result
+from desktop_agent.tools.base import ToolArgs, TypedTool, result
 
 KEYRING_SERVICE = "desktop-agent"
 """Where the passwords are: :data:`desktop_agent.secrets.SERVICE`."""
@@ -70,15 +71,15 @@ class SendEmail(TypedTool[EmailArgs]):
 
     def check(self, args: EmailArgs, ctx: ToolContext) -> str | None:
         """Right before an approved send: the account must still be configured."""
-        return _config_problem(ToolSettings(ctx))
+        return _config_problem(ctx.settings)
 
     def timeout_s(self, args: Mapping[str, JSON], ctx: ToolContext) -> float | None:
         """The mail server's timeout (setting ``smtp_timeout_s``, 30 s by default)."""
-        return _timeout(ToolSettings(ctx))
+        return _timeout(ctx.settings)
 
     def call(self, args: EmailArgs, ctx: ToolContext) -> ToolResult:
         """Build the message and hand it to the SMTP server."""
-        settings = ToolSettings(ctx)
+        settings = ctx.settings
         problem = _config_problem(settings)
         if problem:
             return result(problem, error=True)
@@ -110,21 +111,21 @@ class SendEmail(TypedTool[EmailArgs]):
         Returns True when found. Not finding it proves nothing (not every server files
         sent mail), so that is None, like having no IMAP settings.
         """
-        settings = ToolSettings(ctx)
-        if not settings.text("imap_host") or not settings.text("smtp_from"):
+        settings = ctx.settings
+        if not settings.imap_host or not settings.smtp_from:
             return None
-        wanted = message_id(ctx.idempotency_key, settings.text("smtp_from"))
+        wanted = message_id(ctx.idempotency_key, settings.smtp_from)
         return True if _imap_has(wanted, settings) else None
 
 
-def build_message(args: EmailArgs, ctx: ToolContext, settings: ToolSettings) -> EmailMessage:
+def build_message(args: EmailArgs, ctx: ToolContext, settings: Settings) -> EmailMessage:
     """The message for ``args``; raises ToolInputError for unsafe or invalid fields."""
     for address in [*args.to, *args.cc]:
         if not _ADDRESS.match(address):
             raise ToolInputError(f"not a plain e-mail address: {address!r}")
     if any(c in args.subject for c in "\r\n"):
         raise ToolInputError("the subject must be one line")
-    sender = settings.text("smtp_from")
+    sender = settings.smtp_from
     msg = EmailMessage()
     msg["From"] = sender
     msg["To"] = ", ".join(args.to)
@@ -137,11 +138,9 @@ def build_message(args: EmailArgs, ctx: ToolContext, settings: ToolSettings) -> 
     return msg
 
 
-def _config_problem(settings: ToolSettings) -> str | None:
-    if not settings.text("smtp_host") or not settings.text("smtp_from"):
+def _config_problem(settings: Settings) -> str | None:
+    if not settings.smtp_host or not settings.smtp_from:
         return "e-mail is not set up: the analyst must set smtp_host and smtp_from in settings"
-    if settings.text("smtp_security", "starttls") not in ("starttls", "ssl", "none"):
-        return "smtp_security must be starttls, ssl or none"
     return None
 
 
@@ -152,8 +151,8 @@ def _password(user: str) -> str | None:
     return read_secret(KEYRING_SERVICE, user)[0]
 
 
-def _timeout(settings: ToolSettings) -> float:
-    return settings.number("smtp_timeout_s", 30.0)
+def _timeout(settings: Settings) -> float:
+    return settings.smtp_timeout_s
 
 
 class _Smtp(smtplib.SMTP):
@@ -179,13 +178,13 @@ class _SmtpSsl(_Smtp, smtplib.SMTP_SSL):
 
 
 def _send(
-    msg: EmailMessage, settings: ToolSettings, last_check: Callable[[], None]
+    msg: EmailMessage, settings: Settings, last_check: Callable[[], None]
 ) -> dict[str, tuple[int, bytes]]:
-    host = settings.text("smtp_host")
-    security = settings.text("smtp_security", "starttls")
-    port = int(settings.number("smtp_port", 465 if security == "ssl" else 587))
+    host = settings.smtp_host
+    security = settings.smtp_security
+    port = settings.smtp_port or (465 if security == "ssl" else 587)
     timeout = _timeout(settings)
-    username = settings.text("smtp_username")
+    username = settings.smtp_username
     context = ssl_context()  # the same certificates as every HTTPS connection
     smtp: smtplib.SMTP
     if security == "ssl":
@@ -212,13 +211,13 @@ def _send(
         return smtp.send_message(msg)
 
 
-def _imap_has(wanted: str, settings: ToolSettings) -> bool:
-    host = settings.text("imap_host")
-    security = settings.text("imap_security", "ssl")
-    port = int(settings.number("imap_port", 993 if security == "ssl" else 143))
-    timeout = settings.number("imap_timeout_s", 30.0)
-    folder = settings.text("imap_sent_folder", "Sent")
-    username = settings.text("imap_username") or settings.text("smtp_username")
+def _imap_has(wanted: str, settings: Settings) -> bool:
+    host = settings.imap_host
+    security = settings.imap_security
+    port = settings.imap_port or (993 if security == "ssl" else 143)
+    timeout = settings.imap_timeout_s
+    folder = settings.imap_sent_folder
+    username = settings.imap_username or settings.smtp_username
     password = _password(IMAP_PASSWORD_USER) or _password(SMTP_PASSWORD_USER)
     context = ssl_context()  # the same certificates as every HTTPS connection
     imap: imaplib.IMAP4

@@ -26,7 +26,6 @@ from typing import TYPE_CHECKING
 from desktop_agent import http_client as clients
 from desktop_agent.domain.errors import plain_error
 from desktop_agent.engine.ports import ToolContext
-from desktop_agent.tools.base import ToolSettings
 
 if TYPE_CHECKING:  # imported where a request is made: a worker may never make one
     import httpx2
@@ -184,7 +183,7 @@ def check_target(raw: str | httpx2.URL, ctx: ToolContext) -> Target:
     if url.scheme not in ("http", "https") or not url.host:
         raise AddressRefusedError(f"only http and https URLs are allowed: {url}")
     port = url.port or (443 if url.scheme == "https" else 80)
-    allow = ToolSettings(ctx).flag("allow_private_fetch")
+    allow = ctx.settings.allow_private_fetch
     addresses = resolve_allowed(url.host, port, allow_private=allow)
     return Target(url, tuple(addresses), allow)
 
@@ -203,24 +202,22 @@ def pinned(
     return url, {"Host": host_header}, {"sni_hostname": target.url.host}
 
 
-def _seconds(ctx: ToolContext, key: str) -> float:
-    return max(0.1, ToolSettings(ctx).number(key, DEFAULT_TIMEOUT_S))
-
-
-def timeout(ctx: ToolContext, key: str = "http_timeout_s") -> httpx2.Timeout:
+def timeout(ctx: ToolContext) -> httpx2.Timeout:
     """Per-operation timeouts (connect, read, write, pool) from the settings."""
-    return clients.timeout(_seconds(ctx, key))
+    return clients.timeout(ctx.settings.http_timeout_s)
 
 
 @contextmanager
-def http_client(ctx: ToolContext, key: str = "http_timeout_s") -> Iterator[httpx2.Client]:
+def http_client(ctx: ToolContext) -> Iterator[httpx2.Client]:
     """A client that never follows redirects by itself nor reads proxy settings.
 
     Made by :func:`desktop_agent.http_client.tool_client` (certificates and timeouts as
     every client of the app has them). Proxies from the environment are ignored: through
     a proxy, the address checks above would check the proxy, not the target.
     """
-    with clients.tool_client(_seconds(ctx, key), headers={"User-Agent": USER_AGENT}) as client:
+    with clients.tool_client(
+        ctx.settings.http_timeout_s, headers={"User-Agent": USER_AGENT}
+    ) as client:
         yield client
 
 

@@ -12,7 +12,6 @@ would be refused at send time is refused before it is recorded as approved.
 from __future__ import annotations
 
 from desktop_agent.engine.ports import ToolContext, ToolInputError
-from desktop_agent.tools.base import ToolSettings
 from desktop_agent.tools.http_post import HttpPost, PostArgs, _body, _headers
 from desktop_agent.tools.mail import EmailArgs, SendEmail, build_message
 
@@ -23,7 +22,7 @@ class CheckedSendEmail(SendEmail):
     def check(self, args: EmailArgs, ctx: ToolContext) -> str | None:
         """The message's header rules first, then the account settings."""
         try:
-            build_message(args, ctx, ToolSettings(ctx))
+            build_message(args, ctx, ctx.settings)
         except ToolInputError as exc:
             return f"invalid arguments: {exc}"
         return super().check(args, ctx)

@@ -30,13 +30,12 @@ from pydantic import Field
 from desktop_agent.domain import JSON, EffectClass
 from desktop_agent.engine.ports import ToolContext, ToolInputError, ToolResult
 from desktop_agent.tools import net
-from desktop_agent.tools.base import ToolArgs, ToolSettings, TypedTool, result
+from desktop_agent.tools.base import ToolArgs, TypedTool, result
 from desktop_agent.tools.workspace import confine
 
 if TYPE_CHECKING:  # imported where a page is fetched (see tools.net)
     import httpx2
 
-MAX_BYTES = 5_000_000
 MAX_REDIRECTS = 5
 MAX_CHARS = 20_000
 CACHE_DIR = ".cache/web"
@@ -135,9 +134,8 @@ def fetch(url: str, ctx: ToolContext) -> Page:
     """
     import httpx2
 
-    settings = ToolSettings(ctx)
-    cap = int(settings.number("web_fetch_max_bytes", MAX_BYTES))
-    deadline = time.monotonic() + settings.number("web_fetch_total_s", 60.0)
+    cap = ctx.settings.web_fetch_max_bytes
+    deadline = time.monotonic() + ctx.settings.web_fetch_total_s
     current = net.parse_url(url)
     with net.http_client(ctx) as client:
         for _hop in range(MAX_REDIRECTS + 1):

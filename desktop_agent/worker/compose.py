@@ -111,7 +111,7 @@ def build_executor(
             ledger.ensure(since=None if journal_has_effects(path) else 0.0)
     cfg = config or EngineConfig(
         crash_hook=crash_hook_from_env(),
-        settings=settings.engine_settings(),
+        settings=settings,
         compaction_threshold=settings.compaction_threshold,
         snapshot_every=snapshot_every_from_env(),
     )
@@ -153,9 +153,11 @@ class CapReader:
         stamp = (st.st_mtime_ns, st.st_size, st.st_ino)
         if stamp != self._stamp:
             self._stamp = stamp
-            # A broken file keeps the last good cap (the app refuses to save one).
+            # A cap that cannot be read keeps the last good one (the app saves none).
             with contextlib.suppress(KnownError):
-                self._cap = Settings.load(self._db_path).monthly_spend_cap_usd
+                settings = Settings.load(self._db_path)
+                if not settings.replaced("monthly_spend_cap_usd"):
+                    self._cap = settings.monthly_spend_cap_usd
         return self._cap
 
 

@@ -98,8 +98,9 @@ def test_an_expired_approval_applies_its_default(
     local_http: Client, make_executor: MakeExecutor, server: HttpServer, default: str
 ) -> None:
     client = local_http
-    client.settings.approval_deadline_s = 600
-    client.settings.approval_default = default
+    client.settings = client.settings.updated(
+        {"approval_deadline_s": 600, "approval_default": default}
+    )
     clock = FakeClock()
     url = server.url("/orders")
     model = ScriptedModel(
@@ -290,7 +291,7 @@ def test_a_post_to_an_endpoint_honouring_keys_is_still_asked_and_repeated_after_
             if point == "after_effect" and srv.requests:
                 raise _Crash(point)
 
-        cfg = EngineConfig(settings=client.settings.engine_settings(), crash_hook=crash_after_post)
+        cfg = EngineConfig(settings=client.settings, crash_hook=crash_after_post)
         with pytest.raises(_Crash):
             make_executor(model, config=cfg).execute(run.id)
         (post,) = [s for s in client.steps(run.id) if s.kind == StepKind.TOOL_CALL]

@@ -60,7 +60,7 @@ def settings(**more: object) -> Settings:
         default_max_steps=None,
         ask_unsafe=False,  # the crash is the subject here, not the approval
         allow_private_fetch=True,
-        **more,  # type: ignore[arg-type]
+        **more,
     )
 
 

@@ -155,7 +155,7 @@ def test_a_call_s_hold_goes_only_once_its_cost_is_written(
     the hold, and room for a call the cap had no room for (seen with three workers).
     """
     witness = _Witness(client.store.db, 10.0)
-    config = EngineConfig(settings=client.settings.engine_settings(), spend_cap=witness)
+    config = EngineConfig(settings=client.settings, spend_cap=witness)
     run = client.start_run("One call", model=HAIKU)
     drain(client.store, make_executor(_model(fake), config=config))
     assert client.run(run.id).status == RunStatus.COMPLETED

@@ -364,7 +364,8 @@ class ChaosLab:
             smtp_from=SENDER,
             # An effect keeps its run for its timeout (and a lease) even when frozen: keep
             # them short so that frozen workers lose their runs within the test.
-            extra={"smtp_timeout_s": 2.0, "http_timeout_s": 2.0},
+            smtp_timeout_s=2.0,
+            http_timeout_s=2.0,
         )
         self.settings.save(self.db)
         self.client = Client(self.db, self.settings)

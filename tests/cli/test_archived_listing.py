@@ -39,7 +39,7 @@ def _finished(client: Client, goal: str, answer: str, clock: FakeClock | None = 
         client.settings,
         clock=clock,
         model_for=lambda _name: model,
-        config=EngineConfig(settings=client.settings.engine_settings()),
+        config=EngineConfig(settings=client.settings),
     )
     drain(client.store, executor, clock=clock)
     assert client.run(run.id).status == RunStatus.COMPLETED

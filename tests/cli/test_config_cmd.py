@@ -8,6 +8,8 @@ handles them; a change is saved where workers read it (the monthly cap at once).
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -188,3 +190,35 @@ def test_help_says_when_each_setting_applies(db: Path, capsys: pytest.CaptureFix
     worker = text.split("when a worker next starts")[1].split("when the desktop app")[0]
     assert "approval_deadline_s" in worker and "webhook_url" in worker
     assert "desktop-agent key set" in text and "desktop-agent api-token" in text
+
+
+def test_a_bad_settings_file_is_reported_once_and_fixed_by_a_set(tmp_path: Path) -> None:
+    db = tmp_path / "data" / "agent.db"
+    db.parent.mkdir()
+    raw = '{"workers": "lots", "close_action": "quit", "monthly_spend_cap_usd": -1}'
+    settings_path(db).write_text(raw)
+
+    def cli_(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "desktop_agent", "--db", str(db), "config", *args],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+
+    got = cli_("get", "monthly_spend_cap_usd")
+    assert got.returncode == 0, got.stderr
+    assert got.stdout.startswith("monthly_spend_cap_usd = 0.00")  # nothing is spent
+    assert got.stderr.count("the settings file had 2 problem(s)") == 1  # said once
+    assert 'workers = "lots"' in got.stderr and "monthly_spend_cap_usd = -1" in got.stderr
+    (kept,) = db.parent.glob("settings.json.bad-*")
+    assert kept.read_text() == raw and str(kept) in got.stderr
+
+    fixed = cli_("set", "monthly_spend_cap_usd", "25")
+    assert fixed.returncode == 0, fixed.stderr
+    after = Settings.load(db)
+    assert after.problems == [] and after.monthly_spend_cap_usd == 25.0
+    assert after.close_action == "quit"  # the good value of the bad file survived
+    assert list(db.parent.glob("settings.json.bad-*")) == [kept]
+    assert "problem" not in cli_("get").stderr

@@ -57,7 +57,7 @@ def engine(client: Client, make_executor: MakeExecutor) -> Iterator[Engine]:
             clock=clock.now,
             timeout=20.0,
         )
-        settings = {**client.settings.engine_settings(), "model_attempts": 3}
+        settings = client.settings.updated({"model_attempts": 3})
         config = EngineConfig(backoff_base_s=0.0, backoff_cap_s=0.0, settings=settings)
         return make_executor(model, clock=clock, config=config), fake
 

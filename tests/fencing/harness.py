@@ -36,15 +36,15 @@ CHILD_TIMEOUT_S = 60.0
 
 def lab_settings(**more: object) -> Settings:
     """No budgets, no approvals (fencing is the subject), short effect timeouts."""
-    extra = {"smtp_timeout_s": EFFECT_TIMEOUT_S, "http_timeout_s": EFFECT_TIMEOUT_S}
     return Settings(
         default_max_cost_usd=None,
         default_max_steps=None,
         ask_unsafe=False,
         ask_overwrite=False,
         allow_private_fetch=True,
-        extra=extra,
-        **more,  # type: ignore[arg-type]
+        smtp_timeout_s=EFFECT_TIMEOUT_S,
+        http_timeout_s=EFFECT_TIMEOUT_S,
+        **more,
     )
 
 

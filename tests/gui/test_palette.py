@@ -127,6 +127,7 @@ def test_the_saved_choice_applies_at_start(monkeypatch: pytest.MonkeyPatch, db_p
     assert _start_app(monkeypatch, db_path) == (True, ["Dark"])
 
 
+@pytest.mark.qt_log_ignore("does not support propagateSizeHints")  # offscreen: the report box
 def test_a_bad_palette_in_the_file_falls_back_to_system(
     monkeypatch: pytest.MonkeyPatch, db_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -136,5 +137,8 @@ def test_a_bad_palette_in_the_file_falls_back_to_system(
     path.write_text(json.dumps({**data, "palette": "purple"}))
     with caplog.at_level(logging.WARNING, logger="desktop_agent.config"):
         assert Settings.load(db_path).palette == "system"
-    assert "palette 'purple' is not one of system, light, dark; using system" in caplog.text
+    assert 'palette = "purple": Input should be' in caplog.text
+    assert 'using the default, "system"' in caplog.text
+    (kept,) = path.parent.glob("settings.json.bad-*")  # the file as it was, kept aside
+    assert json.loads(kept.read_text())["palette"] == "purple"
     assert _start_app(monkeypatch, db_path) == (False, ["System"])

@@ -14,6 +14,7 @@ from PySide6.QtTest import QTest
 from pytestqt.qtbot import QtBot
 
 from desktop_agent.client.api import Client
+from desktop_agent.config import Settings
 from desktop_agent.gui.dialogs.settings import key_format_problem
 from desktop_agent.gui.mainwindow import MainWindow
 from desktop_agent.secrets import SERVICE, USERNAME, KeyStore
@@ -119,3 +120,39 @@ def test_invalid_settings_are_refused_with_a_message(qtbot: QtBot, window: MainW
 def test_key_format_check_is_offline_and_explains(key: str, ok: bool) -> None:
     problem = key_format_problem(key)
     assert (problem is None) == ok
+
+
+@pytest.mark.qt_log_ignore("does not support propagateSizeHints")  # offscreen: a new dialog
+def test_a_bad_settings_file_is_reported_at_start_and_fixed_in_two_clicks(
+    qtbot: QtBot, client: Client, open_window: Any
+) -> None:
+    path = client.db_path.parent / "settings.json"
+    raw = json.dumps({"default_max_steps": -4, "durability": "NORMAL", "palette": "mauve"})
+    path.write_text(raw)
+    client.settings = Settings.load(client.db_path)  # as the app reads it when it starts
+    window: MainWindow = open_window()
+    room = window.settings_room
+    qtbot.waitUntil(lambda: room.problems_box is not None and room.problems_box.isVisible())
+    box = room.problems_box
+    assert box is not None
+    shown = box.informativeText()
+    assert "default_max_steps = -4" in shown and 'palette = "mauve"' in shown
+    assert "settings.json.bad-" in shown  # where the file as it was is kept
+    # Click 1: the box's button leads to the Settings dialog.
+    (open_button,) = [b for b in box.buttons() if b.text() == "Open Settings…"]
+    QTest.mouseClick(open_button, Qt.MouseButton.LeftButton)
+    dialog = window.settings_dialog
+    assert dialog is not None
+    qtbot.waitUntil(dialog.isVisible)
+    assert not box.isVisible()
+    # Click 2: Save writes a valid file; the good value read from the bad one is kept.
+    QTest.mouseClick(
+        dialog.buttons.button(dialog.buttons.StandardButton.Save), Qt.MouseButton.LeftButton
+    )
+    qtbot.waitUntil(lambda: not dialog.isVisible())
+    fixed = Settings.load(client.db_path)
+    assert fixed.problems == [] and fixed.durability == "NORMAL"
+    assert fixed.default_max_steps == 200  # the default the report named, as the dialog showed
+    (kept,) = client.db_path.parent.glob("settings.json.bad-*")
+    assert kept.read_text() == raw  # nothing lost
+    assert client.settings.problems == []

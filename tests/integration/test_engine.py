@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from desktop_agent.client.api import Client
+from desktop_agent.config import Settings
 from desktop_agent.domain import (
     ApprovalState,
     CommandKind,
@@ -326,10 +327,10 @@ def test_step_budget_waits_then_extends(
     assert client.run(run.id).status == RunStatus.COMPLETED
 
 
-def _no_ask(client: Client) -> dict[str, object]:
+def _no_ask(client: Client) -> Settings:
     """Engine settings that do not ask before unsafe tools (the crash is the subject)."""
     client.settings.ask_unsafe = False
-    return client.settings.engine_settings()
+    return client.settings
 
 
 class _Crash(BaseException):

@@ -329,9 +329,7 @@ def test_a_crash_in_the_middle_of_a_model_call_resumes_with_every_request_valid(
 
     claude = make_model(fake)
     run = client.start_run("Survey the notes", model=model, workspace=notes)
-    config = EngineConfig(
-        crash_hook=crash, partial_flush_s=0.0, settings=client.settings.engine_settings()
-    )
+    config = EngineConfig(crash_hook=crash, partial_flush_s=0.0, settings=client.settings)
     crashing = make_executor(claude, config=config)
     with pytest.raises(_Crash):
         crashing.execute(run.id)
@@ -367,7 +365,7 @@ def test_a_restore_from_a_backup_resumes_with_every_request_valid(
 
     with pytest.raises(_Stop):
         make_executor(
-            claude, config=EngineConfig(crash_hook=stop, settings=client.settings.engine_settings())
+            claude, config=EngineConfig(crash_hook=stop, settings=client.settings)
         ).execute(run.id)
     made = backup.make_backup(client.db_path)
     drain(client.store, make_executor(claude))
@@ -396,7 +394,7 @@ def make_executor_for(client: Client, model: ClaudeModel) -> Any:
         client.store,
         client.settings,
         model_for=lambda _name: model,
-        config=EngineConfig(settings=client.settings.engine_settings()),
+        config=EngineConfig(settings=client.settings),
     )
 
 
@@ -422,13 +420,13 @@ def test_the_tool_list_sent_first_is_sent_for_the_whole_run(
         workspace=notes,
         tools=["read_file", "wait", "web_search"],
     )
-    settings = client.settings.engine_settings()
+    settings = client.settings
     drain(client.store, make_executor(claude, clock=clock, config=Config(settings=settings)))
     assert client.run(run.id).status == RunStatus.WAITING
     # While it waits, the analyst turns web search on: the run's tools stay as they were
     # (its thinking is bound to them), new runs get the new list.
     clock.advance(61)
-    changed = Config(settings={**settings, "web_search": True})
+    changed = Config(settings=settings.updated({"web_search": True}))
     drain(client.store, make_executor(claude, clock=clock, config=changed), clock=clock)
 
     assert client.run(run.id).status == RunStatus.COMPLETED, client.run(run.id).status_message

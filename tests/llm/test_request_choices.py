@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 import pytest
@@ -20,7 +19,7 @@ def _first_request(
     client: Client, make_executor: MakeExecutor, workspace: Path, **options: object
 ) -> ModelRequest:
     model = ScriptedModel([Reply("Done.")])
-    cfg = EngineConfig(settings=client.settings.engine_settings())
+    cfg = EngineConfig(settings=client.settings)
     run = client.start_run("Look", model="claude-sonnet-5-5", workspace=workspace, **options)  # type: ignore[arg-type]
     drain(client.store, make_executor(model, config=cfg))
     assert client.run(run.id).status == RunStatus.COMPLETED
@@ -50,7 +49,7 @@ def test_a_run_that_can_wait_writes_its_cache_for_an_hour(
 def test_the_cache_lifetime_setting_overrides_the_choice(
     chosen: str, client: Client, make_executor: MakeExecutor, workspace: Path
 ) -> None:
-    client.settings = dataclasses.replace(client.settings, prompt_cache_ttl=chosen)
+    client.settings = client.settings.updated({"prompt_cache_ttl": chosen})
     assert _first_request(client, make_executor, workspace).cache_ttl == chosen
     only_reads = _first_request(client, make_executor, workspace, tools=["read_file"])
     assert only_reads.cache_ttl == chosen

@@ -196,7 +196,8 @@ class Lab:
             smtp_security="none",
             smtp_from=SENDER,
             shared_paths=[str(self.shared)],  # every worker reaches the workspaces
-            extra={"smtp_timeout_s": 2.0, "http_timeout_s": 2.0},
+            smtp_timeout_s=2.0,
+            http_timeout_s=2.0,
         )
         self.settings.save(self.db)
         self.client = Client(self.db, self.settings)

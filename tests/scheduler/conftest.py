@@ -151,7 +151,7 @@ def make_rig(client: Client, clock: FakeClock) -> Iterator[RigFactory]:
         *,
         real_time: bool = False,
         tools: ToolRegistry | None = None,
-        engine_settings: dict[str, object] | None = None,
+        engine_settings: Settings | None = None,
         config: SchedulerConfig = FAST,
         poll_s: float = 30.0,
         max_runs: int = 8,
@@ -159,14 +159,14 @@ def make_rig(client: Client, clock: FakeClock) -> Iterator[RigFactory]:
     ) -> Rig:
         the_clock: Clock = SystemClock() if real_time else clock
         client.store.now = the_clock.now
-        settings = engine_settings or client.settings.engine_settings()
+        settings = engine_settings or client.settings
         executor = build_executor(
             client.store,
             client.settings,
             clock=the_clock,
             tools=tools,
             model_for=lambda _name: model,
-            config=EngineConfig(settings=dict(settings)),
+            config=EngineConfig(settings=settings),
         )
         worker = Worker(
             client.store,

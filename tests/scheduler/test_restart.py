@@ -76,12 +76,14 @@ def test_wake_ups_that_fell_due_while_the_worker_was_down_fire_once_at_restart(
         "rate": client.start_run("rate limited", model="demo").id,
         "approval": client.start_run("approval", model="demo", workspace=ws).id,
     }
-    engine = {
-        **client.settings.engine_settings(),
-        "approval_rules": {"ask_unsafe": True, "ask_overwrite": True},
-        "approval_deadline_s": HOUR,
-        "approval_default": "approve",
-    }
+    engine = client.settings.updated(
+        {
+            "ask_unsafe": True,
+            "ask_overwrite": True,
+            "approval_deadline_s": HOUR,
+            "approval_default": "approve",
+        }
+    )
     # First activations here (a scripted model stands in for the demo), until each waits.
     drain(
         client.store,

@@ -119,11 +119,7 @@ def test_an_approval_deadline_applies_its_default_action(
     model = ScriptedModel(
         [Reply("overwrite", [("write_file", {"path": "x.md", "content": "new\n"})]), Reply("ok")]
     )
-    settings = {
-        **client.settings.engine_settings(),
-        "approval_deadline_s": 3600,
-        "approval_default": default,
-    }
+    settings = client.settings.updated({"approval_deadline_s": 3600, "approval_default": default})
     run = client.start_run("edit x", model=HAIKU, workspace=ws, tools=["write_file"])
     rig = make_rig(model, engine_settings=settings)
     wait_until(lambda: bool(client.approvals()), 10, "the approval")

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from desktop_agent.domain.settings import Settings
 from desktop_agent.engine.ports import CancelToken, ToolContext
 from tests.helpers.fakes import FakeClock
 from tests.tools.servers import http_server, smtp_server
@@ -37,7 +38,7 @@ def make_ctx(ws: Path) -> MakeCtx:
             workspace=ws,
             clock=FakeClock(),
             cancel=CancelToken(),
-            settings=settings,
+            settings=Settings(**settings),
         )
 
     return make

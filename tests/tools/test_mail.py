@@ -75,10 +75,14 @@ def test_the_password_never_lives_in_settings(tmp_path: Any) -> None:
     settings.save(db)
     text = (db.parent / "settings.json").read_text()
     assert "password" not in text
-    assert not any("password" in key for key in settings.engine_settings())
-    # A password written into the file by hand is ignored, not used.
+    assert not any("password" in name for name in settings.model_dump())
+    # A password written into the file by hand is not used, and not kept: saving drops it.
     (db.parent / "settings.json").write_text(text.replace("{", '{"smtp_password": "x",', 1))
-    assert "smtp_password" not in Settings.load(db).engine_settings()
+    loaded = Settings.load(db)
+    assert "smtp_password" not in loaded.model_dump()
+    assert loaded.smtp_host == "smtp.example.test"  # the rest of the file is read
+    loaded.save(db)
+    assert "smtp_password" not in (db.parent / "settings.json").read_text()
 
 
 def test_bad_messages_and_missing_setup_are_errors(

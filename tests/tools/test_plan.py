@@ -32,7 +32,7 @@ def test_the_plan_survives_restarts_and_compaction_and_is_shown(
     model = ScriptedModel(decide)
     model.window = 200  # every call comes close to the window: compaction follows soon
     run = client.start_run("Memo", model="claude-haiku-4-5")
-    cfg = EngineConfig(settings=client.settings.engine_settings(), snapshot_every=2)
+    cfg = EngineConfig(settings=client.settings, snapshot_every=2)
     drain(client.store, make_executor(model, config=cfg))
     done = client.run(run.id)
     assert done.status == RunStatus.COMPLETED, done.status_message

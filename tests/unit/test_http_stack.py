@@ -32,6 +32,7 @@ import pytest
 
 import desktop_agent
 from desktop_agent import http_client
+from desktop_agent.domain.settings import Settings
 from desktop_agent.engine.control import run_tool
 from desktop_agent.engine.ports import CancelToken, ModelRequest, ToolContext
 from desktop_agent.llm.batches import BatchApi
@@ -194,7 +195,7 @@ def tool_context(tmp_path: Path, **settings: Any) -> ToolContext:
         workspace=tmp_path,
         clock=FakeClock(),
         cancel=CancelToken(),
-        settings=settings,
+        settings=Settings(**settings),
     )
 
 

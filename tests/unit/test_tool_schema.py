@@ -61,7 +61,6 @@ def context(tmp_path: Path) -> ToolContext:
         workspace=tmp_path,
         clock=FakeClock(),
         cancel=CancelToken(),
-        settings={},
     )
 
 

@@ -5,14 +5,18 @@ The dialog saves the settings file and the key off the GUI thread (see
 the new settings, and runs that waited for a key are resumed (a write, off-thread). The
 palette applies at once and is saved in the background
 (:class:`~desktop_agent.gui.palette.PaletteChooser`).
+
+A settings file with problems (not JSON, values that do not fit) was kept aside when it
+was read (:meth:`desktop_agent.config.Settings.load`); the room says so once the window
+is up, with a button to the dialog that writes a valid file.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import QObject, Slot
-from PySide6.QtWidgets import QMainWindow
+from PySide6.QtCore import QObject, QTimer, Slot
+from PySide6.QtWidgets import QMainWindow, QMessageBox
 
 from desktop_agent.config import PALETTES, Settings
 from desktop_agent.gui.desk.host import Desk
@@ -30,6 +34,7 @@ class SettingsRoom(QObject):
     Attributes:
         palette_chooser: the View ▸ Palette actions.
         settings_dialog: the settings dialog opened last.
+        problems_box: the message about a settings file with problems (None: none shown).
     """
 
     def __init__(self, window: Desk, parent: QMainWindow) -> None:
@@ -46,6 +51,37 @@ class SettingsRoom(QObject):
         window.acts["settings"].triggered.connect(self._on_settings_triggered)
         self.palette_chooser.saved.connect(self._on_palette_chooser_saved)
         self.palette_chooser.failed.connect(self._on_palette_chooser_failed)
+        self.problems_box: QMessageBox | None = None
+        if window.client.settings.problems:
+            QTimer.singleShot(0, self.show_problems)
+
+    def show_problems(self) -> QMessageBox:
+        """Tell the analyst what was wrong in the settings file, and lead to the dialog."""
+        settings = self.window.client.settings
+        box = QMessageBox(
+            QMessageBox.Icon.Warning,
+            "Settings file with problems",
+            "The settings file could not be used as it was: the values below are at "
+            "their defaults until you save the settings.",
+            QMessageBox.StandardButton.Close,
+            self.parent_window,
+        )
+        box.setDetailedText(settings.problem_report())
+        box.setInformativeText(
+            "\n".join(settings.problems[:5])
+            + ("\n…" if len(settings.problems) > 5 else "")
+            + (f"\n\nThe file as it was is kept at {settings.kept_at}." if settings.kept_at else "")
+        )
+        open_button = box.addButton("Open Settings…", QMessageBox.ButtonRole.AcceptRole)
+        box.setDefaultButton(open_button)
+        open_button.clicked.connect(self._on_open_settings_from_problems)
+        self.problems_box = box
+        box.open()
+        return box
+
+    @Slot()
+    def _on_open_settings_from_problems(self) -> None:
+        self.open_settings()
 
     @Slot()
     def _on_settings_triggered(self) -> None:

@@ -6,7 +6,6 @@ thread; the dialog only shows their outcome.
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -118,7 +117,7 @@ class SettingsDialog(QDialog):
         super().__init__(parent)
         self.setWindowTitle("Settings")
         self.setWindowIcon(resources.icon("settings"))
-        self.settings = dataclasses.replace(settings)
+        self.settings = settings.model_copy(deep=True)
         self.db_path = db_path
         self.run_task = run_task
         self.keys = keys or KeyStore()
@@ -424,28 +423,30 @@ class SettingsDialog(QDialog):
 
     def collect(self) -> Settings:
         """The edited settings (raises InvalidInputError with a readable message)."""
-        s = dataclasses.replace(self.settings)
-        s.default_model = str(self.model.currentData())
-        s.default_max_cost_usd = self.cost.value() or None
-        s.default_max_steps = self.steps.value() or None
         t = self.time.text().strip()
-        s.default_max_time_s = parse_duration(t) if t else None
-        s.monthly_spend_cap_usd = self.monthly_cap.value() or None
-        s.ask_unsafe = self.ask_unsafe.isChecked()
-        s.ask_overwrite = self.ask_overwrite.isChecked()
         d = self.deadline.text().strip()
-        s.approval_deadline_s = parse_duration(d) if d else None
-        s.approval_default = str(self.default_action.currentData())
-        s.durability = str(self.durability.currentData())
-        s.close_action = str(self.close_action.currentData())
-        s.notify_needs_user = self.notify_user.isChecked()
-        s.notify_finished = self.notify_done.isChecked()
-        s.notify_failed = self.notify_failed.isChecked()
         url = self.webhook.text().strip()
         if url and not url.startswith(("http://", "https://")):
             raise InvalidInputError("the webhook must be an http:// or https:// address")
-        s.webhook_url = url
-        return s
+        return self.settings.updated(
+            {
+                "default_model": str(self.model.currentData()),
+                "default_max_cost_usd": self.cost.value() or None,
+                "default_max_steps": self.steps.value() or None,
+                "default_max_time_s": parse_duration(t) if t else None,
+                "monthly_spend_cap_usd": self.monthly_cap.value() or None,
+                "ask_unsafe": self.ask_unsafe.isChecked(),
+                "ask_overwrite": self.ask_overwrite.isChecked(),
+                "approval_deadline_s": parse_duration(d) if d else None,
+                "approval_default": str(self.default_action.currentData()),
+                "durability": str(self.durability.currentData()),
+                "close_action": str(self.close_action.currentData()),
+                "notify_needs_user": self.notify_user.isChecked(),
+                "notify_finished": self.notify_done.isChecked(),
+                "notify_failed": self.notify_failed.isChecked(),
+                "webhook_url": url,
+            }
+        )
 
     @Slot()
     def _on_buttons_accepted(self) -> None:
