@@ -206,3 +206,18 @@ def test_the_untyped_read_check_finds_one() -> None:
     assert _UNTYPED_READ.search('    value = rs.cfg.settings.get("model_attempts", 5)')
     assert _UNTYPED_READ.search("    host = ctx.settings['smtp_host']")
     assert not _UNTYPED_READ.search("    host = ctx.settings.smtp_host")
+
+
+def test_what_the_dialog_and_config_edit_matches_the_model() -> None:
+    """The editing aids (kinds, choices) describe fields of the one model, with its values."""
+    from typing import get_args
+
+    for info in config.EDITABLE:
+        field = Settings.model_fields[info.name]  # a KeyError names a setting that is gone
+        if info.kind == "choice":
+            allowed = {a for a in get_args(field.annotation) if isinstance(a, str)}
+            assert set(info.choices) == allowed, info.name
+        # Every value config set accepts, the model accepts: parse, then update.
+        sample = {"usd": "12.5", "count": "7", "duration": "2h", "bool": "no", "url": "none"}
+        text = info.choices[-1] if info.kind == "choice" else sample.get(info.kind, "demo")
+        Settings().updated({info.name: config.parse_setting(info, text)})
