@@ -14,7 +14,10 @@ sends each request once is ``persistence/batches.py``'s.
 
 from __future__ import annotations
 
+import logging
+import threading
 import time
+from collections.abc import Callable
 from typing import NoReturn
 
 from desktop_agent.domain import (
@@ -52,52 +55,179 @@ from desktop_agent.engine.recording import commit, finish_step, start_step, susp
 from desktop_agent.engine.request import build_request
 from desktop_agent.engine.run_state import Finish, RunState
 
+log = logging.getLogger(__name__)
+
 
 class PartialStreamer:
-    """Collects streamed text and persists it a few times a second."""
+    """Collects streamed text and persists it a few times a second.
 
-    def __init__(self, rs: RunState, seq: int) -> None:
+    Saves are throttled: one at most per ``partial_flush_s``, counted from the end of the
+    last save. What arrives inside that interval is saved when it ends even if nothing
+    more streams (the API stalls, the worker freezes): a trailing flush, made by a thread
+    of the streamer that waits for the end of the interval. There is one such thread at
+    most, started when something is left unsaved and ending as soon as nothing is. Saves
+    never overlap, and each holds everything streamed before it began.
+
+    Each save made while the call streams that holds some text is followed by the crash
+    point ``mid_stream``, on the thread that made it. A trailing save that fails (a lost
+    lease), or its crash point when that raises, is raised on the streaming thread by its
+    next callback or by :meth:`flush`. :meth:`close` cancels a pending trailing flush and
+    waits for one under way: after it no thread of the streamer saves again, so the call's
+    owner closes the streamer before it records the call's outcome (:func:`stream_model`).
+
+    Args:
+        rs: the activation's state (its journal, and ``cfg.partial_flush_s``).
+        seq: the model step whose partial answer is saved.
+        monotonic: the clock of the throttle (the trailing flush still waits in real time).
+    """
+
+    def __init__(
+        self, rs: RunState, seq: int, *, monotonic: Callable[[], float] = time.monotonic
+    ) -> None:
         self.rs = rs
         self.seq = seq
         self.parts: list[str] = []
         self.usage = Usage()
         self.cost_usd = 0.0
-        self._last = time.monotonic()
+        self._monotonic = monotonic
+        self._last = monotonic()
         self._dirty = False
         self._usage_saved = False
+        self._lock = threading.Lock()  # what streamed, and the trailing flush's state
+        self._woken = threading.Condition(self._lock)  # the flusher's wait, ended by close
+        self._saving = threading.Lock()  # held by the save under way: saves never overlap
+        self._pending = False  # a flusher is running (waiting, or saving)
+        self._closed = False
+        self._failed: BaseException | None = None  # what a trailing save raised
+        self._threads: list[threading.Thread] = []
         rs.saved_spend[seq] = (Usage(), 0.0)  # a new attempt: its row holds nothing yet
 
     @property
     def text(self) -> str:
         """Everything streamed so far."""
-        return "".join(self.parts)
+        with self._lock:
+            return "".join(self.parts)
 
     def on_text(self, delta: str) -> None:
         """Called by the model adapter for each text delta."""
-        self.parts.append(sanitize.clean_text(delta))
-        self._dirty = True
-        if time.monotonic() - self._last >= self.rs.cfg.partial_flush_s:
-            self.flush()
-            self.rs.crash_point("mid_stream")
+        piece = sanitize.clean_text(delta)
+        with self._lock:
+            self.parts.append(piece)
+            self._dirty = True
+        if self._save(when_due=True):
+            self.rs.crash_point("mid_stream")  # text streamed so far is on disk
 
     def on_usage(self, usage: Usage, cost_usd: float) -> None:
         """Called by the model adapter with the usage and dollars spent so far."""
-        self.usage = usage
-        self.cost_usd = cost_usd
-        self._dirty = True
-        if not self._usage_saved:
-            # The prompt is paid for as soon as the call starts: record it at once.
+        with self._lock:
+            self.usage = usage
+            self.cost_usd = cost_usd
+            self._dirty = True
+            first = not self._usage_saved
             self._usage_saved = True
-            self.flush()
+        # The prompt is paid for as soon as the call starts: it is recorded at once.
+        if self._save(when_due=not first):
+            self.rs.crash_point("mid_stream")
 
     def flush(self) -> None:
-        """Persist the text streamed and the usage reported so far, if they changed."""
-        if self._dirty:
-            usage, cost_usd = self.usage, self.cost_usd
-            self.rs.store.save_partial(self.rs.run.id, self.seq, self.text, usage, cost_usd)
+        """Persist the text streamed and the usage reported so far, if they changed.
+
+        Raises:
+            LeaseLost: this save, or a trailing one since the last callback, found the
+                run taken (as any error of a trailing save, raised here).
+        """
+        self._save(when_due=False)
+
+    def close(self) -> None:
+        """Cancel a pending trailing flush and wait for one under way to end.
+
+        Never raises (what a trailing save raised is kept for :meth:`flush`). After it no
+        thread of the streamer is left and none saves again; :meth:`flush` still saves,
+        on the caller's thread.
+        """
+        with self._lock:
+            self._closed = True
+            self._woken.notify_all()
+            threads, self._threads = self._threads, []
+        for thread in threads:
+            thread.join()
+
+    def _save(self, *, when_due: bool, trailing: bool = False) -> str | None:
+        """Save what is unsaved; the text saved (None: no save was made).
+
+        ``when_due``: only if the throttle's interval has passed since the last save (if
+        not, the trailing flush will). ``trailing``: the flusher's save, never made once
+        the streamer is closed.
+        """
+        with self._saving:
+            with self._lock:
+                if self._failed is not None:
+                    raise self._failed
+                if not self._dirty or (trailing and self._closed):
+                    return None
+                if when_due and self._left() > 0:
+                    self._arrange_trailing_flush()
+                    return None
+                text, usage, cost_usd = "".join(self.parts), self.usage, self.cost_usd
+                self._dirty = False
+            try:
+                self.rs.store.save_partial(self.rs.run.id, self.seq, text, usage, cost_usd)
+            except BaseException:
+                with self._lock:
+                    self._dirty = True
+                raise
             self.rs.saved_spend[self.seq] = (usage, cost_usd)
-            self._dirty = False
-            self._last = time.monotonic()
+            with self._lock:
+                self._last = self._monotonic()
+            return text
+
+    def _left(self) -> float:
+        """Seconds until the throttle allows the next save (holding ``_lock``)."""
+        return self._last + self.rs.cfg.partial_flush_s - self._monotonic()
+
+    def _arrange_trailing_flush(self) -> None:
+        """Start the flusher unless one runs or the streamer is closed (holding ``_lock``)."""
+        if self._pending or self._closed:
+            return
+        thread = threading.Thread(
+            target=self._trail,
+            name=f"partial-flush {self.rs.run.id}:{self.seq}",
+            daemon=True,
+        )
+        try:
+            thread.start()
+        except RuntimeError as exc:  # no thread to be had: the next save takes it along
+            log.warning("run %s: no trailing save of step %s: %s", self.rs.run.id, self.seq, exc)
+            return
+        self._pending = True
+        self._threads = [t for t in self._threads if t.is_alive()]
+        self._threads.append(thread)
+
+    def _trail(self) -> None:
+        """The flusher: saves what is unsaved when the throttle allows, until nothing is."""
+        while self._wait_for_due():
+            try:
+                if self._save(when_due=True, trailing=True):
+                    self.rs.crash_point("mid_stream")
+            except BaseException as exc:  # kept: raised on the streaming thread
+                with self._lock:
+                    self._failed = exc
+                    self._pending = False
+                return
+
+    def _wait_for_due(self) -> bool:
+        """Wait until the throttle allows a save (True), or until the flusher may end.
+
+        False once nothing is left unsaved, the streamer is closed or a save failed.
+        """
+        with self._lock:
+            while self._dirty and not self._closed and self._failed is None:
+                left = self._left()
+                if left <= 0:
+                    return True
+                self._woken.wait(left)
+            self._pending = False
+            return False
 
 
 def model_call(
@@ -242,13 +372,17 @@ def stream_model(
         budgets.reserve(rs, model.worst_case_cost(request))  # not checked before: still held
     streamer = PartialStreamer(rs, seq)
     try:
-        response = model.complete(
-            request,
-            idempotency_key=f"{rs.run.id}:{seq}",
-            on_text=streamer.on_text,
-            cancel=rs.cancel,
-            on_usage=streamer.on_usage,
-        )
+        try:
+            response = model.complete(
+                request,
+                idempotency_key=f"{rs.run.id}:{seq}",
+                on_text=streamer.on_text,
+                cancel=rs.cancel,
+                on_usage=streamer.on_usage,
+            )
+        finally:
+            # Before any outcome is recorded: no trailing save may land after it.
+            streamer.close()
         response = sanitize.check_response(response)
     except RunCancelled:
         outcome = StepOutcome(

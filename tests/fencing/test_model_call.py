@@ -111,13 +111,16 @@ def test_what_a_frozen_worker_spent_after_its_last_save_is_added_to_the_run_once
 
     def script(body: dict[str, Any], index: int) -> Reply:
         if index == 0:  # A's call: its thinking streamed in one piece, then held
+            # The thinking follows the prompt's save at once (inside the 0.25 s that A keeps
+            # between saves of its live text, unless the machine is slow) and nothing
+            # follows it until the gate opens: A saves it all the same, when that interval
+            # ends (a trailing save), or at once if it arrived after it.
             return Stream(
                 [Thinking("Weighing the options. " * 8, chunk=10_000)],
                 input_tokens=1200,
                 output_tokens=900,
                 hold_after=1,
                 gate=gate,
-                delay=0.3,  # A saves its live text at most every 0.25 s: the thinking is saved
             )
         return Stream([Text("Nothing more to do.")], input_tokens=1300, output_tokens=10)
 
