@@ -267,8 +267,13 @@ def model_call(
         "model": response.model,
         "thinking": response.thinking,
     }
-    if response.details:
-        output["api"] = dict(response.details)
+    details = dict(response.details)
+    documents = details.pop("documents", None)
+    if details:
+        output["api"] = details
+    if documents is not None:
+        # The request's documents in document_index order, for citations to name.
+        output["documents"] = documents
     finish_step(
         rs,
         seq,

@@ -47,6 +47,9 @@ class Scalars:
     last_message_id: str = ""
     tools: list[dict[str, JSON]] | None = None
     """The tool definitions the run's first model call sent, sent unchanged ever after."""
+    uploads: dict[str, str] = field(default_factory=dict)
+    """Files the model port uploaded for the run (and the runs it was forked from): the
+    file id of each SHA-256, from the model steps' ``documents`` (the latest wins)."""
 
     def to_json(self) -> dict[str, JSON]:
         """Plain dict for a snapshot."""
@@ -65,6 +68,7 @@ class Scalars:
             "cost_by_model": self.cost_by_model,
             "last_message_id": self.last_message_id,
             "tools": self.tools,
+            "uploads": dict(self.uploads),
         }
 
     @classmethod
@@ -85,6 +89,7 @@ class Scalars:
             cost_by_model=dict(data.get("cost_by_model", {})),
             last_message_id=str(data.get("last_message_id", "") or ""),
             tools=list(data["tools"]) if isinstance(data.get("tools"), list) else None,
+            uploads=dict(data["uploads"]) if isinstance(data.get("uploads"), dict) else {},
         )
 
 
@@ -101,6 +106,8 @@ class Conversation:
     finished: bool = False
     final_text: str = ""
     message_seqs: list[int] = field(default_factory=list)
+    uploads: dict[str, str] = field(default_factory=dict)
+    """The run's uploads (:attr:`Scalars.uploads`, the same dict, see :class:`AgentState`)."""
 
     def __post_init__(self) -> None:
         if not self.messages:
@@ -122,19 +129,63 @@ class Conversation:
         msgs = list(self.messages)
         if self.outbox:
             msgs.append({"role": "user", "content": _ordered(self.outbox)})
-        return msgs
+        return with_file_ids(msgs, self.uploads)
 
-    def add_result(self, tool_use_id: str, content: str, *, is_error: bool) -> None:
-        """Answer a pending tool use."""
-        self.outbox.append(
-            {
-                "type": "tool_result",
-                "tool_use_id": tool_use_id,
-                "content": content,
-                "is_error": is_error,
-            }
-        )
+    def add_result(
+        self,
+        tool_use_id: str,
+        content: str,
+        *,
+        is_error: bool,
+        document: dict[str, Any] | None = None,
+    ) -> None:
+        """Answer a pending tool use.
+
+        ``document``: the descriptor of a file the tool read (see ``tools/documents.py``),
+        kept in the block under ``document`` for the model port, which sends it as a
+        document to a model that reads one and never sends the key itself.
+        """
+        block: dict[str, Any] = {
+            "type": "tool_result",
+            "tool_use_id": tool_use_id,
+            "content": content,
+            "is_error": is_error,
+        }
+        if document is not None:
+            block["document"] = document
+        self.outbox.append(block)
         self.pending = [p for p in self.pending if p["id"] != tool_use_id]
+
+
+def with_file_ids(messages: list[dict[str, Any]], uploads: dict[str, str]) -> list[dict[str, Any]]:
+    """``messages`` with each document descriptor naming its upload, if the journal has one.
+
+    The journal (the run's model steps, and those of the runs it was forked from) says
+    which file id holds each file (by SHA-256), so a file is uploaded once per run and its
+    forks, and every request names it the same way. Messages with a descriptor to change
+    are copied; the others (and the conversation) are left as they are.
+    """
+    if not uploads:
+        return messages
+    out = messages
+    for i, message in enumerate(messages):
+        content = message.get("content")
+        if not isinstance(content, list):
+            continue
+        blocks = None
+        for j, block in enumerate(content):
+            document = block.get("document") if isinstance(block, dict) else None
+            if not isinstance(document, dict):
+                continue
+            file_id = uploads.get(str(document.get("sha256")))
+            if file_id is None or document.get("file_id") == file_id:
+                continue
+            blocks = blocks if blocks is not None else list(content)
+            blocks[j] = {**block, "document": {**document, "file_id": file_id}}
+        if blocks is not None:
+            out = out if out is not messages else list(messages)
+            out[i] = {**message, "content": blocks}
+    return out
 
 
 def _ordered(blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -151,6 +202,10 @@ class AgentState:
 
     scalars: Scalars
     conversation: Conversation
+
+    def __post_init__(self) -> None:
+        # The conversation names uploads from the totals' table (snapshotted with them).
+        self.conversation.uploads = self.scalars.uploads
 
     @classmethod
     def initial(cls, goal: str) -> AgentState:
@@ -230,8 +285,12 @@ def _project_tool_result(conv: Conversation, step: Step) -> None:
     if step.status == StepStatus.FAILED:
         conv.add_result(tool_use_id, step.error or "the tool failed", is_error=True)
     else:
+        data = out.get("data")
+        found = data.get("document") if isinstance(data, dict) else None
+        is_error = bool(out.get("is_error"))
+        document = {**found, "seq": step.seq} if isinstance(found, dict) and not is_error else None
         conv.add_result(
-            tool_use_id, str(out.get("content", "")), is_error=bool(out.get("is_error"))
+            tool_use_id, str(out.get("content", "")), is_error=is_error, document=document
         )
 
 
@@ -411,9 +470,13 @@ def _fold_model_step(sc: Scalars, step: Step, out: dict[str, Any]) -> None:
     api = out.get("api")
     if step.status == StepStatus.COMPLETED and isinstance(api, dict) and api.get("message_id"):
         sc.last_message_id = str(api["message_id"])
+    for document in out.get("documents") or []:
+        if isinstance(document, dict) and document.get("file_id") and document.get("sha256"):
+            sc.uploads[str(document["sha256"])] = str(document["file_id"])
 
 
 def apply_step(state: AgentState, step: Step) -> None:
     """Fold one step into both halves of the state."""
     apply_conversation(state.conversation, step)
     apply_scalars(state.scalars, step)
+    state.conversation.uploads = state.scalars.uploads

@@ -29,7 +29,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 import anthropic
@@ -50,6 +50,7 @@ from desktop_agent.domain.errors import (
 )
 from desktop_agent.engine.ports import CancelToken, ModelRequest, ModelResponse
 from desktop_agent.http_client import sdk_client
+from desktop_agent.llm import documents as docs
 from desktop_agent.llm.catalogue import COMPACTION_BETA, SHARED, Catalogue
 from desktop_agent.llm.pacing import (
     MAX_REFILL_S,
@@ -121,12 +122,14 @@ class _AttemptFailedError(Exception):
         *,
         overloaded: bool = False,
         unknown_model: bool = False,
+        file_gone: bool = False,
     ) -> None:
         super().__init__(str(error))
         self.error = error
         self.headers = headers
         self.overloaded = overloaded
         self.unknown_model = unknown_model
+        self.file_gone = file_gone
 
 
 class ClaudeModel:
@@ -201,7 +204,7 @@ class ClaudeModel:
             client = self._client(self._key())
             params = build_params(request, request.model, self.catalogue)
             betas = params.pop("betas", None)
-            for unused in ("max_tokens", "diagnostics", "compaction"):
+            for unused in ("max_tokens", "diagnostics", "compaction", "_documents"):
                 params.pop(unused, None)
             if betas:
                 return int(client.beta.messages.count_tokens(**params, betas=betas).input_tokens)
@@ -271,6 +274,10 @@ class ClaudeModel:
                 on_usage(counted, model_info(model).cost(counted, cache_write_1h_tokens=_1h(usage)))
 
         attempt = 0
+        run_id = idempotency_key.split(":")[0]
+        file_ids: dict[str, str] = {}  # SHA-256 -> file id, uploaded or found by this call
+        refreshed = False  # files uploaded again after the API said they were gone
+        sent: list[dict[str, JSON]] = []  # the documents of the last request, in order
         while True:
             bucket = f"{key_id}:{model}"
             ticket = self.pacer.reserve(
@@ -283,16 +290,17 @@ class ClaudeModel:
                     log.info("pacing: waiting %.1fs before calling %s", ticket.delay, model)
                     if cancel.wait(ticket.delay):
                         raise RunCancelled("cancelled while waiting for the rate limit")
-                message, headers = self._stream_once(
-                    client,
-                    build_params(request, model, self.catalogue),
-                    emit,
-                    cancel,
-                    key,
-                    spent,
-                )
+                self._upload_pending(client, request, model, file_ids, run_id, key)
+                params = build_params(request, model, self.catalogue, file_ids)
+                sent = list(params.get("_documents") or [])
+                message, headers = self._stream_once(client, params, emit, cancel, key, spent)
             except _AttemptFailedError as failure:
                 self.pacer.release(ticket, failure.headers)
+                if failure.file_gone and not refreshed and not streamed and sent:
+                    # A file named by id expired or was deleted: upload it again, once.
+                    refreshed = True
+                    self._upload_again(client, request, sent, file_ids, run_id, key)
+                    continue
                 model, attempt = self._after_failure(
                     failure, request, model, bucket, attempt, streamed, cancel, idempotency_key
                 )
@@ -303,7 +311,126 @@ class ClaudeModel:
             self.pacer.release(ticket, headers)
             with self._lock:
                 self._overloads.pop(model, None)
-            return _response(message, model, self.catalogue)
+            response = _response(message, model, self.catalogue)
+            if sent:
+                response = replace(response, details={**response.details, "documents": sent})
+            return response
+
+    # ------------------------------------------------------------------ documents
+
+    def _upload_pending(
+        self,
+        client: anthropic.Anthropic,
+        request: ModelRequest,
+        model: str,
+        file_ids: dict[str, str],
+        run_id: str,
+        key: str,
+    ) -> None:
+        """Upload the large documents the model reads that have no file id yet."""
+        entry = self.catalogue.entry(model)
+        for descriptor in docs.pending_uploads(request.messages, entry, file_ids):
+            file_id = self._upload(client, descriptor, run_id, key, look_first=True)
+            if file_id is not None:
+                file_ids[str(descriptor["sha256"])] = file_id
+
+    def _upload_again(
+        self,
+        client: anthropic.Anthropic,
+        request: ModelRequest,
+        sent: list[dict[str, JSON]],
+        file_ids: dict[str, str],
+        run_id: str,
+        key: str,
+    ) -> None:
+        """Upload again each file of the request the API no longer has (gone or expired).
+
+        Raises:
+            DesktopAgentError: the API refused or could not be reached (no retry here).
+        """
+        try:
+            self._replace_gone(client, request, sent, file_ids, run_id, key)
+        except _AttemptFailedError as again:
+            raise again.error from None
+
+    def _replace_gone(
+        self,
+        client: anthropic.Anthropic,
+        request: ModelRequest,
+        sent: list[dict[str, JSON]],
+        file_ids: dict[str, str],
+        run_id: str,
+        key: str,
+    ) -> None:
+        by_sha = {str(d.get("sha256")): d for d in docs.descriptors(request.messages)}
+        for document in sent:
+            file_id = document.get("file_id")
+            descriptor = by_sha.get(str(document.get("sha256")))
+            if not isinstance(file_id, str) or descriptor is None:
+                continue
+            if self._file_alive(client, file_id, key):
+                continue
+            log.info("file %s is gone: uploading %s again", file_id, document.get("title"))
+            fresh = self._upload(client, descriptor, run_id, key, look_first=True)
+            if fresh is not None:
+                file_ids[str(descriptor["sha256"])] = fresh
+
+    def _file_alive(self, client: anthropic.Anthropic, file_id: str, key: str) -> bool:
+        try:
+            meta = client.beta.files.retrieve_metadata(file_id, betas=[docs.FILES_BETA])
+        except anthropic.NotFoundError:
+            return False
+        except anthropic.APIStatusError as exc:
+            error, overloaded = status_error(exc, key, self.clock(), self.catalogue)
+            raise _AttemptFailedError(
+                error, _lower(exc.response.headers), overloaded=overloaded
+            ) from None
+        except anthropic.APIConnectionError as exc:
+            raise _AttemptFailedError(
+                ApiConnectionError(f"cannot reach the model API: {exc.message}"), {}
+            ) from None
+        return meta.expires_at is None or not docs._expired(meta.expires_at)
+
+    def _upload(
+        self,
+        client: anthropic.Anthropic,
+        descriptor: Mapping[str, Any],
+        run_id: str,
+        key: str,
+        *,
+        look_first: bool,
+    ) -> str | None:
+        """The file id of ``descriptor``'s file, uploaded under :func:`docs.upload_name`.
+
+        An upload is an effect the API takes no key for: before it, the API's list of
+        files is read for this run's upload of the same file (one made by an attempt that
+        crashed before its outcome was recorded). None when the file's copy is gone (the
+        document stays the tool's text).
+        """
+        data = docs.read_blob(descriptor)
+        if data is None:
+            log.warning("the copy of %s kept for upload is gone", descriptor.get("title"))
+            return None
+        name = docs.upload_name(run_id, descriptor)
+        media = str(descriptor.get("media_type") or docs.PDF)
+        try:
+            if look_first:
+                found = docs.find_upload(client.beta.files, name, len(data))
+                if found is not None:
+                    return found
+            meta = client.beta.files.upload(file=(name, data, media), betas=[docs.FILES_BETA])
+        except anthropic.APIStatusError as exc:
+            error, overloaded = status_error(exc, key, self.clock(), self.catalogue)
+            raise _AttemptFailedError(
+                error, _lower(exc.response.headers), overloaded=overloaded
+            ) from None
+        except anthropic.APIConnectionError as exc:
+            raise _AttemptFailedError(
+                ApiConnectionError(f"cannot reach the model API to upload a file: {exc.message}"),
+                {},
+            ) from None
+        log.info("uploaded %s as %s (%d bytes)", descriptor.get("title"), meta.id, len(data))
+        return str(meta.id)
 
     # ------------------------------------------------------------------ batches
 
@@ -318,6 +445,7 @@ class ClaudeModel:
         if entry is not None and not entry.has("batch"):
             return None
         params: dict[str, JSON] = build_params(request, request.model, self.catalogue)
+        params.pop("_documents", None)
         return params
 
     def batch_response(self, request: ModelRequest, result: JSON) -> ModelResponse:
@@ -459,6 +587,7 @@ class ClaudeModel:
         headers: dict[str, str] = {}
         params = dict(params)
         betas = params.pop("betas", None)
+        params.pop("_documents", None)
         opened = (
             client.beta.messages.stream(**params, betas=betas)
             if betas
@@ -477,11 +606,13 @@ class ClaudeModel:
                 message = stream.get_final_message()
         except anthropic.APIStatusError as exc:
             error, overloaded = status_error(exc, key, self.clock(), self.catalogue)
+            gone = _file_gone(exc)
             raise _AttemptFailedError(
                 error,
                 headers or _lower(exc.response.headers),
                 overloaded=overloaded,
-                unknown_model=exc.status_code == 404,
+                unknown_model=exc.status_code == 404 and not gone,
+                file_gone=gone,
             ) from None
         except anthropic.APITimeoutError:
             raise _AttemptFailedError(
@@ -535,7 +666,10 @@ def _show(event: Any, emit: Callable[[str], None]) -> None:
 
 
 def build_params(
-    request: ModelRequest, model: str, catalogue: Catalogue | None = None
+    request: ModelRequest,
+    model: str,
+    catalogue: Catalogue | None = None,
+    file_ids: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """Keyword arguments of ``messages.stream`` for ``request`` sent to ``model``.
 
@@ -546,6 +680,10 @@ def build_params(
     to one model: thinking blocks another model wrote are left out (a model is bound to its
     own blocks), and the messages' ``model`` labels are removed. A ``betas`` key lists the
     beta headers the request needs (the caller sends them through ``client.beta``).
+
+    Tool results that carry a file become ``document`` blocks where the model takes them
+    (:func:`desktop_agent.llm.documents.prepare`, ``file_ids`` naming uploads); the key
+    ``_documents`` then lists them in ``document_index`` order (the caller removes it).
     """
     entry = (catalogue or SHARED).entry(model)
     info = model_info(model)
@@ -562,7 +700,8 @@ def build_params(
         params["system"] = [{"type": "text", "text": request.system, "cache_control": dict(cache)}]
         breakpoints += 1
     messages = own_thinking_only(request.messages, entry.id if entry else model, catalogue)
-    params["messages"] = with_breakpoints(messages, MAX_BREAKPOINTS - breakpoints, cache)
+    prepared = docs.prepare(messages, entry, file_ids or {})
+    params["messages"] = with_breakpoints(prepared.messages, MAX_BREAKPOINTS - breakpoints, cache)
     effort = request.effort if entry is not None and entry.accepts_effort(request.effort) else ""
     thinking = thinking_param(entry, request.thinking_budget > 0, effort or info.default_effort)
     if thinking is not None:
@@ -579,6 +718,10 @@ def build_params(
         betas.append(COMPACTION_BETA)
     if not request.compaction:
         params["diagnostics"] = {"previous_message_id": request.previous_message_id}
+    if prepared.files:
+        betas.append(docs.FILES_BETA)
+    if prepared.documents:
+        params["_documents"] = prepared.documents
     if betas:
         params["betas"] = betas
     return params
@@ -826,6 +969,17 @@ def _response(
         thinking=thinking,
         details=_details(message),
     )
+
+
+def _file_gone(exc: anthropic.APIStatusError) -> bool:
+    """Whether the API refused a request because a file it names expired or is unknown."""
+    body = exc.body if isinstance(exc.body, dict) else {}
+    error = body.get("error") if isinstance(body.get("error"), dict) else body
+    details = error.get("details") if isinstance(error, dict) else None
+    if isinstance(details, dict) and details.get("error_code") == "file_expired":
+        return True
+    text = str(exc.api_message or exc.message).lower()
+    return exc.status_code in (400, 404) and "file_id" in text and "not found" in text
 
 
 def _block(block: Any) -> dict[str, JSON]:

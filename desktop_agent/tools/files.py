@@ -9,8 +9,9 @@ from pathlib import Path
 
 from pydantic import Field
 
-from desktop_agent.domain import EffectClass
+from desktop_agent.domain import JSON, EffectClass
 from desktop_agent.engine.ports import ToolContext, ToolInputError, ToolResult
+from desktop_agent.tools import documents
 from desktop_agent.tools.base import ToolArgs, TypedTool, result
 from desktop_agent.tools.workspace import confine, relative
 
@@ -144,9 +145,29 @@ class ReadFile(TypedTool[ReadArgs]):
             rest = len(text) - args.offset - MAX_READ_CHARS
             chunk += f"\n[... {rest} more characters; offset={args.offset + MAX_READ_CHARS}]"
         digest = sha256_of(path)
+        data: dict[str, JSON] = {"sha256": digest}
         if args.offset == 0:
             chunk += f"\n[file sha256: {digest[:16]}]"
-        return result(chunk, data={"sha256": digest})
+            document = _document(path, args.path, ctx)
+            if document is not None:
+                data["document"] = document
+        return result(chunk, data=data)
+
+
+def _document(path: Path, shown: str, ctx: ToolContext) -> dict[str, JSON] | None:
+    """The file as a document for models that read one (``tools/documents.py``)."""
+    suffix = path.suffix.lower()
+    if suffix == ".pdf":
+        media = documents.PDF
+    elif suffix in _TEXT_SUFFIXES:
+        media = documents.TEXT
+    else:
+        return None
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    return documents.descriptor(ctx.workspace, data, path=shown, media_type=media)
 
 
 class SearchArgs(ToolArgs):

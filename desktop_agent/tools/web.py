@@ -6,7 +6,8 @@ again like the first URL, and each address a name resolves to tried in turn unti
 answers (see :mod:`desktop_agent.tools.net`). HTML becomes readable Markdown through
 trafilatura, which keeps the main content and drops navigation, footers and ads, so the
 model reads (and pays for) the article rather than the page chrome. PDFs become text with
-pypdf.
+pypdf, and the PDF itself is kept as a document (``tools/documents.py``) that a model
+reading documents with citations gets instead of the text.
 
 Each run keeps what it fetched under ``<workspace>/.cache/web/<run id>/``: asking for the
 same URL again in the same run costs nothing, and a step repeated after a crash reads the
@@ -29,7 +30,7 @@ from pydantic import Field
 
 from desktop_agent.domain import JSON, EffectClass
 from desktop_agent.engine.ports import ToolContext, ToolInputError, ToolResult
-from desktop_agent.tools import net
+from desktop_agent.tools import documents, net
 from desktop_agent.tools.base import ToolArgs, TypedTool, result
 from desktop_agent.tools.workspace import confine
 
@@ -61,10 +62,12 @@ class Page:
     text: str
     truncated: bool
     fetched_at: float
+    document: dict[str, JSON] | None = None
 
     def to_json(self) -> dict[str, JSON]:
         """Plain dict for the cache file."""
         return {
+            "document": self.document,
             "url": self.url,
             "final_url": self.final_url,
             "status": self.status,
@@ -85,6 +88,7 @@ class Page:
             text=str(data["text"]),
             truncated=bool(data["truncated"]),
             fetched_at=float(data["fetched_at"]),
+            document=data["document"] if isinstance(data.get("document"), dict) else None,
         )
 
 
@@ -165,6 +169,11 @@ def fetch(url: str, ctx: ToolContext) -> Page:
                 body, truncated = _read_capped(resp, cap, deadline)
                 content_type = resp.headers.get("content-type", "").split(";")[0].strip().lower()
                 text = _to_text(body, content_type, resp.encoding, str(current))
+                document = None
+                if _is_pdf(body, content_type) and not truncated and resp.status_code < 400:
+                    document = documents.descriptor(
+                        ctx.workspace, body, path=str(current), media_type=documents.PDF
+                    )
                 return Page(
                     url=url,
                     final_url=str(current),
@@ -173,6 +182,7 @@ def fetch(url: str, ctx: ToolContext) -> Page:
                     text=text,
                     truncated=truncated,
                     fetched_at=ctx.clock.now(),
+                    document=document,
                 )
             finally:
                 resp.close()
@@ -192,8 +202,12 @@ def _read_capped(resp: httpx2.Response, cap: int, deadline: float) -> tuple[byte
         raise FetchFailedError(f"connection failed while reading {resp.url}: {cut.cause}") from None
 
 
+def _is_pdf(body: bytes, content_type: str) -> bool:
+    return content_type == "application/pdf" or body.startswith(b"%PDF-")
+
+
 def _to_text(body: bytes, content_type: str, encoding: str | None, url: str) -> str:
-    if content_type == "application/pdf" or body.startswith(b"%PDF-"):
+    if _is_pdf(body, content_type):
         return _pdf_text(body)
     text = body.decode(encoding or "utf-8", errors="replace")
     if content_type in ("text/html", "application/xhtml+xml") or (
@@ -260,11 +274,10 @@ def _render(page: Page, offset: int, cached: bool) -> ToolResult:
         rest = len(text) - offset - MAX_CHARS
         body += f"\n[... {rest} more characters; offset={offset + MAX_CHARS}]"
     content = "\n".join(head) + "\n\n" + (body or "(no text)")
-    return result(
-        content,
-        error=page.status >= 400,
-        data={"url": page.final_url, "status": page.status, "cached": cached},
-    )
+    data: dict[str, JSON] = {"url": page.final_url, "status": page.status, "cached": cached}
+    if page.document is not None and offset == 0:
+        data["document"] = page.document
+    return result(content, error=page.status >= 400, data=data)
 
 
 def _cache_path(ctx: ToolContext, url: str) -> Path | None:

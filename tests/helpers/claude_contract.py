@@ -134,6 +134,13 @@ BETA_BLOCK_BINDING: Final = "thinking-binding-controls-2026-08-01"
 BETA_TASK_BUDGETS: Final = "task-budgets-2026-03-13"
 BETA_DISPLAY_UPDATES: Final = "thinking-display-updates-2026-08-18"
 """Third-party docs only: ``thinking.display: "updates"`` needs it (unconfirmed)."""
+BETA_FILES: Final = "files-api-2025-04-14"
+"""The Files API pages: every Files API call, and a request naming a ``file_id``, sends it."""
+FILE_MAX_BYTES: Final = 500 * 1024 * 1024
+"""The Files API's largest file (500 MB)."""
+REQUEST_MAX_BYTES: Final = 32 * 1024 * 1024
+"""The Messages API's largest request body (32 MB; the PDF support page's limit)."""
+DOCUMENT_MEDIA: Final = {"base64": "application/pdf", "text": "text/plain"}
 
 THINKING_BLOCKS: Final = frozenset({"thinking", "redacted_thinking"})
 
@@ -491,7 +498,11 @@ def beta_headers(headers: Mapping[str, str]) -> frozenset[str]:
 
 
 def validate(
-    body: Mapping[str, Any], headers: Mapping[str, str], *, count_tokens: bool = False
+    body: Mapping[str, Any],
+    headers: Mapping[str, str],
+    *,
+    count_tokens: bool = False,
+    files: Mapping[str, FileRecord] | None = None,
 ) -> ApiError | None:
     """The error the API answers to this ``POST /v1/messages`` body, or ``None``.
 
@@ -504,6 +515,8 @@ def validate(
         headers: the request headers (``anthropic-beta`` is read).
         count_tokens: the body is a ``POST /v1/messages/count_tokens`` one: no
             ``max_tokens``, and ``compaction`` is accepted and ignored.
+        files: the Files API's files by id, for ``document`` blocks with a ``file``
+            source (see :func:`check_documents`).
     """
     model = body.get("model")
     if not isinstance(model, str) or not model:
@@ -530,6 +543,10 @@ def validate(
         error = check(body, rules, betas, model)
         if error is not None:
             return error
+        if check is _check_messages:
+            error = check_documents(body, rules, betas, files or {})
+            if error is not None:
+                return error
     return None
 
 
@@ -889,6 +906,211 @@ def _cache_marks(body: Mapping[str, Any]) -> list[tuple[str, Any]]:
     if body.get("cache_control") is not None:
         marks.append(("cache_control", body["cache_control"]))
     return marks
+
+
+# --------------------------------------------------------------------------- documents
+
+
+@dataclass
+class FileRecord:
+    """A file of the Files API, as the fake keeps it.
+
+    Attributes:
+        id: ``file_...``.
+        filename: the upload's file name.
+        mime_type: its MIME type.
+        data: its bytes.
+        created_at: RFC 3339 time of the upload.
+        expired: its ``expires_at`` passed (a test sets it): the bytes are gone.
+    """
+
+    id: str
+    filename: str
+    mime_type: str
+    data: bytes
+    created_at: str
+    expired: bool = False
+
+    def metadata(self) -> dict[str, Any]:
+        """The ``FileMetadata`` object the API answers."""
+        return {
+            "id": self.id,
+            "type": "file",
+            "filename": self.filename,
+            "mime_type": self.mime_type,
+            "size_bytes": len(self.data),
+            "created_at": self.created_at,
+            "downloadable": False,
+            "expires_at": "2000-01-01T00:00:00Z" if self.expired else None,
+        }
+
+
+@dataclass(frozen=True)
+class Document:
+    """A ``document`` block of a request, in ``document_index`` order.
+
+    Attributes:
+        where: its path (``messages.1.content.0.content.1``).
+        kind: ``pdf`` or ``text``.
+        title: its ``title`` (None when absent).
+        data: the PDF's bytes, or the text (UTF-8).
+        file_id: the ``file`` source's id, if it had one.
+        citations: whether ``citations.enabled`` is true.
+    """
+
+    where: str
+    kind: str
+    title: str | None
+    data: bytes
+    file_id: str | None
+    citations: bool
+
+
+def _document_blocks(body: Mapping[str, Any]) -> list[tuple[str, str, Mapping[str, Any]]]:
+    """(path, role, block) of every ``document`` block, in the order the model reads them.
+
+    Documents are found at a message's top level and inside ``tool_result`` content.
+    """
+    found: list[tuple[str, str, Mapping[str, Any]]] = []
+    messages = body.get("messages")
+    for i, message in enumerate(messages if isinstance(messages, list) else []):
+        if not isinstance(message, Mapping):
+            continue
+        role = str(message.get("role"))
+        content = message.get("content")
+        for j, block in enumerate(content if isinstance(content, list) else []):
+            if not isinstance(block, Mapping):
+                continue
+            if block.get("type") == "document":
+                found.append((f"messages.{i}.content.{j}", role, block))
+            inner = block.get("content") if block.get("type") == "tool_result" else None
+            for k, part in enumerate(inner if isinstance(inner, list) else []):
+                if isinstance(part, Mapping) and part.get("type") == "document":
+                    found.append((f"messages.{i}.content.{j}.content.{k}", role, part))
+    return found
+
+
+def documents(body: Mapping[str, Any], files: Mapping[str, FileRecord]) -> list[Document]:
+    """The request's documents in ``document_index`` order (call after :func:`validate`)."""
+    out: list[Document] = []
+    for where, _, block in _document_blocks(body):
+        source = block["source"]
+        kind = source["type"]
+        file_id = None
+        if kind == "file":
+            file_id = str(source["file_id"])
+            record = files[file_id]
+            data = record.data
+            pdf = record.mime_type == "application/pdf"
+        elif kind == "base64":
+            data = base64.b64decode(str(source["data"]))
+            pdf = True
+        else:
+            data = str(source["data"]).encode()
+            pdf = False
+        title = block.get("title")
+        citations = block.get("citations")
+        out.append(
+            Document(
+                where=where,
+                kind="pdf" if pdf else "text",
+                title=str(title) if title is not None else None,
+                data=data,
+                file_id=file_id,
+                citations=isinstance(citations, Mapping) and citations.get("enabled") is True,
+            )
+        )
+    return out
+
+
+def check_documents(
+    body: Mapping[str, Any],
+    rules: ModelRules,
+    betas: frozenset[str],
+    files: Mapping[str, FileRecord],
+) -> ApiError | None:
+    """The refusal of a request's ``document`` blocks, if any (see the module docstring)."""
+    model = rules.id
+    blocks = _document_blocks(body)
+    enabled: set[bool] = set()
+    for where, role, block in blocks:
+        if role != "user":
+            return _bad(f"{where}: `document` blocks are only accepted in user messages.")
+        source = block.get("source")
+        if not isinstance(source, Mapping):
+            return _bad(f"{where}.source: Field required")
+        kind = source.get("type")
+        if kind not in ("base64", "text", "file"):
+            return _bad(
+                f"{where}.source.type: Input should be 'base64', 'text', 'content', 'url' or "
+                f"'file', got {kind!r}"
+            )
+        error = _check_source(where, source, str(kind), betas, files)
+        if error is not None:
+            return error
+        pdf = kind == "base64" or (
+            kind == "file" and files[str(source["file_id"])].mime_type == "application/pdf"
+        )
+        if pdf and not rules.pdf_input:
+            return _bad(f"{where}: PDF input is not supported on {model}.")
+        citations = block.get("citations")
+        if citations is not None:
+            if not isinstance(citations, Mapping) or not isinstance(citations.get("enabled"), bool):
+                return _bad(f'{where}.citations: expected {{"enabled": <boolean>}}')
+            if citations["enabled"] and not rules.citations:
+                return _bad(f"{where}.citations: citations are not supported on {model}.")
+        enabled.add(isinstance(citations, Mapping) and citations.get("enabled") is True)
+        title = block.get("title")
+        if title is not None and (not isinstance(title, str) or not 1 <= len(title) <= 500):
+            return _bad(f"{where}.title: String should have between 1 and 500 characters")
+    if len(enabled) > 1:
+        return _bad("Citations must be enabled on all or none of the documents within a request.")
+    return None
+
+
+def _check_source(
+    where: str,
+    source: Mapping[str, Any],
+    kind: str,
+    betas: frozenset[str],
+    files: Mapping[str, FileRecord],
+) -> ApiError | None:
+    if kind == "file":
+        file_id = source.get("file_id")
+        if not isinstance(file_id, str) or not file_id:
+            return _bad(f"{where}.source.file_id: Field required")
+        if BETA_FILES not in betas:
+            return _bad(_msg_beta(f"{where}.source: a `file` source", BETA_FILES))
+        record = files.get(file_id)
+        if record is None:
+            return _bad(f"{where}.source.file_id: File not found: {file_id}")
+        if record.expired:
+            return _bad(
+                f"{where}.source.file_id: the file {file_id} has expired and its content is no "
+                "longer available.",
+                "file_expired",
+            )
+        if record.mime_type not in ("application/pdf", "text/plain"):
+            return _bad(
+                f"{where}.source.file_id: a document's file must be application/pdf or "
+                f"text/plain, not {record.mime_type}."
+            )
+        return None
+    media = source.get("media_type")
+    expected = DOCUMENT_MEDIA[kind]
+    if media != expected:
+        return _bad(f"{where}.source.media_type: Input should be '{expected}'")
+    data = source.get("data")
+    if not isinstance(data, str):
+        return _bad(f"{where}.source.data: Input should be a valid string")
+    if kind == "base64":
+        try:
+            raw = base64.b64decode(data, validate=True)
+        except (binascii.Error, ValueError):
+            return _bad(f"{where}.source.data: The PDF specified was not valid.")
+        if not raw.startswith(b"%PDF-"):
+            return _bad(f"{where}.source.data: The PDF specified was not valid.")
+    return None
 
 
 # --------------------------------------------------------------------------- canonical form

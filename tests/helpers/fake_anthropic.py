@@ -35,6 +35,7 @@ Child processes reach it through ``ANTHROPIC_BASE_URL`` (see :attr:`FakeAnthropi
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import secrets
 import threading
@@ -44,6 +45,8 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from email import policy as email_policy
+from email.parser import BytesParser
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
@@ -114,13 +117,32 @@ class Compaction:
 
 
 @dataclass
+class Cited:
+    """A text block citing a document of the request.
+
+    In strict mode, when the request's document number ``document`` (``document_index``
+    order) has citations enabled, the block carries one citation of it: a
+    ``page_location`` of page ``page`` for a PDF (``end_page_number`` is exclusive, as the
+    API's), a ``char_location`` of ``chars`` (start, exclusive end; the whole text when
+    None) for a text document, with the ``cited_text`` read from the document itself.
+    Otherwise (no such document, citations off, ``strict=False``) it is plain text.
+    """
+
+    text: str
+    document: int = 0
+    page: int = 1
+    chars: tuple[int, int] | None = None
+    chunk: int = 12
+
+
+@dataclass
 class Raw:
     """Any other block (e.g. a server tool's result), sent whole in ``content_block_start``."""
 
     block: dict[str, Any]
 
 
-Block = Text | ToolUse | Thinking | RedactedThinking | Compaction | Raw
+Block = Text | Cited | ToolUse | Thinking | RedactedThinking | Compaction | Raw
 
 
 @dataclass
@@ -258,7 +280,7 @@ class _Out:
     """One block of an answer: its ``content_block_start``, its deltas, its final form."""
 
     start: dict[str, Any]
-    pieces: list[tuple[str, str, str]]
+    pieces: list[tuple[str, str, Any]]
     final: dict[str, Any]
 
 
@@ -318,6 +340,8 @@ class FakeAnthropic:
         hold_batches: new batches stay ``in_progress`` until :meth:`release_batches`.
         batch_max_requests, batch_max_bytes: the API's limits of one batch (tests may use
             small ones).
+        max_request_bytes: the largest ``POST /v1/messages`` body (413 above it).
+        file_max_bytes: the largest file the Files API takes (413 above it).
 
     Attributes:
         requests: the model calls in order: ``POST /v1/messages`` requests (and unknown
@@ -339,6 +363,8 @@ class FakeAnthropic:
         hold_batches: bool = False,
         batch_max_requests: int = fake_batches.MAX_REQUESTS,
         batch_max_bytes: int = fake_batches.MAX_BYTES,
+        max_request_bytes: int = contract.REQUEST_MAX_BYTES,
+        file_max_bytes: int = contract.FILE_MAX_BYTES,
     ) -> None:
         self.script: Sequence[Reply] | Script = (
             script if script is not None else [Stream([Text("ok")])]
@@ -361,6 +387,10 @@ class FakeAnthropic:
             max_requests=batch_max_requests,
             max_bytes=batch_max_bytes,
         )
+        self.max_request_bytes = max_request_bytes
+        self.file_max_bytes = file_max_bytes
+        self._files: dict[str, contract.FileRecord] = {}
+        self._uploads: list[str] = []
         self._running = False
         self._bind(0)
         self._port = int(self._server.server_address[1])
@@ -377,6 +407,9 @@ class FakeAnthropic:
 
             def do_GET(self) -> None:
                 fake._handle_get(self)
+
+            def do_DELETE(self) -> None:
+                fake._handle_delete(self)
 
         self._server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self._server.daemon_threads = True
@@ -505,6 +538,30 @@ class FakeAnthropic:
             last=lambda: f"{self.batches_created} batches",
         )
 
+    # ------------------------------------------------------------------ files (tests)
+
+    @property
+    def uploads(self) -> list[str]:
+        """The file names of the successful uploads (``POST /v1/files``), in order."""
+        with self._lock:
+            return list(self._uploads)
+
+    @property
+    def files(self) -> dict[str, contract.FileRecord]:
+        """The Files API's files by id (deleted ones are gone)."""
+        with self._lock:
+            return dict(self._files)
+
+    def expire_file(self, file_id: str) -> None:
+        """Make a file expire now (a request naming it gets ``file_expired``)."""
+        with self._lock:
+            self._files[file_id].expired = True
+
+    def forget_file(self, file_id: str) -> None:
+        """Remove a file as if deleted elsewhere (a request naming it: file not found)."""
+        with self._lock:
+            del self._files[file_id]
+
     def bodies(self) -> list[dict[str, Any]]:
         """Bodies of the requests received so far."""
         with self._lock:
@@ -556,6 +613,10 @@ class FakeAnthropic:
         except ValueError:
             body = None
         path = urlsplit(h.path).path
+        if path.rstrip("/") == "/v1/files":
+            request, _ = self._record(h, {"size": len(raw)}, side=True)
+            self._upload(h, request, raw)
+            return
         batches = _batch_route(path)
         side = path == "/v1/messages/count_tokens" or batches is not None
         request, index = self._record(h, body if isinstance(body, dict) else {}, side=side)
@@ -571,7 +632,9 @@ class FakeAnthropic:
             return
         if not self._authorized(h, request):
             return
-        if not isinstance(body, dict):
+        if len(raw) > self.max_request_bytes:
+            self._error(h, request, _too_large())
+        elif not isinstance(body, dict):
             self._error(h, request, ApiError(400, "invalid_request_error", "invalid JSON"))
         elif path == "/v1/messages/count_tokens":
             self._count_tokens(h, request)
@@ -581,6 +644,10 @@ class FakeAnthropic:
     def _handle_get(self, h: BaseHTTPRequestHandler) -> None:
         request, _ = self._record(h, {}, side=True)
         parts = urlsplit(h.path)
+        if parts.path.rstrip("/") == "/v1/files" or parts.path.startswith("/v1/files/"):
+            if self._authorized(h, request) and self._files_beta(h, request):
+                self._read_files(h, request, parts.path, parse_qs(parts.query))
+            return
         batches = _batch_route(parts.path)
         if batches is not None and batches[-1:] != ("cancel",):
             if self._authorized(h, request):
@@ -609,7 +676,7 @@ class FakeAnthropic:
     def _count_tokens(self, h: BaseHTTPRequestHandler, request: Request) -> None:
         body = request.body
         if self.strict:
-            error = contract.validate(body, request.headers, count_tokens=True)
+            error = contract.validate(body, request.headers, count_tokens=True, files=self.files)
             if error is not None:
                 self._error(h, request, error)
                 return
@@ -625,9 +692,12 @@ class FakeAnthropic:
         the script, the message with its usage and signatures.
         """
         binding: Binding | None = None
+        docs: list[contract.Document] = []
         if self.strict:
-            error = contract.validate(body, headers)
+            files = self.files
+            error = contract.validate(body, headers, files=files)
             if error is None:
+                docs = contract.documents(body, files)
                 binding = contract.check_binding(body, self.signer)
                 error = binding.error
             if error is not None:
@@ -637,7 +707,7 @@ class FakeAnthropic:
             return _Outcome(status=reply)
         if not self.strict and not batched and not body.get("stream"):
             return _Outcome(error=ApiError(400, "invalid_request_error", "the fake only streams"))
-        message, outs = self._answer(reply, body, binding)
+        message, outs = self._answer(reply, body, binding, docs)
         return _Outcome(reply=reply, message=message, outs=outs)
 
     def _messages(self, h: BaseHTTPRequestHandler, request: Request, index: int) -> None:
@@ -667,6 +737,97 @@ class FakeAnthropic:
         except (BrokenPipeError, ConnectionResetError):
             with self._lock:
                 self.disconnects += 1
+
+    # ------------------------------------------------------------------ files (HTTP)
+
+    def _files_beta(self, h: BaseHTTPRequestHandler, request: Request) -> bool:
+        if contract.BETA_FILES in contract.beta_headers(request.headers):
+            return True
+        self._error(h, request, contract._bad(contract._msg_beta("files", contract.BETA_FILES)))
+        return False
+
+    def _upload(self, h: BaseHTTPRequestHandler, request: Request, raw: bytes) -> None:
+        """``POST /v1/files`` (multipart ``file``): the file's metadata."""
+        if len(raw) > self.file_max_bytes:  # refused in front of the API, as a large request
+            self._error(h, request, _too_large())
+            return
+        if not self._authorized(h, request) or not self._files_beta(h, request):
+            return
+        part = _multipart_file(h.headers.get("content-type", ""), raw)
+        if part is None:
+            self._error(h, request, contract._bad("file: Field required"))
+            return
+        filename, mime_type, data = part
+        if len(data) > self.file_max_bytes:
+            self._error(h, request, _too_large())
+            return
+        created = datetime.fromtimestamp(self.clock(), UTC).isoformat().replace("+00:00", "Z")
+        record = contract.FileRecord(
+            f"file_{uuid.uuid4().hex[:24]}", filename, mime_type, data, created
+        )
+        with self._lock:
+            self._files[record.id] = record
+            self._uploads.append(filename)
+            request.body = {"filename": filename, "size": len(data), "mime_type": mime_type}
+        self._json(h, request, record.metadata())
+
+    def _read_files(
+        self,
+        h: BaseHTTPRequestHandler,
+        request: Request,
+        path: str,
+        query: dict[str, list[str]],
+    ) -> None:
+        """``GET /v1/files`` (newest first, ``limit``, ``page``) and ``/v1/files/{id}``."""
+        rest = unquote(path[len("/v1/files") :].strip("/"))
+        with self._lock:
+            files = sorted(self._files.values(), key=lambda f: f.created_at, reverse=True)
+            record = self._files.get(rest) if rest else None
+        if rest:
+            if record is None:
+                self._error(h, request, ApiError(404, "not_found_error", f"File not found: {rest}"))
+            else:
+                self._json(h, request, record.metadata())
+            return
+        try:
+            limit = int(query.get("limit", ["20"])[0])
+            start = int(query.get("page", ["page_0"])[0].removeprefix("page_"))
+        except ValueError:
+            self._error(h, request, contract._bad("page: not a page cursor of this list"))
+            return
+        if not 1 <= limit <= 1000:
+            self._error(h, request, contract._bad("limit: Input should be between 1 and 1000"))
+            return
+        page = [f.metadata() for f in files[start : start + limit]]
+        more = start + limit < len(files)
+        self._json(
+            h,
+            request,
+            {
+                "data": page,
+                "has_more": more,
+                "first_id": page[0]["id"] if page else None,
+                "last_id": page[-1]["id"] if page else None,
+                "next_page": f"page_{start + limit}" if more else None,
+            },
+        )
+
+    def _handle_delete(self, h: BaseHTTPRequestHandler) -> None:
+        """``DELETE /v1/files/{id}``."""
+        request, _ = self._record(h, {}, side=True)
+        path = urlsplit(h.path).path
+        if not path.startswith("/v1/files/"):
+            self._error(h, request, ApiError(404, "not_found_error", f"no route {h.path}"))
+            return
+        if not self._authorized(h, request) or not self._files_beta(h, request):
+            return
+        file_id = unquote(path[len("/v1/files/") :].strip("/"))
+        with self._lock:
+            gone = self._files.pop(file_id, None)
+        if gone is None:
+            self._error(h, request, ApiError(404, "not_found_error", f"File not found: {file_id}"))
+        else:
+            self._json(h, request, {"id": file_id, "type": "file_deleted"})
 
     # ------------------------------------------------------------------ batches (HTTP)
 
@@ -776,7 +937,11 @@ class FakeAnthropic:
     # ------------------------------------------------------------------ answers
 
     def _answer(
-        self, reply: Stream, body: dict[str, Any], binding: Binding | None
+        self,
+        reply: Stream,
+        body: dict[str, Any],
+        binding: Binding | None,
+        docs: Sequence[contract.Document] = (),
     ) -> tuple[dict[str, Any], list[_Out]]:
         """The message (without content) and its blocks."""
         model = str(body.get("model", "claude"))
@@ -787,7 +952,7 @@ class FakeAnthropic:
             outs = [self._compaction_out(_summary(reply, seen), binding)]
             stop = "compaction"
         else:
-            outs = self._blocks(reply, body, binding)
+            outs = self._blocks(reply, body, binding, docs)
             uses_tool = any(o.final.get("type") == "tool_use" for o in outs)
             stop = reply.stop_reason or ("tool_use" if uses_tool else "end_turn")
         message_id = f"msg_{uuid.uuid4().hex[:24]}"
@@ -809,7 +974,13 @@ class FakeAnthropic:
             self._fingerprints[message_id] = _fingerprint(seen)
         return message, outs
 
-    def _blocks(self, reply: Stream, body: dict[str, Any], binding: Binding | None) -> list[_Out]:
+    def _blocks(
+        self,
+        reply: Stream,
+        body: dict[str, Any],
+        binding: Binding | None,
+        docs: Sequence[contract.Document] = (),
+    ) -> list[_Out]:
         if binding is None:
             return [_lenient_out(block) for block in reply.blocks]
         rules = contract.resolve(str(body["model"]))
@@ -842,6 +1013,8 @@ class FakeAnthropic:
                 outs.append(_thinking_out(text, block.chunk, rules.id, prefix(), self.signer))
             elif isinstance(block, Compaction):
                 outs.append(self._compaction_out(block.summary, binding))
+            elif isinstance(block, Cited):
+                outs.append(_cited_out(block, docs))
             else:
                 outs.append(_lenient_out(block))
         return outs
@@ -1042,7 +1215,7 @@ class FakeAnthropic:
 
 def _lenient_out(block: Block) -> _Out:
     """A block as the script wrote it (strict mode for text, tools and raw blocks too)."""
-    if isinstance(block, Text):
+    if isinstance(block, Text | Cited):
         pieces = [("text_delta", "text", p) for p in _chunks(block.text, block.chunk)]
         return _Out({"type": "text", "text": ""}, pieces, {"type": "text", "text": block.text})
     if isinstance(block, ToolUse):
@@ -1135,6 +1308,70 @@ def _batch_route(path: str) -> tuple[str, ...] | None:
     if len(parts) == 1 or (len(parts) == 2 and parts[1] in ("cancel", "results")):
         return parts
     return None
+
+
+def _too_large() -> ApiError:
+    message = "Request exceeds the maximum allowed number of bytes."
+    return ApiError(413, "request_too_large", message)
+
+
+def _multipart_file(content_type: str, raw: bytes) -> tuple[str, str, bytes] | None:
+    """(file name, MIME type, bytes) of the ``file`` part of a multipart body."""
+    head = f"Content-Type: {content_type}\r\n\r\n".encode()
+    message = BytesParser(policy=email_policy.HTTP).parsebytes(head + raw)
+    if not message.is_multipart():
+        return None
+    for part in message.iter_parts():
+        if part.get_param("name", header="content-disposition") != "file":
+            continue
+        payload = part.get_payload(decode=True)
+        data = payload if isinstance(payload, bytes) else b""
+        return part.get_filename() or "unnamed", part.get_content_type(), data
+    return None
+
+
+def _page_texts(pdf: bytes) -> list[str]:
+    """The text of each page of a PDF (what a ``page_location`` citation quotes)."""
+    from pypdf import PdfReader
+
+    return [page.extract_text() or "" for page in PdfReader(io.BytesIO(pdf)).pages]
+
+
+def _cited_out(block: Cited, docs: Sequence[contract.Document]) -> _Out:
+    """A text block with one citation of the request's document ``block.document``."""
+    doc = docs[block.document] if 0 <= block.document < len(docs) else None
+    if doc is None or not doc.citations:
+        return _lenient_out(Text(block.text, block.chunk))
+    citation: dict[str, Any]
+    if doc.kind == "pdf":
+        pages = _page_texts(doc.data)
+        if not 1 <= block.page <= len(pages):
+            return _lenient_out(Text(block.text, block.chunk))
+        citation = {
+            "type": "page_location",
+            "cited_text": pages[block.page - 1].strip(),
+            "document_index": block.document,
+            "document_title": doc.title,
+            "start_page_number": block.page,
+            "end_page_number": block.page + 1,
+        }
+    else:
+        text = doc.data.decode("utf-8", "replace")
+        start, end = block.chars if block.chars is not None else (0, len(text))
+        citation = {
+            "type": "char_location",
+            "cited_text": text[start:end],
+            "document_index": block.document,
+            "document_title": doc.title,
+            "start_char_index": start,
+            "end_char_index": end,
+        }
+    if doc.file_id is not None:
+        citation["file_id"] = doc.file_id
+    pieces: list[tuple[str, str, Any]] = [("citations_delta", "citation", citation)]
+    pieces += [("text_delta", "text", p) for p in _chunks(block.text, block.chunk)]
+    final = {"type": "text", "text": block.text, "citations": [citation]}
+    return _Out({"type": "text", "text": "", "citations": []}, pieces, final)
 
 
 def _no_batch(batch_id: str) -> ApiError:
