@@ -453,9 +453,11 @@ def _no_runs_message(
 def cmd_show(args: argparse.Namespace, out: Out) -> int:
     """Show a run and its journal."""
     from desktop_agent.cli.annotations import print_steps
+    from desktop_agent.cli.output import print_report
     from desktop_agent.client.annotations import note_json, step_notes
     from desktop_agent.client.economy import batch_wait
     from desktop_agent.client.forecast import forecast_json, kept_words, run_forecast
+    from desktop_agent.client.report import report_json, run_report
     from desktop_agent.client.shapes import batch_wait_json, event_json, run_json, step_json
     from desktop_agent.client.views import cache_share, run_settings_words
 
@@ -472,6 +474,7 @@ def cmd_show(args: argparse.Namespace, out: Out) -> int:
     in_batch = waits_in_batch(run)
     wait = batch_wait(client, run.id) if in_batch else None
     hint = next_step_hint(run, client)
+    report = run_report(client, run.id)
     if out.as_json:
         out.emit(
             "",
@@ -484,6 +487,7 @@ def cmd_show(args: argparse.Namespace, out: Out) -> int:
                 "journal": [step_json(s) for s in steps],
                 "events": [event_json(e) for e in events],
                 "notes": [note_json(n) for n in notes],
+                "report": report_json(report),
             },
         )
         return EXIT_OK
@@ -526,6 +530,7 @@ def cmd_show(args: argparse.Namespace, out: Out) -> int:
         echo(event_line(event))
     print()
     print_steps(steps, notes, full=args.full)
+    print_report(report)
     return EXIT_OK
 
 

@@ -29,6 +29,7 @@ from desktop_agent.domain.units import format_duration, format_usd
 if TYPE_CHECKING:
     from desktop_agent.client.api import Client
     from desktop_agent.client.economy import BatchWait
+    from desktop_agent.client.report import Report
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_WAITING = 0, 1, 2, 3
 """Exit codes: done, failed or cancelled, bad input or environment, waits for the analyst."""
@@ -556,3 +557,26 @@ def next_step_hint(run: Run, client: Client | None = None) -> str:
             f"`desktop-agent cancel {run.id}` ends it."
         )
     return ""
+
+
+def print_report(report: Report | None) -> None:
+    """``show``'s report: its text with ``[n]`` references, then the list of references.
+
+    A sentence no citation supports ends with ``[?]``; the legend under the references says
+    so and counts them (:mod:`desktop_agent.client.report`). Nothing when there is none.
+    """
+    if report is None:
+        return
+    print()
+    echo(f"Report: {report.source_words()} · {report.coverage_words()}")
+    if report.truncated:
+        echo("  (cut: only its beginning is shown)")
+    echo()
+    for line in report.annotated().rstrip().splitlines():
+        echo(f"  {line}" if line else "")
+    lines = report.reference_lines()
+    if lines:
+        echo()
+        echo("References")
+        for line in lines:
+            echo(f"  {line}")

@@ -1,9 +1,11 @@
 """A run as a document to hand on: an HTML page, Markdown for notes, or a bundle to import.
 
 The HTML needs nothing beside it (styles inline, the timeline an inline SVG, no script, no
-link to fetch): a colleague opens it in any browser, offline. HTML and Markdown carry the
-run's goal, status, model, spend, plan, every step with what it did, its cost, tokens and
-duration, the approvals and their decisions, and the report the run wrote. A bundle
+link to fetch): a colleague opens it in any browser, offline. HTML and Markdown open with
+the run's report (:mod:`desktop_agent.client.report`: its numbered references, which in
+the HTML link to the steps that read the sources, and its uncited sentences marked), then
+carry the run's goal, status, model, spend, plan, every step with what it did, its cost,
+tokens and duration, and the approvals and their decisions. A bundle
 (``.tar.gz``) holds ``manifest.json`` (format version, app version, a checksum per file),
 ``run.jsonl`` (the run's record in the archive's shape) and ``files/``: the workspace
 files the run wrote; ``desktop-agent import`` brings it into another installation as a
@@ -39,6 +41,8 @@ from desktop_agent import __version__
 from desktop_agent.client import stepkinds
 from desktop_agent.client.annotations import notes_by_step
 from desktop_agent.client.api import Client
+from desktop_agent.client.report import Report, build_report
+from desktop_agent.client.report_html import Renderer
 from desktop_agent.client.timeaxis import LANES, Lane, SpanState, TimeAxis
 from desktop_agent.client.views import StepEntry, plan_from_output, step_summary, timeline_entries
 from desktop_agent.domain import Approval, Run, StepKind, StepStatus
@@ -52,8 +56,6 @@ from desktop_agent.persistence.redaction import REDACTED, redact
 FORMATS = ("html", "md", "bundle")
 SUFFIXES = {"html": ".html", "md": ".md", "bundle": ".tar.gz"}
 REPORT_FILE = "report.md"
-REPORT_CHARS = 200_000
-"""The most characters of the run's report embedded."""
 SUMMARY_CHARS = 200
 DETAIL_CHARS = 2_000
 """The most characters of one step's argument or result text shown; the length is noted."""
@@ -107,7 +109,8 @@ class RunDocument:
     run: Run
     steps: Sequence[StepEntry]
     plan: Sequence[tuple[str, bool]]
-    report: str | None
+    report: Report | None
+    """The run's report, built from its journal (None: none yet)."""
     approvals: Sequence[Approval] = ()
     written: Sequence[str] = ()
     """Workspace files (relative paths) the run wrote that are still there."""
@@ -160,13 +163,7 @@ def read_document(client: Client, run_id: str) -> RunDocument:
             if found is not None:
                 plan = [(i.text, i.done) for i in found]
                 break
-    workspace = Path(run.workspace)
-    report = None
-    for name in (REPORT_FILE, f"partial-report-{run.id}.md"):
-        if (workspace / name).is_file():
-            text = (workspace / name).read_text(encoding="utf-8", errors="replace")
-            report = text[:REPORT_CHARS]
-            break
+    report = build_report(steps)
     decided = client._store.list_approvals(None, run_id=run.id)
     notes = notes_by_step(tagging.notes_of(client._db, run.id))
     return RunDocument(run, steps, plan, report, decided, written_files(run, steps), notes)
@@ -253,6 +250,8 @@ def to_markdown(doc: RunDocument) -> str:
     """The run as Markdown."""
     run = doc.run
     lines = [f"# {_safe(run.title or run.goal)}", "", f"> {_safe(run.goal)}", ""]
+    if doc.report:
+        lines += _report_markdown(doc.report)
     lines += ["| | |", "|---|---|"]
     lines += [f"| {k} | {_cell(v)} |" for k, v in _facts(run)]
     if doc.plan:
@@ -275,9 +274,26 @@ def to_markdown(doc: RunDocument) -> str:
         lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in _approval_rows(doc)]
     if doc.written:
         lines += ["", "## Files it wrote", ""] + [f"- `{_safe(n)}`" for n in doc.written]
-    if doc.report:
-        lines += ["", "## Report", "", _safe(doc.report)]
     return "\n".join(lines) + "\n"
+
+
+_HEADING = re.compile(r"^( {0,3})(#{1,6})(?=\s)", re.MULTILINE)
+
+
+def _report_markdown(report: Report) -> list[str]:
+    """The report's section: its text with ``[n]`` and ``[?]`` marks, then its references.
+
+    Its headings go two levels down, under the page's ``## Report``.
+    """
+    text = _HEADING.sub(
+        lambda m: m.group(1) + "#" * min(6, len(m.group(2)) + 2), report.annotated()
+    )
+    lines = ["## Report", "", f"_{_safe(report.source_words())} · {report.coverage_words()}_", ""]
+    lines += [_safe(text).rstrip(), ""]
+    refs = report.reference_lines()
+    if refs:
+        lines += ["### References", ""] + [f"- {_safe(line)}" for line in refs] + [""]
+    return lines
 
 
 # --------------------------------------------------------------------------- HTML
@@ -372,6 +388,10 @@ details > summary { cursor: pointer; } details h4 { margin: .5em 0 .2em; font-si
 .goal { font-size: 1.1em; color: #444; } .legend span { margin-right: 1.2em; }
 .legend i { display: inline-block; width: .9em; height: .9em; margin-right: .3em; }
 tr.note td { border-top: none; background: #fff8dc; font-style: italic; }
+.report { border: 1px solid #ddd; padding: 0 1.2em 1em; margin: 1em 0 2em; }
+.report .source { color: #666; font-size: .9em; } .report a.ref { text-decoration: none; }
+.uncited { background: #ffe9a8; } ol.refs { list-style: none; padding-left: 0; }
+.report-table td { border: 1px solid #ddd; }
 """
 
 
@@ -385,7 +405,7 @@ def _step_row(s: StepEntry) -> str:
     cell = f"<details><summary>{what}</summary>{details}</details>" if details else what
     color = stepkinds.describe(s.kind).colors.light
     return (
-        f"<tr class='{s.status.value}'><td class='n'>{s.seq}</td>"
+        f"<tr id='step-{s.seq}' class='{s.status.value}'><td class='n'>{s.seq}</td>"
         f"<td style='border-left:4px solid {color}'>{e(_label(s.kind))}</td>"
         f"<td>{e(_safe(s.name))}</td><td>{cell}</td>"
         f"<td>{e(s.status.value)}</td><td class='t'>{e(_duration(s))}</td>"
@@ -400,6 +420,22 @@ def _note_rows(notes: Sequence[StepNote]) -> str:
     return "".join(
         f"<tr class='note'><td></td><td>✎ note</td><td colspan='6'>{e(_safe(n.text))}</td></tr>"
         for n in notes
+    )
+
+
+def _report_html(report: Report) -> str:
+    """The report's section, rendered, its uncited sentences tinted.
+
+    Each ``[n]`` links to its reference, which links to the steps' anchors below.
+    """
+    render = Renderer(lambda n: f"#ref-{n}", lambda seq: f"#step-{seq}", _safe, heading_shift=2)
+    source = html.escape(_safe(f"{report.source_words()} · {report.coverage_words()}"))
+    return (
+        f"<section class='report'><h2>Report</h2><p class='source'>{source}</p>"
+        f"{render.body(report)}<h3>References</h3>{render.references(report)}</section>"
+        if report.references
+        else f"<section class='report'><h2>Report</h2><p class='source'>{source}</p>"
+        f"{render.body(report)}{render.references(report)}</section>"
     )
 
 
@@ -438,13 +474,13 @@ def to_html(doc: RunDocument) -> str:
     if doc.written:
         names = "".join(f"<li><code>{e(_safe(n))}</code></li>" for n in doc.written)
         written = f"<h2>Files it wrote</h2><ul>{names}</ul>"
-    report = f"<h2>Report</h2><pre>{e(_safe(doc.report))}</pre>" if doc.report else ""
+    report = _report_html(doc.report) if doc.report else ""
     picture = timeline_svg(doc.steps, live=run.status.is_active)
     goal = f"<p class='goal'>{e(_safe(run.goal))}</p>" if run.title not in ("", run.goal) else ""
     return (
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
         f"<title>{title}</title><style>{_STYLE}</style></head><body>"
-        f"<h1>{title}</h1>{goal}"
+        f"<h1>{title}</h1>{goal}{report}"
         f"<table class='facts'>{facts}</table>{plan}"
         f"<h2>Timeline</h2>{picture}<p class='legend'>{legend}</p>"
         "<h2>Steps</h2><table class='steps'><tr><th style='width:3.5em'>#</th>"
@@ -452,7 +488,7 @@ def to_html(doc: RunDocument) -> str:
         "<th>what (click for details)</th><th style='width:6.5em'>status</th>"
         "<th style='width:4em'>time</th><th style='width:7em'>tokens in/out</th>"
         f"<th style='width:4.5em'>cost</th></tr>{rows}</table>{approvals}{written}"
-        f"{report}<p><small>Exported by desktop-agent {e(__version__)} on "
+        f"<p><small>Exported by desktop-agent {e(__version__)} on "
         f"{e(time.strftime('%Y-%m-%d %H:%M'))}.</small></p></body></html>\n"
     )
 

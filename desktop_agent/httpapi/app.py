@@ -34,6 +34,7 @@ from desktop_agent.client.api import Client
 from desktop_agent.client.economy import batch_wait
 from desktop_agent.client.estimates import estimate_run
 from desktop_agent.client.forecast import forecast_json, run_forecast
+from desktop_agent.client.report import report_json, run_report
 from desktop_agent.client.shapes import batch_wait_json, run_json, step_json
 from desktop_agent.client.views import model_notice
 from desktop_agent.domain import Approval, RunStatus, WaitReason
@@ -263,6 +264,23 @@ class Api:
             }
         )
 
+    async def get_report(self, request: Request) -> Response:
+        """``GET /v1/runs/{run_id}/report``: its final report, references and cited sentences.
+
+        404 ``no_report`` while the run has none (no report file, no answer yet).
+        """
+        run_id = request.path_params["run_id"]
+
+        def read() -> tuple[str, Any]:
+            c = self.client()
+            run = c.run(run_id)
+            return run.id, run_report(c, run.id)
+
+        found, report = await self.call(read)
+        if report is None:
+            return _error(404, f"run {found} has no report yet", "no_report")
+        return JSONResponse({"run_id": found, **(report_json(report) or {})})
+
     async def estimate_run(self, request: Request) -> Response:
         """``POST /v1/runs/estimate``: the forecast of a run, nothing started."""
         options = estimate_options(await _body(request))
@@ -451,6 +469,7 @@ def create_app(db_path: Path, token: str | TokenCheck, *, start_workers: bool = 
         Route("/v1/runs", _handled(api.list_runs), methods=["GET"]),
         Route("/v1/runs/{run_id}", _handled(api.get_run), methods=["GET"]),
         Route("/v1/runs/{run_id}/steps", _handled(api.get_steps), methods=["GET"]),
+        Route("/v1/runs/{run_id}/report", _handled(api.get_report), methods=["GET"]),
         Route("/v1/runs/{run_id}/events", _handled(api.events), methods=["GET"]),
         Route("/v1/runs/{run_id}/{command}", _handled(api.command), methods=["POST"]),
         Route("/v1/approvals", _handled(api.list_approvals), methods=["GET"]),

@@ -135,6 +135,15 @@ DESCRIPTION: dict[str, Any] = {
             )
         },
         "/v1/runs/{run_id}/steps": {"get": _op("a page of its steps (after_seq, limit)")},
+        "/v1/runs/{run_id}/report": {
+            "get": _op(
+                "its final report (the report file it wrote, else its last answer): origin, "
+                "path, seq, markdown, annotated (with [n] after cited sentences and [?] after "
+                "uncited ones), sentences {text, claim, refs, uncited}, references {number, "
+                "path, title, passage, source_seq, cited_seq, pages, chars, blocks}, cited, "
+                "uncited; 404 no_report while it has none"
+            )
+        },
         "/v1/runs/{run_id}/events": {"get": _op("server-sent events: step, status, end")},
         "/v1/runs/{run_id}/{command}": {
             "post": _op(

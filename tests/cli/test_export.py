@@ -30,12 +30,13 @@ class Tags(HTMLParser):
 
 
 def _run_with_a_secret(client: Client, make_executor: MakeExecutor, ws: Path) -> str:
-    (ws / "report.md").write_text("# Q3\nVendors hold 71% of the market.\n")
     run = client.start_run("Note the Q3 vendor share", model="demo", workspace=ws)
     note = {"path": "notes.md", "text": f"token {SECRET} for later"}
+    report = {"path": "report.md", "content": "# Q3\nVendors hold 71% of the market.\n"}
     replies = [
         Reply("Planning.", [("update_plan", {"items": [{"text": "Take notes", "done": True}]})]),
         Reply(f"Keeping {SECRET} aside.", [("append_note", note)]),  # a key in the text
+        Reply("Reporting.", [("write_file", report)]),  # the report: the file the run wrote
         Reply("Done."),
     ]
     drain(client.store, make_executor(ScriptedModel(replies)))
