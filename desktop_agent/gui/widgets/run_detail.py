@@ -1,4 +1,9 @@
-"""The selected run: header, live timeline, streaming model output, inspector and charts."""
+"""The selected run: header, live timeline, streaming model output, inspector, charts, report.
+
+The Report tab (:mod:`desktop_agent.gui.widgets.report_view`) is read off the GUI thread,
+on the window's task runner, when it is shown and again after new steps while it stays
+shown; a click on a reference selects the step that read the source.
+"""
 
 from __future__ import annotations
 
@@ -18,16 +23,19 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from desktop_agent.client.api import Client
 from desktop_agent.client.stepkinds import model_text, tool_uses
 from desktop_agent.client.views import RunRow, StepEntry
 from desktop_agent.domain import Approval, RunEvent, RunStatus, StepKind
 from desktop_agent.gui import resources, theme
 from desktop_agent.gui.models.steps import StepTimelineModel
 from desktop_agent.gui.poller import StepsBatch
+from desktop_agent.gui.tasks import TaskRunner
 from desktop_agent.gui.toolbuttons import ActionButton
 from desktop_agent.gui.widgets.charts import ChartsPanel
 from desktop_agent.gui.widgets.header import RunHeader
 from desktop_agent.gui.widgets.inspector import StepInspector
+from desktop_agent.gui.widgets.report_view import ReportLoader, ReportView
 from desktop_agent.gui.widgets.timeaxis import TimeAxisPanel
 from desktop_agent.gui.widgets.timeline import TimelineView
 
@@ -126,6 +134,12 @@ class RunDetailPane(QWidget):
         self.inspector = StepInspector(self)
         self.charts = ChartsPanel(self)
         self.inspector.addTab(self.charts, resources.icon("chart"), "Charts")
+        self.report_view = ReportView(self)
+        self.report_view.step_requested.connect(self.select_step)
+        self.inspector.addTab(self.report_view, resources.icon("edit"), "Report")
+        self.report_loader: ReportLoader | None = None
+        """Reads the report off the GUI thread (:meth:`use_reads`, else the window's)."""
+        self._report_stale = True
         split = QSplitter(Qt.Orientation.Horizontal, self)
         split.addWidget(left)
         split.addWidget(self.inspector)
@@ -147,6 +161,10 @@ class RunDetailPane(QWidget):
         self._charts_timer.setSingleShot(True)
         self._charts_timer.setInterval(500)
         self._charts_timer.timeout.connect(self._on_charts_timer_timeout)
+        self._report_timer = QTimer(self)
+        self._report_timer.setSingleShot(True)
+        self._report_timer.setInterval(500)
+        self._report_timer.timeout.connect(self._on_report_timer_timeout)
         self.show_run(None)
 
     def _archived_bar(self) -> QWidget:
@@ -183,6 +201,8 @@ class RunDetailPane(QWidget):
         self.unarchive_button.setVisible(not imported)
         self.archived_bar.show()
         self.timeline_label.setText("<b>Timeline</b> (in the archive)")
+        self._report_stale = False
+        self.report_view.show_report(run_id, None, f"In the archive: {read}.")
 
     @Slot()
     def _on_unarchive_button_clicked(self) -> None:
@@ -204,6 +224,13 @@ class RunDetailPane(QWidget):
         self.timeline_label.setText(
             "<b>Timeline</b>" if row else "<b>Timeline</b> (no run selected)"
         )
+        self._report_stale = True
+        self.report_view.show_report(
+            row.run.id if row else None, None, "Reading the report…" if row else ""
+        )
+        self._report_timer.stop()
+        if self.inspector.currentWidget() is self.report_view:
+            self.load_report()
 
     def update_row(self, row: RunRow) -> None:
         """The selected run changed (status, totals, plan)."""
@@ -235,6 +262,10 @@ class RunDetailPane(QWidget):
             self.inspector.show_entry(current, self.thought_of, self.model.notes(current.seq))
         if self.inspector.currentWidget() is self.charts:
             self._charts_timer.start()
+        if batch.entries:
+            self._report_stale = True
+            if self.inspector.currentWidget() is self.report_view:
+                self._report_timer.start()
 
     def show_events(self, events: Sequence[RunEvent]) -> None:
         """Show the run's events above the timeline (hidden when it has none)."""
@@ -261,6 +292,7 @@ class RunDetailPane(QWidget):
     def stop(self) -> None:
         """Stop timers (the window is closing)."""
         self._charts_timer.stop()
+        self._report_timer.stop()
 
     def _live(self) -> bool:
         """Whether the shown run works (its open steps grow; else they are in doubt)."""
@@ -404,6 +436,7 @@ class RunDetailPane(QWidget):
     def refresh_colors(self) -> None:
         """Redo what was colored from the palette (after a light/dark switch)."""
         self.header.banner.refresh_colors()
+        self.report_view.refresh_colors()
         self.header.show_row(self.row)
         self.timeaxis.view.refresh_colors()
         current = self.current_entry()
@@ -415,6 +448,38 @@ class RunDetailPane(QWidget):
     def _on_inspector_current_changed(self, _index: int) -> None:
         if self.inspector.currentWidget() is self.charts:
             self._on_charts_timer_timeout()
+        if self.inspector.currentWidget() is self.report_view and self._report_stale:
+            self.load_report()
+
+    # ------------------------------------------------------------------ the report
+
+    def use_reads(self, client: Client, tasks: TaskRunner) -> None:
+        """Read the report with ``client`` on ``tasks`` (never on the GUI thread)."""
+        self.report_loader = ReportLoader(client, tasks, self.report_view)
+
+    def _loader(self) -> ReportLoader | None:
+        if self.report_loader is None:  # the window's client and runner, when it has them
+            window = self.window()
+            client, tasks = getattr(window, "client", None), getattr(window, "tasks", None)
+            if isinstance(client, Client) and isinstance(tasks, TaskRunner):
+                self.use_reads(client, tasks)
+        return self.report_loader
+
+    def load_report(self) -> None:
+        """Read the shown run's report off the GUI thread and show it in the Report tab."""
+        loader = self._loader()
+        if self.row is None or loader is None or loader.loading:
+            return
+        self._report_stale = False
+        loader.load(self.row.run.id, self._report_loaded)
+
+    def _report_loaded(self) -> None:
+        if self._report_stale and self.inspector.currentWidget() is self.report_view:
+            self._report_timer.start()  # steps came meanwhile: read it again
+
+    @Slot()
+    def _on_report_timer_timeout(self) -> None:
+        self.load_report()
 
     @Slot()
     def _on_charts_timer_timeout(self) -> None:
