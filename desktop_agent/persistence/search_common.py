@@ -204,6 +204,39 @@ def _step_doc(run_id: str, row: RowMapping) -> dict[str, Any]:
     return _doc(run_id, int(row["seq"]), "step", kind, tool, float(row["started_at"]), body)
 
 
+def _citation_docs(run_id: str, row: RowMapping) -> list[dict[str, Any]]:
+    """One document (kind ``citation``) per passage a model step's answer cites.
+
+    The body is the cited passage (``cited_text``), the cited document's title and the
+    sentence of the answer that cites it; the document is the step's (``source`` step, its
+    seq), so it is replaced with the step's own when the step is indexed again.
+    """
+    if row["kind"] != "model_call" or not row["output"]:
+        return []
+    output = row["output"]
+    if isinstance(output, str):
+        try:
+            output = json.loads(output)
+        except ValueError:
+            return []
+    content = output.get("content") if isinstance(output, dict) else None
+    out: list[dict[str, Any]] = []
+    at = float(row["finished_at"] or row["started_at"])
+    for block in content if isinstance(content, list) else []:
+        citations = block.get("citations") if isinstance(block, dict) else None
+        for citation in citations if isinstance(citations, list) else []:
+            if not isinstance(citation, dict) or not citation.get("cited_text"):
+                continue
+            body = _clean(
+                "citation",
+                str(citation["cited_text"]),
+                str(citation.get("document_title") or ""),
+                str(block.get("text") or ""),
+            )
+            out.append(_doc(run_id, int(row["seq"]), "step", "citation", "", at, body))
+    return out
+
+
 def _approval_doc(run_id: str, row: RowMapping) -> dict[str, Any]:
     body = _clean(
         f"approval {row['tool']} {row['state']}",
@@ -334,7 +367,9 @@ def index_run(
         old_ids,
         [_note_doc(run_id, n) for n in conn.execute(noted).mappings()],
     )
-    fresh += [_step_doc(run_id, r) for r in rows]
+    for r in rows:
+        fresh.append(_step_doc(run_id, r))
+        fresh += _citation_docs(run_id, r)
     if reused:
         conn.execute(insert(search_docs), reused)
     ids = [int(d["id"]) for d in reused]

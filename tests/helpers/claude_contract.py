@@ -2,7 +2,8 @@
 
 Sources: Anthropic's documentation pages (the Sonnet, Opus and Haiku 5.5 pages and migration
 guides, preserved thinking and its prefix checks, prompt caching, compaction, task budgets,
-the Models API; read 2026-11-26), and the ``anthropic`` SDK 2.14 types (authoritative for
+the Models API; read 2026-11-26; PDF support, citations and the Files API, read
+2026-11-27), and the ``anthropic`` SDK 2.14 types (authoritative for
 field names and nesting: ``ModelInfo``, ``ThinkingTypes``, ``EffortCapability``, ``CacheCreation``,
 ``CacheMiss*``, ``BetaThinkingDroppedInputTransformation``, ``BetaCompactionBlock``).
 
@@ -57,6 +58,14 @@ words, not the whole text:
   the SDK's (``compaction_block_misplaced``, ``compaction_signature_invalid``, ...).
 * ``redacted_thinking`` blocks failing the prefix check get the documented message with
   ``redacted_thinking`` in place of ``thinking``.
+* ``document`` blocks (:func:`check_documents`): a wrong ``source.media_type`` ("Input
+  should be 'application/pdf'"), a base64 source that is no PDF ("The PDF specified was
+  not valid."), a ``file`` source without the Files API beta header, naming an unknown
+  file ("File not found: <id>", 400) or an expired one (``error_code`` ``file_expired``,
+  the SDK's), a file of another type, a PDF on a model without ``pdf_input``, citations
+  on a model without ``citations``, a document in an assistant message, a bad ``title``.
+  "Citations must be enabled on all or none of the documents within a request." follows
+  the citations page's rule; its wording is not quoted there.
 
 Unconfirmed rules (conservative readings)
 -----------------------------------------

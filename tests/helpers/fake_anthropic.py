@@ -26,6 +26,38 @@ requests end ``expired`` or ``errored`` (:meth:`FakeAnthropic.batch_outcome`), a
 and restart the HTTP server on the same port (:meth:`FakeAnthropic.restart`) while the
 batches stay in the fake object.
 
+It serves the Files API (``POST /v1/files`` multipart upload, ``GET /v1/files`` newest
+first with ``limit``/``page`` cursors and ``next_page``, ``GET /v1/files/{id}``,
+``DELETE /v1/files/{id}``), each call needing the ``anthropic-beta: files-api-2025-04-14``
+header; a file larger than ``file_max_bytes`` (500 MB by default) gets 413
+``request_too_large``; an unknown id 404 ``not_found_error``. A test makes a file expire
+(:meth:`FakeAnthropic.expire_file`: ``expires_at`` in the past, and a request naming it
+refused with ``error.details.error_code: "file_expired"``) or vanish
+(:meth:`FakeAnthropic.forget_file`), and reads what was uploaded
+(:attr:`FakeAnthropic.uploads`, :attr:`FakeAnthropic.files`). ``document`` blocks (base64
+PDF, plain text, ``file`` source; at a message's top level or in a ``tool_result``) are
+checked by :func:`~tests.helpers.claude_contract.check_documents` only where the model's
+contract allows them; a :class:`Cited` block of the script answers with a citation of the
+request's document (``page_location`` for a PDF, ``char_location`` for a text, streamed as
+a ``citations_delta`` before the text, the ``cited_text`` read from the document). A
+``POST /v1/messages`` body over ``max_request_bytes`` (32 MB) gets 413.
+
+Documentation relied on for documents (read 2026-11-27): the Files API pages ("Create a
+File", "Get File Metadata", "List Files", "Delete File": the beta header, the
+``FileMetadata`` fields ``id``, ``type: "file"``, ``filename``, ``mime_type``,
+``size_bytes``, ``created_at``, ``downloadable``), the PDF support page (base64 and
+``file`` sources, ``application/pdf``, the 32 MB request limit), the citations page
+(``citations: {"enabled": true}`` on all or none of a request's documents;
+``page_location`` with 1-based ``start_page_number`` and exclusive ``end_page_number``,
+``char_location`` with 0-based ``start_char_index`` and exclusive ``end_char_index``,
+``cited_text``, ``document_index``, ``document_title``), and the ``anthropic`` SDK 2.14
+types (``BetaFileMetadata`` with ``expires_at``, ``files.upload(expires_in_seconds=...)``,
+``FileExpiredErrorDetails`` (``error_code: "file_expired"``), ``BetaCitationPageLocation``
+/ ``BetaCitationCharLocation`` with ``file_id``, ``citations_delta``). Unconfirmed, and
+chosen here: the texts of the document refusals (see ``claude_contract``), a request
+naming an unknown file answered 400 ``invalid_request_error`` ("File not found") rather
+than 404, the message of the 413, and the list's ``page_N`` cursors.
+
 With ``cache=True`` it models the prompt cache (see :meth:`FakeAnthropic._cache_usage`) on an
 injectable ``clock``, and answers cache ``diagnostics``.
 
