@@ -10,6 +10,9 @@ processes, never the machine, and a commit acknowledged to a client is in the se
 memory whatever ``fsync`` says.
 
 Each test gets a database of its own (:meth:`PgServer.create_database`), dropped after.
+Where the test would open it through the app at once (:func:`database_for`), the database
+is a copy of one migrated once per server (``CREATE DATABASE ... TEMPLATE``): the same
+schema as migrating it, without running every migration again for each test.
 """
 
 from __future__ import annotations
@@ -77,6 +80,8 @@ class PgServer:
     durable: bool = False
     """Commits are flushed to disk (fsync on), as a real server's are: for benchmarks."""
     _databases: list[str] = field(default_factory=list)
+    _template: str | None = None
+    """A database migrated to the newest schema, copied by ``create_database(migrated=True)``."""
 
     @property
     def data(self) -> Path:
@@ -91,15 +96,38 @@ class PgServer:
         """The libpq connection string of ``database`` (for psycopg directly)."""
         return f"host=127.0.0.1 port={self.port} user={self.user} dbname={database}"
 
-    def create_database(self) -> str:
-        """A new, empty database; returns its name."""
+    def create_database(self, *, migrated: bool = False) -> str:
+        """A new database, empty or (``migrated``) at the newest schema; returns its name.
+
+        A migrated one is a copy of :meth:`migrated_template`: what opening an empty
+        database with the app would have made of it, without running the migrations.
+        """
         import psycopg
 
+        template = f' TEMPLATE "{self.migrated_template()}"' if migrated else ""
         name = "t_" + uuid.uuid4().hex[:16]
         with psycopg.connect(self.dsn(), autocommit=True) as conn:
-            conn.execute(f'CREATE DATABASE "{name}"')  # a name we made: no injection
+            conn.execute(f'CREATE DATABASE "{name}"{template}')  # names we made: no injection
         self._databases.append(name)
         return name
+
+    def migrated_template(self) -> str:
+        """The server's database at the newest schema, migrated by the app on first use.
+
+        Nothing connects to it afterwards (PostgreSQL copies a template only while nobody
+        is connected to it); it goes with the server.
+        """
+        if self._template is None:
+            import psycopg
+
+            from desktop_agent.persistence.db import Database, DbSettings
+
+            name = "template_" + uuid.uuid4().hex[:16]
+            with psycopg.connect(self.dsn(), autocommit=True) as conn:
+                conn.execute(f'CREATE DATABASE "{name}"')
+            Database(DbSettings(self.url(name))).dispose()  # migrates it
+            self._template = name
+        return self._template
 
     def drop_database(self, name: str) -> None:
         """Drop ``name`` (closing what still holds it)."""
@@ -214,6 +242,9 @@ BACKENDS = ("sqlite", "postgresql")
 def database_for(folder: Path, backend: str) -> Iterator[None]:
     """Make ``folder``'s database a fresh one on the shared server (or leave it SQLite).
 
+    On the server it is already at the newest schema (a copy of the server's migrated
+    template), as the first client to open it would have left it.
+
     The folder gets the pointer file a database URL would give it (``database.url``), so
     the client, the CLI and worker children opened on ``folder / desktop-agent.db`` all use
     the server; the database is dropped afterwards. Skips the test when no server can run.
@@ -227,7 +258,7 @@ def database_for(folder: Path, backend: str) -> Iterator[None]:
     if reason is not None:
         pytest.skip(reason)
     server = shared_server()
-    name = server.create_database()
+    name = server.create_database(migrated=True)
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "database.url").write_text(server.url(name) + "\n", encoding="utf-8")
     try:

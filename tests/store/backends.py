@@ -87,10 +87,10 @@ class PostgresBackend:
         return postgres.unavailable()
 
     def settings(self) -> DbSettings:
-        """The test's database on the shared server (created on first use)."""
+        """The test's database on the shared server (created on first use, already migrated)."""
         server = postgres.shared_server()
         if self.name is None:
-            self.name = server.create_database()
+            self.name = server.create_database(migrated=True)
         return DbSettings(server.url(self.name))
 
     def discard(self) -> None:
