@@ -154,6 +154,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--tag", action="append", default=[], metavar="TAG", help="tag the run (repeatable)"
     )
+    p.add_argument(
+        "--attach",
+        action="extend",
+        nargs="+",
+        default=[],
+        metavar="FILE",
+        help="copy FILE into the workspace's attachments/ and tell the agent of it "
+        "(repeatable; the goal goes before it, or after --)",
+    )
     p.add_argument("--detach", action="store_true", help="print the run id and return")
     p.add_argument("--yes", action="store_true", help="approve this run's requests as they come")
     cli_forecast.add_estimate_option(p)
@@ -268,6 +277,16 @@ def build_parser() -> argparse.ArgumentParser:
 # --------------------------------------------------------------------------- output
 
 
+def attachment_lines(run: Run) -> list[str]:
+    """``  attached:  attachments/a.csv · 12.0 KB · sha256 …``, one line per attachment."""
+    from desktop_agent.client.attachments import details
+
+    return [
+        f"  {'attached:' if i == 0 else '':10} {line}"
+        for i, line in enumerate(details(run.spec.attachments))
+    ]
+
+
 def _client(args: argparse.Namespace) -> Client:
     return open_client(args)  # closed by main() when the command ends
 
@@ -314,6 +333,7 @@ def cmd_run(args: argparse.Namespace, out: Out) -> int:
         approval_overrides={t: "ask" for t in args.ask},
         placement=args.placement,
         tags=args.tag,
+        attachments=args.attach,
         **cli_models.run_options(args),
     )
     cli_models.say_notice(client)
@@ -328,6 +348,8 @@ def cmd_run(args: argparse.Namespace, out: Out) -> int:
             + f" · workspace {run.workspace}",
             file=sys.stderr,
         )
+        for line in attachment_lines(run):
+            echo(line, file=sys.stderr)
     pid = client.ensure_worker(until_idle=True)
     if pid is not None and not out.as_json:
         echo(
@@ -501,6 +523,8 @@ def cmd_show(args: argparse.Namespace, out: Out) -> int:
     echo(f"  tools:     {', '.join(run.spec.tool_names) or 'none'}")
     if run.tags:
         echo(f"  tags:      {', '.join(run.tags)}")
+    for line in attachment_lines(run):
+        echo(line)
     if run.placement != "any":
         echo(f"  placement: {run.placement} (only {describe(run.placement)} run it)")
     if run.status_message:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, TypedDict, Unpack
 
 from desktop_agent import config, procs
+from desktop_agent.client import attachments as attaching
 from desktop_agent.client import mcp as mcp_tools
 from desktop_agent.client.forecast import record_start_forecast
 from desktop_agent.client.models import ModelList, can_batch, check_model, list_models
@@ -217,7 +218,8 @@ class Client:
         ``goal``, ``model``, ``max_cost_usd``, ``max_tokens_budget`` (the token budget),
         ``effort``, ``thinking_budget``, ``economy``, ``tags``: None keeps the original's. The same
         tools, approval overrides, budgets, workspace and placement; the new run records
-        the original (``forked_from``, at step 0), which lists it among its forks.
+        the original (``forked_from``, at step 0), which lists it among its forks. Its
+        attachments are the original's, recorded where they are in the workspace.
         """
         old = self.run(run_id)
         b = old.budget
@@ -245,6 +247,7 @@ class Client:
             count_waiting_time=b.count_waiting_time,
             use_defaults=False,
             tags=old.tags if tags is None else tags,
+            attachments=[Path(old.workspace) / a.path for a in old.spec.attachments],
         )
 
     def models(self, *, refresh: bool = False, include_retired: bool = False) -> ModelList:
@@ -297,6 +300,7 @@ class Client:
         placement: str | None = None,
         forked_from: str | None = None,
         tags: Sequence[str] = (),
+        attachments: Sequence[attaching.AttachmentInput] = (),
         **options: Unpack[RunSpecOptions],
     ) -> Run:
         """Queue a new run in ``workspace`` (None: a fresh folder); a worker picks it up.
@@ -304,7 +308,9 @@ class Client:
         ``options`` are :meth:`prepare_run`'s (see :class:`RunSpecOptions`); ``placement``
         says which workers may run it (see :meth:`default_placement` when None);
         ``forked_from``: the run this one runs again (it shares none of its steps);
-        ``tags``: the analyst's tags (see :mod:`desktop_agent.domain.tags`).
+        ``tags``: the analyst's tags (see :mod:`desktop_agent.domain.tags`);
+        ``attachments``: files copied into the workspace's ``attachments/`` and recorded
+        with the run (:mod:`desktop_agent.client.attachments`; on any error, none is).
         """
         goal = check_text(goal, "the goal").strip()
         if not goal:
@@ -312,9 +318,12 @@ class Client:
         checked_tags = normalize_tags(tags)
         where = parse_placement(placement) if placement is not None else None
         spec, budget = self.prepare_run(**options)
+        files = attaching.check_sources(attachments)
         run_id = new_run_id()
         ws = self._workspace(workspace, run_id)
         where = where or self.default_placement(ws)
+        placed = attaching.place(ws, files, fresh_workspace=workspace is None)
+        spec = replace(spec, attachments=placed.records)
         now = time.time()
         run = Run(
             id=run_id,
@@ -332,7 +341,11 @@ class Client:
             forked_at_seq=0 if forked_from else None,
             tags=checked_tags,
         )
-        self._store.create_run(run)
+        try:
+            self._store.create_run(run)
+        except BaseException:
+            placed.undo()
+            raise
         record_start_forecast(self, run)  # kept with the run; a failure is only logged
         return replace(self._store.get_run(run_id), tags=checked_tags)
 

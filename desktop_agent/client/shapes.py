@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from desktop_agent.client.attachments import attachment_json
 from desktop_agent.client.views import cache_share, default_effort
 from desktop_agent.domain import Run, RunEvent, Step
 
@@ -21,7 +22,8 @@ def run_json(run: Run) -> dict[str, Any]:
     ``effort`` is what the run asked for (None: the model's default, which
     ``model_default_effort`` names when known); ``thinking`` is on (True) or off;
     ``cache_share`` is the share of its prompt tokens read from the prompt cache (None
-    before any prompt).
+    before any prompt); ``attachments`` the files given at its start (name, path in the
+    workspace, size, sha256).
     """
     share = cache_share(run.usage)
     return {
@@ -52,6 +54,7 @@ def run_json(run: Run) -> dict[str, Any]:
         "forked_from": run.forked_from,
         "forked_at_seq": run.forked_at_seq,
         "tags": list(run.tags),
+        "attachments": [attachment_json(a) for a in run.spec.attachments],
     }
 
 

@@ -154,6 +154,56 @@ class Budget:
 
 
 @dataclass(frozen=True, slots=True)
+class Attachment:
+    """A file the analyst gave a run at its start, copied into its workspace.
+
+    Attributes:
+        name: the file's name as given (sanitised; it may differ from ``path``'s last part
+            when another file in the workspace already had it).
+        path: where the copy is, relative to the workspace, with ``/``
+            (``attachments/NAME``).
+        size: its length in bytes.
+        sha256: the hex SHA-256 of its content when it was copied.
+    """
+
+    name: str
+    path: str
+    size: int
+    sha256: str
+
+    def to_json(self) -> dict[str, JSON]:
+        """Plain dict for storage."""
+        return {"name": self.name, "path": self.path, "size": self.size, "sha256": self.sha256}
+
+    @classmethod
+    def from_json(cls, data: JSON) -> Attachment:
+        """Inverse of :meth:`to_json`."""
+        return cls(
+            name=str(data.get("name", "")),
+            path=str(data.get("path", "")),
+            size=int(data.get("size", 0) or 0),
+            sha256=str(data.get("sha256", "")),
+        )
+
+    @property
+    def size_words(self) -> str:
+        """Its size for people: ``812 bytes``, ``12.4 KB``, ``3.1 MB``."""
+        return size_words(self.size)
+
+
+def size_words(size: int) -> str:
+    """A size in bytes for people: ``812 bytes``, ``12.4 KB``, ``3.1 MB``, ``1.2 GB``."""
+    if size < 1024:
+        return f"{size} byte" + ("" if size == 1 else "s")
+    value = size / 1024
+    for unit in ("KB", "MB"):
+        if value < 1024:
+            return f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.1f} GB"
+
+
+@dataclass(frozen=True, slots=True)
 class AgentSpec:
     """Everything that defines how a run behaves; its hash pins the run.
 
@@ -170,6 +220,8 @@ class AgentSpec:
             documented default (nothing sent).
         economy: each model turn goes to a Message Batch (half price; the run hibernates
             until the result is in) instead of a streamed call.
+        attachments: the files the analyst gave the run at its start, copied into its
+            workspace (the first user message names them).
     """
 
     model: str
@@ -180,13 +232,14 @@ class AgentSpec:
     approval_overrides: tuple[tuple[str, str], ...] = ()
     effort: str = ""
     economy: bool = False
+    attachments: tuple[Attachment, ...] = ()
 
     def to_json(self) -> dict[str, JSON]:
         """Plain dict for storage.
 
-        ``effort`` and ``economy`` are written only when set, so the definition hash of
-        every run made before they existed (and of every run left at the defaults) stays
-        the same.
+        ``effort``, ``economy`` and ``attachments`` are written only when set, so the
+        definition hash of every run made before they existed (and of every run left at the
+        defaults) stays the same.
         """
         out: dict[str, JSON] = {
             "model": self.model,
@@ -200,6 +253,8 @@ class AgentSpec:
             out["effort"] = self.effort
         if self.economy:
             out["economy"] = True
+        if self.attachments:
+            out["attachments"] = [a.to_json() for a in self.attachments]
         return out
 
     @classmethod
@@ -216,6 +271,7 @@ class AgentSpec:
             ),
             effort=str(data.get("effort", "") or ""),
             economy=bool(data.get("economy", False)),
+            attachments=tuple(Attachment.from_json(a) for a in data.get("attachments") or ()),
         )
 
     @property

@@ -8,6 +8,7 @@ helper that sends one (model calls, compaction, the budget's worst case).
 from __future__ import annotations
 
 from desktop_agent.domain import JSON, ApprovalPolicy, EffectClass
+from desktop_agent.engine.attachments import with_attachments
 from desktop_agent.engine.builtin_tools import CONTROL_TOOLS, SERVER_TOOLS
 from desktop_agent.engine.ports import ModelRequest
 from desktop_agent.engine.run_state import RunState
@@ -75,7 +76,11 @@ def build_request(rs: RunState) -> ModelRequest:
     return ModelRequest(
         model=spec.model,
         system=spec.system_prompt,
-        messages=rs.state.conversation.request_messages(),
+        messages=with_attachments(
+            rs.state.conversation.request_messages(),
+            spec.attachments,
+            first_is_goal=rs.state.conversation.message_seqs[:1] == [0],
+        ),
         tools=run_tools(rs),
         max_tokens=spec.max_tokens,
         thinking_budget=spec.thinking_budget,

@@ -31,6 +31,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from desktop_agent.client.api import Client
+from desktop_agent.client.attachments import AttachmentSource
 from desktop_agent.client.economy import batch_wait
 from desktop_agent.client.estimates import estimate_run
 from desktop_agent.client.forecast import forecast_json, run_forecast
@@ -44,6 +45,7 @@ from desktop_agent.domain.errors import (
     InvalidStateError,
     NotFoundError,
 )
+from desktop_agent.httpapi import attachments as uploads
 from desktop_agent.httpapi.auth import FixedToken, TokenCheck
 from desktop_agent.httpapi.estimates import estimate_options
 from desktop_agent.httpapi.inputs import (
@@ -203,7 +205,7 @@ class Api:
                 self._started = None
 
     async def start_run(self, request: Request) -> Response:
-        """``POST /v1/runs``."""
+        """``POST /v1/runs`` (attachments: :mod:`desktop_agent.httpapi.attachments`)."""
         body = await _body(request)
         goal = text(body, "goal")
         workspace, placement = optional_text(body, "workspace"), optional_text(body, "placement")
@@ -211,13 +213,21 @@ class Api:
         tags = body.get("tags") or []
         if not (isinstance(tags, list) and all(isinstance(t, str) for t in tags)):
             raise InvalidInputError("'tags' must be a list of tags")
+        files = await self.call(lambda: uploads.decoded(body))
 
-        def start() -> tuple[Any, str]:
+        def start(sources: list[AttachmentSource]) -> tuple[Any, str]:
             c = self.client()
-            run = c.start_run(goal, workspace=workspace, placement=placement, tags=tags, **options)
+            run = c.start_run(
+                goal,
+                workspace=workspace,
+                placement=placement,
+                tags=tags,
+                attachments=sources,
+                **options,
+            )
             return run, model_notice(c)
 
-        run, notice = await self.call(start)
+        run, notice = await self.call(lambda: uploads.with_files(files, start))
         await self.wake()
         url = f"/v1/runs/{run.id}"
         answer = {"id": run.id, "status_url": url, "status": run.status.value}

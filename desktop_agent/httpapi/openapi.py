@@ -85,6 +85,25 @@ DESCRIPTION: dict[str, Any] = {
                         "description": "economy mode: each model turn waits in a Message Batch "
                         "at half price (default false: streamed)",
                     },
+                    "attachments": {
+                        "type": "array",
+                        "items": {"$ref": "#/components/schemas/Attachment"},
+                        "description": "files copied into the run's workspace (attachments/NAME, "
+                        "a taken name gets -2, -3...) and named to the model in its first turn; "
+                        "the body's limit of 1 MiB holds them too (about 750 KB of files; larger "
+                        "ones: desktop-agent run --attach); any bad file: 400 or 413, no run",
+                    },
+                },
+            },
+            "Attachment": {
+                "type": "object",
+                "required": ["name", "content_base64"],
+                "properties": {
+                    "name": {
+                        "type": "string",
+                        "description": "a file name, no folders (a path or '..' is refused)",
+                    },
+                    "content_base64": {"type": "string", "contentEncoding": "base64"},
                 },
             },
             "Estimate": {
@@ -129,7 +148,8 @@ DESCRIPTION: dict[str, Any] = {
         },
         "/v1/runs/{run_id}": {
             "get": _op(
-                "a run, with the forecast made when it was started and, while it waits in a "
+                "a run (attachments: name, path, size, sha256), with the forecast made when "
+                "it was started and, while it waits in a "
                 "Message Batch (economy mode), where its turn is: batch {state, seq, "
                 "queued_at, submitted_at, batch_id}"
             )
