@@ -177,6 +177,7 @@ class RunCommands(QObject):
                 effort=request.effort,
                 thinking_budget=request.thinking_budget,
                 economy=request.economy,
+                attachments=request.attachments,
             )
             return run, model_notice(client)
 

@@ -13,7 +13,6 @@ from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
     QDialogButtonBox,
-    QFileDialog,
     QFormLayout,
     QGroupBox,
     QHBoxLayout,
@@ -34,6 +33,7 @@ from desktop_agent.domain import Run, RunStatus
 from desktop_agent.domain.errors import InvalidInputError
 from desktop_agent.domain.units import format_duration, parse_duration
 from desktop_agent.gui import resources, theme
+from desktop_agent.gui.dialogs.attachments_field import AttachmentsField, choose_folder
 from desktop_agent.gui.dialogs.guard import GuardedDialog
 from desktop_agent.gui.dialogs.new_run_fields import (
     budget_fields,
@@ -199,6 +199,7 @@ class NewRunDialog(GuardedDialog):
         top.addRow("", self.forecast_line)
         top.addRow("Workspace", ws_row)
         top.addRow("", self.workspace_note)
+        self.attachments = AttachmentsField(self, top)
         tools_box = QGroupBox("Tools and approvals", self)
         tl = QVBoxLayout(tools_box)
         tl.addWidget(self.tools)
@@ -316,6 +317,7 @@ class NewRunDialog(GuardedDialog):
         self.steps.setValue(b.max_steps or 0)
         self.time.setText(format_duration(b.max_time_s) if b.max_time_s else "")
         self.tokens.setValue(b.max_tokens or 0)
+        self.attachments.keep(run)
         self.ask_forecast()  # the runs of its schedule or batch first
 
     def chosen_tools(self) -> list[str]:
@@ -346,6 +348,7 @@ class NewRunDialog(GuardedDialog):
             effort=str(self.effort.currentData() or ""),
             thinking_budget=thinking_budget_for(self.thinking.isChecked()),
             economy=self.economy_checked(),
+            attachments=self.attachments.paths(),
         )
 
     def economy_checked(self) -> bool:
@@ -448,11 +451,7 @@ class NewRunDialog(GuardedDialog):
 
     @Slot()
     def _on_browse_clicked(self) -> None:
-        dialog = QFileDialog(self, "Workspace folder", self.workspace.text())
-        dialog.setFileMode(QFileDialog.FileMode.Directory)
-        dialog.setOption(QFileDialog.Option.ShowDirsOnly, True)
-        dialog.fileSelected.connect(self.workspace.setText)
-        dialog.open()
+        choose_folder(self, self.workspace)
 
     @Slot()
     def _on_buttons_accepted(self) -> None:

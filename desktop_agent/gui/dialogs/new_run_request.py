@@ -34,6 +34,8 @@ class NewRunRequest:
     """Thinking on (above 0) or off."""
     economy: bool = False
     """Each model turn as a request of a Message Batch (half price, slower)."""
+    attachments: tuple[str, ...] = ()
+    """Files to copy into the workspace's ``attachments/`` (paths)."""
 
 
 ECONOMY_TIP = (

@@ -29,6 +29,7 @@ from desktop_agent.domain import MONTHLY_CAP_REACHED, Approval, Run, RunStatus, 
 from desktop_agent.domain.placement import describe
 from desktop_agent.gui import fmt, resources, theme
 from desktop_agent.gui.controls import Control
+from desktop_agent.gui.widgets.attachments_line import AttachmentsLine
 from desktop_agent.gui.widgets.elided import ElidedLabel, fit_value, wrap_elided
 from desktop_agent.gui.widgets.header_parts import Gauge, WaitBanner
 from desktop_agent.gui.widgets.header_text import (
@@ -111,6 +112,8 @@ class RunHeader(QWidget):
         self.details.setTextFormat(Qt.TextFormat.RichText)
         self.details.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         self.details.linkActivated.connect(self.open_workspace_requested)
+        self.attachments = AttachmentsLine(self)
+        """The files given to the run at its start (hidden when none)."""
         self.lineage = QLabel(self)
         """Where a fork comes from and the runs made from this one (links to them)."""
         self.lineage.setTextFormat(Qt.TextFormat.RichText)
@@ -150,6 +153,7 @@ class RunHeader(QWidget):
         left = QVBoxLayout()
         left.addWidget(self.status)
         left.addWidget(self.details)
+        left.addWidget(self.attachments)
         left.addWidget(self.lineage)
         left.addWidget(self.forecast_label)
         left.addLayout(gauges)
@@ -213,6 +217,7 @@ class RunHeader(QWidget):
             self.forecast = None  # nor its forecast
         self.row = row
         self._show_banner()
+        self.attachments.show_run(row.run if row is not None else None)
         if row is None:
             self.icon.clear()
             self.title.set_full_text("No run selected")
