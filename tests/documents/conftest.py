@@ -13,8 +13,10 @@ import pytest
 
 from tests.helpers import postgres
 from tests.llm.conftest import make_model, start_fake
+from tests.tools.conftest import make_ctx, ws
+from tests.tools.servers import http_server
 
-__all__ = ["make_model", "start_fake"]
+__all__ = ["http_server", "make_ctx", "make_model", "start_fake", "ws"]
 
 
 @pytest.fixture

@@ -13,6 +13,7 @@ import pytest
 
 from desktop_agent.client.api import Client
 from desktop_agent.domain import RunStatus, Step, StepKind
+from desktop_agent.engine.compaction import SUMMARY_PROMPT
 from desktop_agent.engine.loop import EngineConfig
 from desktop_agent.llm import documents as docs
 from desktop_agent.llm.catalogue import Catalogue, snapshot_models
@@ -20,7 +21,16 @@ from desktop_agent.llm.claude import ClaudeModel
 from tests.conftest import MakeExecutor, drain
 from tests.documents.pdfs import make_pdf
 from tests.helpers.claude_contract import canonical
-from tests.helpers.fake_anthropic import Cited, FakeAnthropic, Reply, Stream, Text, ToolUse
+from tests.helpers.fake_anthropic import (
+    Cited,
+    Compaction,
+    FakeAnthropic,
+    Reply,
+    Stream,
+    Text,
+    Thinking,
+    ToolUse,
+)
 from tests.llm.conftest import MakeModel, StartFake
 
 MODEL = "claude-sonnet-5-5"
@@ -318,3 +328,69 @@ def test_a_fork_names_the_file_its_parent_uploaded(
     assert last.output["documents"][0]["file_id"] == file_id
     citation = next(b for b in last.output["content"] if b.get("citations"))["citations"][0]
     assert citation["cited_text"] == PAGES[1]
+
+
+class CompactingReader(Reader):
+    """A :class:`Reader` that thinks, whose prompt grows past the compaction threshold."""
+
+    def __init__(self, paths: list[str], high_at: int) -> None:
+        super().__init__(paths)
+        self.high_at = high_at
+
+    def __call__(self, body: dict[str, Any], index: int) -> Reply:
+        if "compaction" in body:
+            return Stream([Compaction("SUMMARY: the report says revenue grew 4%.")])
+        last = body["messages"][-1]["content"]
+        if isinstance(last, list) and str(last[-1].get("text", "")).startswith(SUMMARY_PROMPT):
+            return Stream([Text("SUMMARY: the report says revenue grew 4%.")])
+        reply = super().__call__(body, index)
+        assert isinstance(reply, Stream)
+        tokens = 850_000 if self.turn == self.high_at else 2_000
+        return Stream([Thinking(f"turn {self.turn}"), *reply.blocks], input_tokens=tokens)
+
+
+@pytest.mark.parametrize("mode", ["server", "client"])
+def test_a_compaction_keeps_documents_and_every_request_valid(
+    mode: str,
+    client: Client,
+    make_executor: MakeExecutor,
+    start_fake: StartFake,
+    make_model: MakeModel,
+    big: Path,
+) -> None:
+    (big / "notes.md").write_text("Costs fell.\n")
+    reads = ["big.pdf", "notes.md", "notes.md", "notes.md", "notes.md", "notes.md", "notes.md"]
+    fake = start_fake(CompactingReader(reads, high_at=5))
+    claude = make_model(fake)
+    if mode == "client":
+        models = snapshot_models()
+        for entry in models:
+            if entry["id"] == MODEL:
+                entry["capabilities"]["compaction"] = {
+                    "supported": False,
+                    "summarize": {"supported": False},
+                }
+                entry["capabilities"]["context_management"]["compact_20260112"] = {
+                    "supported": False
+                }
+        claude.catalogue = Catalogue(models)
+    run_id = _start(client, big)
+    drain(client.store, make_executor(claude))
+
+    assert client.run(run_id).status == RunStatus.COMPLETED, client.run(run_id).status_message
+    _no_refusal(fake)  # thinking blocks sent back after the documents stay bound
+    assert _steps(client, run_id, StepKind.COMPACTION)
+    assert len(fake.uploads) == 1
+    (file_id,) = fake.files
+    named = [
+        d["source"].get("file_id")
+        for r in fake.requests
+        for d in _documents_sent(r.body)
+        if d["source"]["type"] == "file"
+    ]
+    assert named and set(named) == {file_id}
+    last = _steps(client, run_id, StepKind.MODEL_CALL)[-1]
+    # The answer's documents are those its own request held, in that request's order.
+    assert [d["title"] for d in last.output["documents"]] == [
+        d["title"] for d in _documents_sent(fake.requests[-1].body)
+    ]
