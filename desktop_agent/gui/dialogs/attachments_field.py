@@ -83,6 +83,8 @@ class AttachmentsField(QWidget):
         self.remove = QPushButton(resources.icon("remove"), "Remove", self)
         self.remove.setToolTip("Leave the selected files out")
         self.remove.clicked.connect(self._on_remove_clicked)
+        self._dragged: tuple[tuple[str, ...], list[str]] = ((), [])
+        """The URLs of the drag under way, and the local files among them."""
         self.chooser: QFileDialog | None = None
         """The file chooser, while open."""
         buttons = QVBoxLayout()
@@ -152,7 +154,10 @@ class AttachmentsField(QWidget):
             return False
         assert isinstance(event, QDragEnterEvent | QDragMoveEvent | QDropEvent)
         mime = event.mimeData()
-        files = local_files(mime.urls()) if mime is not None and mime.hasUrls() else []
+        urls = tuple(u.toString() for u in mime.urls()) if mime is not None else ()
+        if urls != self._dragged[0]:  # looked at once per drag, not at every mouse move
+            self._dragged = (urls, local_files(mime.urls()) if urls else [])
+        files = self._dragged[1]
         if not files:
             return False
         event.setDropAction(Qt.DropAction.CopyAction)
