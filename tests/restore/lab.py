@@ -22,6 +22,7 @@ from desktop_agent.cli import commands as cli
 from desktop_agent.client.api import Client
 from desktop_agent.config import Settings
 from desktop_agent.domain import Run, Step
+from tests.helpers.sqlite_template import migrated_database
 from tests.tools.servers import HttpServer, Reply
 
 REPO = Path(__file__).resolve().parents[2]
@@ -47,6 +48,7 @@ class RestoreLab:
         self.capsys = capsys
         self.db = root / "data" / "desktop-agent.db"
         self.ledger = Path(f"{self.db}.effects")
+        migrated_database(self.db)  # as the first open would leave it, without migrating
         lab_settings().save(self.db)
         self.client = Client(self.db)
         self.log = root / "children.log"
