@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from desktop_agent.domain import JSON, StepKind, StepStatus
 from desktop_agent.engine import budget as budgets
+from desktop_agent.engine.attachments import with_attachments
 from desktop_agent.engine.model_calls import stream_model
 from desktop_agent.engine.ports import ModelRequest, StepIntent, StepOutcome
 from desktop_agent.engine.recording import commit, finish_step
@@ -76,6 +77,10 @@ def compaction(rs: RunState, open_seq: int | None, attempt: int) -> None:
     older = conv.messages[:cut]
     if older and older[-1]["role"] == "assistant":
         older = older[:-1]
+    # The same first message as every model call's (its prefix, and the files it names).
+    older = with_attachments(
+        list(older), spec.attachments, first_is_goal=conv.message_seqs[:1] == [0]
+    )
     if on_server:
         messages = list(older)
     else:

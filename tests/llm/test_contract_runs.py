@@ -241,6 +241,38 @@ def test_two_compactions_keep_every_request_valid(
         assert second
 
 
+@pytest.mark.parametrize("mode", ["server", "client"])
+def test_a_run_with_attachments_compacts_on_the_same_first_message(
+    mode: str, lab: Journey, tmp_path: Path
+) -> None:
+    client, make_executor, start_fake, make_model, notes = lab
+    model = "claude-sonnet-5-5"
+    fake = start_fake(Research(turns=14, high_at=(5, 10)))
+    claude = make_model(fake)
+    if mode == "client":
+        claude.catalogue = _without_server_compaction(model)
+    attached = tmp_path / "figures.csv"
+    attached.write_text("region,revenue\nnorth,12\n")
+    run = client.start_run("Survey the notes", model=model, workspace=notes, attachments=[attached])
+    drain(client.store, make_executor(claude))
+
+    done = client.run(run.id)
+    assert done.status == RunStatus.COMPLETED, done.status_message
+    _no_refusal(fake)
+    assert len([s for s in client.steps(run.id) if s.kind == StepKind.COMPACTION]) == 2
+    firsts = [  # the first message's text, whatever cache marker a request put on it
+        json.dumps([b.get("text") for b in r.body["messages"][0]["content"]]) for r in fake.requests
+    ]
+    # Every request that opens with the goal (the compaction calls too) names the file.
+    with_goal = [f for f in firsts if "Goal: Survey the notes" in f]
+    assert len(with_goal) >= 3
+    assert all("attachments/figures.csv" in f for f in with_goal)
+    # The requests before the first summary, the summary call among them, share one prefix.
+    cut = next((i for i, f in enumerate(firsts) if "SUMMARY" in f), len(firsts))
+    before = [f for f in firsts[:cut] if "Goal: Survey the notes" in f]
+    assert len(before) >= 3 and len(set(before)) == 1
+
+
 @pytest.mark.parametrize("model", CURRENT)
 def test_a_fallback_switch_and_back_keeps_every_request_valid(
     model: str,
