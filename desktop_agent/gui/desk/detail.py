@@ -48,6 +48,7 @@ class DetailRoom(QObject):
         self.tasks: TaskRunner = window.tasks
         self.steps_model = StepTimelineModel(parent)
         self.detail = RunDetailPane(self.steps_model, window.acts["follow"], parent)
+        self.detail.use_reads(self.client, self.tasks)  # the Report tab's reads
         self._wanted: tuple[str, int] | None = None
         """A step to select once its run's steps are loaded: (run, seq)."""
         self._marks: list[str] = []

@@ -458,12 +458,7 @@ class RunDetailPane(QWidget):
         self.report_loader = ReportLoader(client, tasks, self.report_view)
 
     def _loader(self) -> ReportLoader | None:
-        if self.report_loader is None:  # the window's client and runner, when it has them
-            window = self.window()
-            client, tasks = getattr(window, "client", None), getattr(window, "tasks", None)
-            if isinstance(client, Client) and isinstance(tasks, TaskRunner):
-                self.use_reads(client, tasks)
-        return self.report_loader
+        return self.report_loader  # None until the window gives its reads (use_reads)
 
     def load_report(self) -> None:
         """Read the shown run's report off the GUI thread and show it in the Report tab."""
