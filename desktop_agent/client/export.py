@@ -390,7 +390,7 @@ details > summary { cursor: pointer; } details h4 { margin: .5em 0 .2em; font-si
 tr.note td { border-top: none; background: #fff8dc; font-style: italic; }
 .report { border: 1px solid #ddd; padding: 0 1.2em 1em; margin: 1em 0 2em; }
 .report .source { color: #666; font-size: .9em; } .report a.ref { text-decoration: none; }
-.uncited { background: #ffe9a8; } ol.refs { list-style: none; padding-left: 0; }
+.uncited { background: #ffe9a8; } .refs p { margin: .3em 0; }
 .report-table td { border: 1px solid #ddd; }
 """
 

@@ -152,10 +152,11 @@ class Renderer:
             cited = f"cited at <a href='{to_step}'>step {r.cited_seq}</a>"
             to_ref = html.escape(self.ref_href(r.number))
             items.append(
-                f"<li id='ref-{r.number}'><a class='ref' href='{to_ref}'>[{r.number}]</a> "
-                f"<b>{name}</b>{where}{quoted} ({read}{cited})</li>"
+                f"<p id='ref-{r.number}'><a class='ref' href='{to_ref}'>[{r.number}]</a> "
+                f"<b>{name}</b>{where}{quoted} ({read}{cited})</p>"
             )
-        refs = f"<ol class='refs'>{''.join(items)}</ol>" if items else ""
+        # Paragraphs, not a list: the [n] is the number (a list would number them twice).
+        refs = f"<div class='refs'>{''.join(items)}</div>" if items else ""
         uncited = len(report.uncited)
         legend = (
             f"<p class='legend'><span class='uncited'>Tinted</span> sentences "

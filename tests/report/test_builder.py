@@ -119,7 +119,8 @@ def test_rendered_html_escapes_the_text_links_references_and_tints_uncited(
     page = Renderer(lambda n: f"#ref-{n}", lambda s: f"#step-{s}").fragment(report)
     assert "<script>" not in page and "&lt;script&gt;" in page
     assert "<a class='ref' href='#ref-1'>[1]</a>" in page
-    assert "<li id='ref-1'>" in page and "href='#step-2'" in page
+    assert "<p id='ref-1'>" in page and "href='#step-2'" in page
+    assert "<ol" not in page  # the [n] is the number: a list would number them twice
     assert (
         "<span class='uncited' title='no citation supports this sentence'>Plain claim.</span>"
         in page
