@@ -961,6 +961,24 @@ def main(out: Path) -> int:
         settle(app)
         shoot(search, out / "screenshot-search.png")
         search.close()
+
+        # A run that read two documents, cited them and wrote its report (written straight
+        # into the journal by the report tests' builder): its Report tab.
+        from tests.report.journals import cited_run
+
+        report_ws = Path(tmp) / "research" / "q3-market"
+        report_ws.mkdir(parents=True)
+        cited = cited_run(client, report_ws, model="claude-sonnet-5-5")
+        ids["report"] = cited.run_id  # the windows opened later list it too
+        wait_until(app, lambda: window.runs_model.get(cited.run_id) is not None)
+        window.select_run(cited.run_id)
+        steps = len(client.steps(cited.run_id))
+        wait_until(app, lambda: window.steps_model.rowCount() == steps)
+        view = window.detail.report_view
+        window.detail.inspector.setCurrentWidget(view)
+        wait_until(app, lambda: view.report is not None and view.run_id == cited.run_id)
+        settle(app)
+        shoot(window, out / "screenshot-report.png")
         window.shutdown()
         window.close()
 
@@ -995,7 +1013,7 @@ def main(out: Path) -> int:
         views.batches.select(sched_ids["batch"])
         wait_until(app, lambda: views.item_model.rowCount() == 48)
         win.resize(1280, 940)  # taller, for more of the items
-        win.split.setSizes([400, 540])
+        win.split.setSizes([800, 480])  # wide enough for the items' status, run and error
         items = views.item_model
         failed = next(i for i in range(items.rowCount()) if items.row_at(i).error)
         table = views.batches.item_table

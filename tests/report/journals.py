@@ -104,6 +104,7 @@ def cited_run(
     answer: list[dict[str, Any]] | None = None,
     documents: list[dict[str, Any]] | None = None,
     goal: str = "Size the Q3 market",
+    model: str = "demo",
 ) -> Cited:
     """A completed run: it reads two documents, answers citing them, writes a report.
 
@@ -116,8 +117,9 @@ def cited_run(
         answer: the cited answer's blocks (default :data:`CITED_ANSWER`).
         documents: the answer's ``documents`` (default alpha.pdf read at step 2, beta.txt at 3).
         goal: the run's goal.
+        model: the run's model (only its label: nothing calls it).
     """
-    run = client.start_run(goal, model="demo", workspace=workspace)
+    run = client.start_run(goal, model=model, workspace=workspace)
     store = client.store
     store.commit(run.id, patch=RunPatch(status=RunStatus.RUNNING, started_at=time.time()))
     uses: list[dict[str, Any]] = [{"type": "text", "text": "Reading both sources."}]
