@@ -39,6 +39,7 @@ from desktop_agent.domain.errors import (
 )
 from desktop_agent.engine import budget as budgets
 from desktop_agent.engine import fencing, sanitize
+from desktop_agent.engine.flusher import FLUSHER
 from desktop_agent.engine.ports import (
     BatchEntry,
     BatchModel,
@@ -63,22 +64,27 @@ class PartialStreamer:
 
     Saves are throttled: one at most per ``partial_flush_s``, counted from the end of the
     last save. What arrives inside that interval is saved when it ends even if nothing
-    more streams (the API stalls, the worker freezes): a trailing flush, made by a thread
-    of the streamer that waits for the end of the interval. There is one such thread at
-    most, started when something is left unsaved and ending as soon as nothing is. Saves
-    never overlap, and each holds everything streamed before it began.
+    more streams (the API stalls, the worker freezes): a trailing flush, scheduled with
+    the process's one flusher thread (:data:`~desktop_agent.engine.flusher.FLUSHER`), which
+    serves the trailing flushes of every streamer, starts when one is scheduled and ends
+    when none is pending. A streamer has one scheduled at most, and none when nothing is
+    unsaved. The flusher makes due saves one after the other, so a slow save of another
+    call (a database lock) can delay this one's, never drop it. Saves of a streamer never
+    overlap, and each holds everything streamed before it began.
 
     Each save made while the call streams that holds some text is followed by the crash
     point ``mid_stream``, on the thread that made it. A trailing save that fails (a lost
     lease), or its crash point when that raises, is raised on the streaming thread by its
     next callback or by :meth:`flush`. :meth:`close` cancels a pending trailing flush and
-    waits for one under way: after it no thread of the streamer saves again, so the call's
-    owner closes the streamer before it records the call's outcome (:func:`stream_model`).
+    waits for one of this streamer under way (never for another's): after it nothing saves
+    for the streamer on another thread, so the call's owner closes the streamer before it
+    records the call's outcome (:func:`stream_model`).
 
     Args:
         rs: the activation's state (its journal, and ``cfg.partial_flush_s``).
         seq: the model step whose partial answer is saved.
-        monotonic: the clock of the throttle (the trailing flush still waits in real time).
+        monotonic: the clock of the throttle. The flusher waits in real time, at most an
+            interval at a time, and asks this clock again whether the save is due.
     """
 
     def __init__(
@@ -94,12 +100,10 @@ class PartialStreamer:
         self._dirty = False
         self._usage_saved = False
         self._lock = threading.Lock()  # what streamed, and the trailing flush's state
-        self._woken = threading.Condition(self._lock)  # the flusher's wait, ended by close
         self._saving = threading.Lock()  # held by the save under way: saves never overlap
-        self._pending = False  # a flusher is running (waiting, or saving)
+        self._scheduled = False  # a trailing flush is pending with the flusher, or running
         self._closed = False
         self._failed: BaseException | None = None  # what a trailing save raised
-        self._threads: list[threading.Thread] = []
         rs.saved_spend[seq] = (Usage(), 0.0)  # a new attempt: its row holds nothing yet
 
     @property
@@ -139,18 +143,16 @@ class PartialStreamer:
         self._save(when_due=False)
 
     def close(self) -> None:
-        """Cancel a pending trailing flush and wait for one under way to end.
+        """Cancel a pending trailing flush and wait for this streamer's one under way.
 
-        Never raises (what a trailing save raised is kept for :meth:`flush`). After it no
-        thread of the streamer is left and none saves again; :meth:`flush` still saves,
-        on the caller's thread.
+        Never raises (what a trailing save raised is kept for :meth:`flush`), and never
+        waits for another streamer's save. After it the flusher saves nothing more for
+        this streamer (and its thread is gone if nothing else is pending); :meth:`flush`
+        still saves, on the caller's thread.
         """
         with self._lock:
-            self._closed = True
-            self._woken.notify_all()
-            threads, self._threads = self._threads, []
-        for thread in threads:
-            thread.join()
+            self._closed = True  # no trailing flush is scheduled from now on
+        FLUSHER.cancel(self)
 
     def _save(self, *, when_due: bool, trailing: bool = False) -> str | None:
         """Save what is unsaved; the text saved (None: no save was made).
@@ -186,48 +188,32 @@ class PartialStreamer:
         return self._last + self.rs.cfg.partial_flush_s - self._monotonic()
 
     def _arrange_trailing_flush(self) -> None:
-        """Start the flusher unless one runs or the streamer is closed (holding ``_lock``)."""
-        if self._pending or self._closed:
+        """Schedule the trailing flush, unless one is or the streamer is closed (holding _lock)."""
+        if self._scheduled or self._closed:
             return
-        thread = threading.Thread(
-            target=self._trail,
-            name=f"partial-flush {self.rs.run.id}:{self.seq}",
-            daemon=True,
-        )
-        try:
-            thread.start()
-        except RuntimeError as exc:  # no thread to be had: the next save takes it along
-            log.warning("run %s: no trailing save of step %s: %s", self.rs.run.id, self.seq, exc)
-            return
-        self._pending = True
-        self._threads = [t for t in self._threads if t.is_alive()]
-        self._threads.append(thread)
+        delay = min(max(self._left(), 0.0), self.rs.cfg.partial_flush_s)
+        self._scheduled = FLUSHER.schedule(self, delay, self._trail)
+        if not self._scheduled:  # no thread to be had: the next save takes it along
+            log.warning("run %s: no trailing save of step %s", self.rs.run.id, self.seq)
 
     def _trail(self) -> None:
-        """The flusher: saves what is unsaved when the throttle allows, until nothing is."""
-        while self._wait_for_due():
-            try:
-                if self._save(when_due=True, trailing=True):
-                    self.rs.crash_point("mid_stream")
-            except BaseException as exc:  # kept: raised on the streaming thread
-                with self._lock:
-                    self._failed = exc
-                    self._pending = False
-                return
+        """The trailing flush (on the flusher's thread): save if due, then schedule the next.
 
-    def _wait_for_due(self) -> bool:
-        """Wait until the throttle allows a save (True), or until the flusher may end.
-
-        False once nothing is left unsaved, the streamer is closed or a save failed.
+        The next is scheduled while something is left unsaved (what streamed during this
+        save, or all of it when the throttle's clock says the save is not due yet).
         """
+        try:
+            if self._save(when_due=True, trailing=True):
+                self.rs.crash_point("mid_stream")
+        except BaseException as exc:  # kept: raised on the streaming thread
+            with self._lock:
+                self._failed = exc
+                self._scheduled = False
+            return
         with self._lock:
-            while self._dirty and not self._closed and self._failed is None:
-                left = self._left()
-                if left <= 0:
-                    return True
-                self._woken.wait(left)
-            self._pending = False
-            return False
+            self._scheduled = False
+            if self._dirty and self._failed is None:
+                self._arrange_trailing_flush()
 
 
 def model_call(

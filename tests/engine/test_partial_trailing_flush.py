@@ -2,8 +2,9 @@
 
 ``PartialStreamer`` saves a streaming model call's text and spend at most once per
 ``partial_flush_s``. A delta that arrives inside that interval is saved when it ends, even
-if nothing more streams (the API stalls, the worker freezes): a trailing flush, made by a
-thread of the streamer. These tests drive the streamer against a journal that records
+if nothing more streams (the API stalls, the worker freezes): a trailing flush, made by the
+process's one flusher thread, shared by all streamers, started when one is scheduled and
+ended when none is pending. These tests drive the streamer against a journal that records
 each save, with a hand-moved clock for the throttle where a count must be exact. They
 wait for what they expect on a condition (with a generous timeout), never by sleeping.
 """
@@ -21,6 +22,7 @@ import pytest
 
 from desktop_agent.domain import JSON, AgentSpec, Run, RunStatus, StepKind, Usage
 from desktop_agent.domain.errors import LeaseLost, RunCancelled
+from desktop_agent.engine.flusher import THREAD_NAME
 from desktop_agent.engine.model_calls import PartialStreamer, stream_model
 from desktop_agent.engine.ports import (
     CancelToken,
@@ -104,6 +106,11 @@ class SavingJournal:
             with self._changed:
                 self.log.append("outcome")
 
+    def texts(self) -> list[str]:
+        """The texts saved so far."""
+        with self._changed:
+            return [s.text for s in self.saves]
+
     def wait_for(self, condition: Callable[[], bool]) -> bool:
         """Whether ``condition`` (read under the journal's lock) became true in time."""
         with self._changed:
@@ -116,8 +123,8 @@ class NoTools:
 
 
 def flushers() -> list[threading.Thread]:
-    """The streamers' flusher threads alive now."""
-    return [t for t in threading.enumerate() if t.name.startswith("partial-flush")]
+    """The flusher threads alive now (one at most), found by name."""
+    return [t for t in threading.enumerate() if t.name.startswith(THREAD_NAME)]
 
 
 def run_state(journal: SavingJournal, tmp_path: Path, flush_s: float) -> RunState:
@@ -249,6 +256,107 @@ def test_a_call_that_never_stalls_in_the_interval_starts_no_thread(
         assert flushers() == []
     streamer.close()
     assert len(journal.saves) == 20
+
+
+# --------------------------------------------------------------------------- one flusher
+
+
+def test_fifty_streamers_with_a_pending_save_share_one_flusher_that_ends_after_them(
+    journal: SavingJournal, ticks: Ticks, tmp_path: Path
+) -> None:
+    rs = run_state(journal, tmp_path, flush_s=0.05)
+    streamers = [PartialStreamer(rs, seq, monotonic=ticks) for seq in range(1, 51)]
+    alive: list[int] = []
+    try:
+        for s in streamers:
+            s.on_usage(Usage(1200, 1), 0.004)  # the prompt: saved at once
+            s.on_text(f"answer {s.seq}")  # inside the interval: a trailing save pending
+            alive.append(len(flushers()))
+        assert alive == [1] * 50  # one flusher for all fifty, from the first on
+        (flusher,) = flushers()
+        ticks.advance(0.05)  # all fifty are due; nothing more streams
+
+        def trailing() -> list[str]:
+            return [s.text for s in journal.saves if s.thread == THREAD_NAME]
+
+        assert journal.wait_for(lambda: len(trailing()) == 50), trailing()
+        assert sorted(trailing()) == sorted(f"answer {seq}" for seq in range(1, 51))
+        assert all(rs.saved_spend[seq] == (Usage(1200, 1), 0.004) for seq in range(1, 51))
+        assert len(flushers()) <= 1
+    finally:
+        for s in streamers:
+            s.close()
+    flusher.join(WAIT_S)  # nothing pending: it ended by itself (or close ended it)
+    assert not flusher.is_alive()
+    assert flushers() == []
+
+
+class HeldJournal(SavingJournal):
+    """A journal whose save of one step's text on the flusher's thread waits for a gate.
+
+    Stands for a save blocked on a database lock. ``held`` is set once that save waits.
+    """
+
+    def __init__(self, ticks: Callable[[], float], text: str) -> None:
+        super().__init__(ticks)
+        self.text = text
+        self.held = threading.Event()
+        self.gate = threading.Event()
+
+    def save_partial(
+        self,
+        run_id: str,
+        seq: int,
+        text: str,
+        usage: Usage | None = None,
+        cost_usd: float = 0.0,
+        lease: object = None,
+    ) -> None:
+        if text == self.text and threading.current_thread().name == THREAD_NAME:
+            self.held.set()
+            self.gate.wait(WAIT_S)  # released by the test (or the timeout, if it failed)
+        super().save_partial(run_id, seq, text, usage, cost_usd, lease)
+
+
+def test_closing_a_streamer_never_waits_for_another_streamers_save_under_way(
+    tmp_path: Path,
+) -> None:
+    """The flusher is inside A's save (held on a lock): B's close returns regardless.
+
+    C, due meanwhile, waits for A's save (the one flusher makes them one after the other)
+    and is saved when it ends; B, closed with its trailing save pending, is never saved.
+    """
+    clocks = {"A": Ticks(), "B": Ticks(), "C": Ticks()}
+    journal = HeldJournal(clocks["A"], "slow answer")
+    rs = run_state(journal, tmp_path, flush_s=0.05)
+    a, b, c = (PartialStreamer(rs, seq, monotonic=clocks[n]) for seq, n in enumerate("ABC", 1))
+    try:
+        for s, text in ((a, "slow answer"), (b, "closed answer"), (c, "waiting answer")):
+            s.on_usage(Usage(1200, 1), 0.004)
+            s.on_text(text)  # each has a trailing save pending
+        (flusher,) = flushers()
+        clocks["A"].advance(0.05)  # A's trailing save is due: the flusher starts it
+        assert journal.held.wait(WAIT_S), "A's trailing save never started"
+
+        b.close()  # had it waited for A's save, that would have ended by its timeout
+        assert not journal.gate.is_set() and "slow answer" not in journal.texts()
+
+        clocks["C"].advance(0.05)  # due, but the flusher is inside A's save
+        clocks["B"].advance(10.0)  # long past due, but closed: nothing saves it
+        assert "waiting answer" not in journal.texts()
+        journal.gate.set()  # the lock is released
+        assert journal.wait_for(lambda: "waiting answer" in journal.texts())
+        assert "slow answer" in journal.texts()
+    finally:
+        journal.gate.set()
+        for s in (a, b, c):
+            s.close()
+    flusher.join(WAIT_S)
+    assert not flusher.is_alive()
+    assert "closed answer" not in journal.texts()  # no save of B after its close
+    b.flush()  # the final save, on the caller's thread
+    assert journal.saves[-1].text == "closed answer"
+    assert journal.saves[-1].thread != THREAD_NAME
 
 
 # --------------------------------------------------------------------------- stream_model
