@@ -96,6 +96,7 @@ def compaction(rs: RunState, open_seq: int | None, attempt: int) -> None:
         effort=spec.effort,
         cache_ttl=cache_ttl(rs),
         compaction=on_server,
+        workspace=str(rs.run.workspace),
     )
     seq = open_seq if open_seq is not None else rs.next_seq
     input_ = {"summarized_messages": len(older), "kept_messages": len(conv.messages) - cut}

@@ -120,6 +120,9 @@ class ModelRequest:
             run, so it winds down before the run's token budget stops it; None for none.
         prompt_tokens: the prompt's exact size when it was counted (``count_tokens``), for
             a worst case that decides something; None to let the port estimate.
+        workspace: the run's workspace, from which the documents the messages name are
+            read (their kept copies are recorded relative to it, so a journal names no
+            folder of one machine).
     """
 
     model: str
@@ -134,6 +137,7 @@ class ModelRequest:
     previous_message_id: str | None = None
     task_budget: tuple[int, int] | None = None
     prompt_tokens: int | None = None
+    workspace: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -88,6 +88,7 @@ def build_request(rs: RunState) -> ModelRequest:
         cache_ttl=cache_ttl(rs),
         previous_message_id=rs.state.scalars.last_message_id or None,
         task_budget=task_budget(rs),
+        workspace=str(rs.run.workspace),
     )
 
 

@@ -330,7 +330,9 @@ class ClaudeModel:
         """Upload the large documents the model reads that have no file id yet."""
         entry = self.catalogue.entry(model)
         for descriptor in docs.pending_uploads(request.messages, entry, file_ids):
-            file_id = self._upload(client, descriptor, run_id, key, look_first=True)
+            file_id = self._upload(
+                client, descriptor, run_id, key, look_first=True, workspace=request.workspace
+            )
             if file_id is not None:
                 file_ids[str(descriptor["sha256"])] = file_id
 
@@ -371,7 +373,9 @@ class ClaudeModel:
             if self._file_alive(client, file_id, key):
                 continue
             log.info("file %s is gone: uploading %s again", file_id, document.get("title"))
-            fresh = self._upload(client, descriptor, run_id, key, look_first=True)
+            fresh = self._upload(
+                client, descriptor, run_id, key, look_first=True, workspace=request.workspace
+            )
             if fresh is not None:
                 file_ids[str(descriptor["sha256"])] = fresh
 
@@ -399,6 +403,7 @@ class ClaudeModel:
         key: str,
         *,
         look_first: bool,
+        workspace: str,
     ) -> str | None:
         """The file id of ``descriptor``'s file, uploaded under :func:`docs.upload_name`.
 
@@ -407,7 +412,7 @@ class ClaudeModel:
         crashed before its outcome was recorded). None when the file's copy is gone (the
         document stays the tool's text).
         """
-        data = docs.read_blob(descriptor)
+        data = docs.read_blob(descriptor, workspace)
         if data is None:
             log.warning("the copy of %s kept for upload is gone", descriptor.get("title"))
             return None
@@ -700,7 +705,7 @@ def build_params(
         params["system"] = [{"type": "text", "text": request.system, "cache_control": dict(cache)}]
         breakpoints += 1
     messages = own_thinking_only(request.messages, entry.id if entry else model, catalogue)
-    prepared = docs.prepare(messages, entry, file_ids or {})
+    prepared = docs.prepare(messages, entry, file_ids or {}, request.workspace)
     params["messages"] = with_breakpoints(prepared.messages, MAX_BREAKPOINTS - breakpoints, cache)
     effort = request.effort if entry is not None and entry.accepts_effort(request.effort) else ""
     thinking = thinking_param(entry, request.thinking_budget > 0, effort or info.default_effort)

@@ -62,10 +62,19 @@ def upload_name(run_id: str, descriptor: Mapping[str, Any]) -> str:
     return f"desktop-agent-{run}-{str(descriptor.get('sha256', ''))[:32]}{ext}"
 
 
-def read_blob(descriptor: Mapping[str, Any]) -> bytes | None:
-    """The file's bytes, if its copy is still there and still has its SHA-256."""
+def read_blob(descriptor: Mapping[str, Any], workspace: str = "") -> bytes | None:
+    """The file's bytes, if its copy is still there and still has its SHA-256.
+
+    The copy's path is relative to the run's ``workspace`` (journals of an older version
+    hold absolute paths: those are read as they are).
+    """
+    blob = Path(str(descriptor.get("blob", "")))
+    if not blob.is_absolute():
+        if not workspace or not str(blob) or ".." in blob.parts:
+            return None
+        blob = Path(workspace) / blob
     try:
-        data = Path(str(descriptor.get("blob", ""))).read_bytes()
+        data = blob.read_bytes()
     except (OSError, ValueError):
         return None
     if hashlib.sha256(data).hexdigest() != descriptor.get("sha256"):
@@ -122,6 +131,7 @@ def prepare(
     messages: Sequence[Mapping[str, JSON]],
     entry: ModelEntry | None,
     file_ids: Mapping[str, str],
+    workspace: str = "",
 ) -> Prepared:
     """``messages`` as the model reads them (see the module docstring).
 
@@ -140,7 +150,7 @@ def prepare(
         blocks: list[JSON] = []
         for block in content:
             if isinstance(block, Mapping) and DOCUMENT_KEY in block:
-                blocks.append(_result_block(block, entry, file_ids, out))
+                blocks.append(_result_block(block, entry, file_ids, out, workspace))
             else:
                 blocks.append(block)
         out.messages.append({**message, "content": blocks})
@@ -152,6 +162,7 @@ def _result_block(
     entry: ModelEntry | None,
     file_ids: Mapping[str, str],
     out: Prepared,
+    workspace: str,
 ) -> dict[str, JSON]:
     plain = {k: v for k, v in block.items() if k != DOCUMENT_KEY}
     d = block[DOCUMENT_KEY]
@@ -166,7 +177,10 @@ def _result_block(
     if file_id:
         source = {"type": "file", "file_id": file_id}
         out.files = True
-    elif int(d.get("size", 0) or 0) <= INLINE_MAX_BYTES and (data := read_blob(d)) is not None:
+    elif (
+        int(d.get("size", 0) or 0) <= INLINE_MAX_BYTES
+        and (data := read_blob(d, workspace)) is not None
+    ):
         if media == PDF:
             source = {"type": "base64", "media_type": PDF, "data": base64.b64encode(data).decode()}
         else:

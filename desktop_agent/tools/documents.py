@@ -9,14 +9,13 @@ SHA-256, under ``<workspace>/.cache/documents/`` so that every later request of 
 
 Descriptor keys: ``path`` (the workspace path or the URL), ``title`` (the same),
 ``media_type`` (``application/pdf`` or ``text/plain``), ``sha256``, ``size`` (bytes) and
-``blob`` (the kept copy's absolute path).
+``blob`` (the kept copy's path, relative to the workspace).
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
-import tempfile
 from pathlib import Path
 
 from desktop_agent.domain import JSON
@@ -65,17 +64,24 @@ def descriptor(
         "media_type": media_type,
         "sha256": sha,
         "size": len(data),
-        "blob": str(blob),
+        "blob": f"{CACHE_DIR}/{sha}{ext}",  # under the workspace: no machine's folder
     }
 
 
 def _keep(blob: Path, data: bytes) -> bool:
-    """Write the copy once (atomically); True when it is there."""
+    """Write the copy once (atomically); True when it is there.
+
+    The temporary file is named after the copy, not at random: a read killed between
+    writing it and renaming it is repeated under the same name, which takes it over, so
+    no stray file is left in the workspace. Two runs keeping the same file at once write
+    the same bytes; whichever renames second finds the copy already there.
+    """
+    tmp = blob.with_name(f".tmp-{blob.name}")
     try:
         if blob.is_file() and blob.stat().st_size == len(data):
             return True
         blob.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=blob.parent, prefix=".tmp-")
+        fd = os.open(tmp, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o600)
     except OSError:
         return False
     try:
@@ -85,6 +91,6 @@ def _keep(blob: Path, data: bytes) -> bool:
             os.fsync(f.fileno())
         os.replace(tmp, blob)
     except OSError:
-        Path(tmp).unlink(missing_ok=True)
-        return False
+        tmp.unlink(missing_ok=True)
+        return blob.is_file() and blob.stat().st_size == len(data)
     return True

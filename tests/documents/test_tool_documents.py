@@ -13,11 +13,13 @@ from tests.tools.conftest import MakeCtx
 from tests.tools.servers import HttpServer, Reply
 
 
-def _kept(descriptor: object, data: bytes) -> None:
+def _kept(descriptor: object, data: bytes, ws: Path) -> None:
     assert isinstance(descriptor, dict)
     assert descriptor["sha256"] == hashlib.sha256(data).hexdigest()
     assert descriptor["size"] == len(data)
-    assert Path(str(descriptor["blob"])).read_bytes() == data  # the bytes the tool read
+    blob = Path(str(descriptor["blob"]))
+    assert not blob.is_absolute()  # the journal names no folder of this machine
+    assert (ws / blob).read_bytes() == data  # the bytes the tool read, under the workspace
 
 
 def test_read_file_of_a_pdf_keeps_its_text_and_describes_the_file(
@@ -30,7 +32,7 @@ def test_read_file_of_a_pdf_keeps_its_text_and_describes_the_file(
     assert not res.is_error and "Revenue grew 4% in 2025." in res.content
     assert isinstance(res.data, dict)
     document = res.data["document"]
-    _kept(document, data)
+    _kept(document, data, ws)
     assert isinstance(document, dict)
     assert (document["path"], document["title"], document["media_type"]) == (
         "docs/report.pdf",
@@ -39,7 +41,7 @@ def test_read_file_of_a_pdf_keeps_its_text_and_describes_the_file(
     )
     # The file changes later: the kept copy is still what was read.
     (ws / "docs" / "report.pdf").write_bytes(make_pdf(["Changed."]))
-    _kept(document, data)
+    _kept(document, data, ws)
     # A later part of the same file (offset) carries no document: it was given whole.
     more = run_tool(ReadFile(), {"path": "docs/report.pdf", "offset": 5}, make_ctx())
     assert isinstance(more.data, dict) and "document" not in more.data
@@ -50,7 +52,7 @@ def test_read_file_of_text_and_of_other_files(make_ctx: MakeCtx, ws: Path) -> No
     (ws / "latin.txt").write_bytes("caf\xe9".encode("latin-1"))
     text = run_tool(ReadFile(), {"path": "notes.md"}, make_ctx())
     assert isinstance(text.data, dict)
-    _kept(text.data["document"], b"Sales rose.\n")
+    _kept(text.data["document"], b"Sales rose.\n", ws)
     assert isinstance(text.data["document"], dict)
     assert text.data["document"]["media_type"] == "text/plain"
     latin = run_tool(ReadFile(), {"path": "latin.txt"}, make_ctx())
@@ -58,7 +60,7 @@ def test_read_file_of_text_and_of_other_files(make_ctx: MakeCtx, ws: Path) -> No
 
 
 def test_web_fetch_of_a_pdf_describes_it_by_its_url_and_from_its_cache(
-    http_server: HttpServer, make_ctx: MakeCtx
+    http_server: HttpServer, make_ctx: MakeCtx, ws: Path
 ) -> None:
     data = make_pdf(["Churn fell to 3 percent."])
     http_server.routes["/paper.pdf"] = Reply(200, data, {"Content-Type": "application/pdf"})
@@ -68,7 +70,7 @@ def test_web_fetch_of_a_pdf_describes_it_by_its_url_and_from_its_cache(
     assert "Churn fell to 3 percent." in first.content
     assert isinstance(first.data, dict)
     document = first.data["document"]
-    _kept(document, data)
+    _kept(document, data, ws)
     assert isinstance(document, dict) and document["title"] == url
     again = run_tool(WebFetch(), {"url": url}, ctx)  # from the run's cache
     assert isinstance(again.data, dict) and again.data["cached"] is True
