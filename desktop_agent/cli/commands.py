@@ -165,6 +165,26 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--detach", action="store_true", help="print the run id and return")
     p.add_argument("--yes", action="store_true", help="approve this run's requests as they come")
+    p.add_argument(
+        "--web-search",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="offer Anthropic's web search to this run, or not (default: the setting)",
+    )
+    p.add_argument(
+        "--search-domain",
+        action="append",
+        default=[],
+        metavar="DOMAIN",
+        help="web search returns only DOMAIN (repeatable; not with --block-domain)",
+    )
+    p.add_argument(
+        "--block-domain",
+        action="append",
+        default=[],
+        metavar="DOMAIN",
+        help="web search never returns DOMAIN (repeatable; not with --search-domain)",
+    )
     cli_forecast.add_estimate_option(p)
 
     p = add("rerun", "start a run again, as it was started (goal, model, tools, budgets)")
@@ -334,6 +354,9 @@ def cmd_run(args: argparse.Namespace, out: Out) -> int:
         placement=args.placement,
         tags=args.tag,
         attachments=args.attach,
+        web_search=args.web_search,
+        search_domains=args.search_domain,
+        search_blocked_domains=args.block_domain,
         **cli_models.run_options(args),
     )
     cli_models.say_notice(client)

@@ -118,6 +118,11 @@ class RunSpecOptions(TypedDict, total=False):
         use_defaults: fill budgets left out from the settings (default True).
         count_waiting_time: time waiting on the analyst counts towards the time budget
             (default False).
+        web_search: offer Anthropic's web search to this run (True) or not (False);
+            default: the ``web_search`` setting.
+        search_domains: the only domains web search may return (no scheme: ``example.com``).
+        search_blocked_domains: domains web search never returns; not with
+            ``search_domains`` (the API takes one list or the other).
     """
 
     model: str | None
@@ -134,6 +139,9 @@ class RunSpecOptions(TypedDict, total=False):
     economy: bool
     use_defaults: bool
     count_waiting_time: bool
+    web_search: bool | None
+    search_domains: Sequence[str] | None
+    search_blocked_domains: Sequence[str] | None
 
 
 def prepare_workspace(workspace: str | Path) -> Path:
@@ -371,6 +379,20 @@ class Client:
             if tools is not None
             else list(default_tools(web_search=self.settings.web_search))
         )
+        from desktop_agent.client.models import stored_catalogue
+        from desktop_agent.domain.server_tools import web_search_choice
+
+        web_search = options.get("web_search")
+        entry = stored_catalogue(self._db).entry(model)
+        names, allowed, blocked, notice = web_search_choice(
+            names,
+            web_search,
+            options.get("search_domains"),
+            options.get("search_blocked_domains"),
+            model_takes_it=entry is None or entry.has("web_search"),
+            refuse=InvalidInputError,
+        )
+        self.last_model_notice = " ".join(filter(None, (self.last_model_notice, notice)))
         if any(n.startswith(mcp_tools.PREFIX) for n in names):
             # ``mcp:SERVER`` stands for the server's tools as the catalogue lists them now.
             self.reload_mcp_tools()
@@ -418,6 +440,9 @@ class Client:
             approval_overrides=tuple(sorted((approval_overrides or {}).items())),
             effort=effort,
             economy=bool(options.get("economy", False)),
+            web_search=web_search,
+            search_domains=allowed,
+            search_blocked_domains=blocked,
         )
         if spec.economy and model == DEMO_MODEL:
             raise InvalidInputError(

@@ -220,6 +220,11 @@ class AgentSpec:
             documented default (nothing sent).
         economy: each model turn goes to a Message Batch (half price; the run hibernates
             until the result is in) instead of a streamed call.
+        web_search: offer Anthropic's web search to this run (True), withhold it (False),
+            or follow the ``web_search`` setting (None).
+        search_domains: the only domains web search may return (``allowed_domains``).
+        search_blocked_domains: domains web search never returns (``blocked_domains``);
+            the API takes one of the two lists, never both.
         attachments: the files the analyst gave the run at its start, copied into its
             workspace (the first user message names them).
     """
@@ -233,6 +238,9 @@ class AgentSpec:
     effort: str = ""
     economy: bool = False
     attachments: tuple[Attachment, ...] = ()
+    web_search: bool | None = None
+    search_domains: tuple[str, ...] = ()
+    search_blocked_domains: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, JSON]:
         """Plain dict for storage.
@@ -255,6 +263,12 @@ class AgentSpec:
             out["economy"] = True
         if self.attachments:
             out["attachments"] = [a.to_json() for a in self.attachments]
+        if self.web_search is not None:
+            out["web_search"] = self.web_search
+        if self.search_domains:
+            out["search_domains"] = list(self.search_domains)
+        if self.search_blocked_domains:
+            out["search_blocked_domains"] = list(self.search_blocked_domains)
         return out
 
     @classmethod
@@ -272,6 +286,9 @@ class AgentSpec:
             effort=str(data.get("effort", "") or ""),
             economy=bool(data.get("economy", False)),
             attachments=tuple(Attachment.from_json(a) for a in data.get("attachments") or ()),
+            web_search=None if data.get("web_search") is None else bool(data["web_search"]),
+            search_domains=tuple(str(d) for d in data.get("search_domains") or ()),
+            search_blocked_domains=tuple(str(d) for d in data.get("search_blocked_domains") or ()),
         )
 
     @property

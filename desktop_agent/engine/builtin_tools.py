@@ -60,13 +60,30 @@ CONTROL_TOOLS: dict[str, dict[str, Any]] = {
 }
 
 
+WEB_SEARCH_VERSION = "web_search_20260318"
+"""The web search tool's version we send.
+
+Anthropic's "Web search tool" page (platform.claude.com, Messages API > Tools) lists three
+versions: ``web_search_20250305`` (basic), ``web_search_20260209`` (adds dynamic filtering)
+and ``web_search_20260318`` (adds response inclusion control for agentic workflows). Its
+settings go on the tool: ``max_uses``, ``allowed_domains`` *or* ``blocked_domains`` (not
+both in one request: domains without a scheme, subdomains included) and ``user_location``.
+Whether a model takes it is the catalogue's ``capabilities.server_tools.web_search``.
+"""
+
 SERVER_TOOLS: dict[str, dict[str, Any]] = {
-    "web_search": {"type": "web_search_20250305", "name": "web_search"},
+    "web_search": {"type": WEB_SEARCH_VERSION, "name": "web_search"},
 }
 """Tools the model provider runs itself (Anthropic server tools).
 
-Offered only when the setting of the same name is true (``web_search_max_uses`` caps the
-searches per call). The model adapter passes these definitions through unchanged: they
-have a ``type`` and no ``input_schema``. Their ``server_tool_use`` and
-``*_tool_result`` blocks in an answer are not tool uses the engine must answer.
+Offered when the run's ``AgentSpec.web_search`` says so, or, left unset, when the setting
+of the same name is true (``web_search_max_uses`` caps the searches per call); the run's
+``search_domains`` / ``search_blocked_domains`` become the tool's ``allowed_domains`` /
+``blocked_domains``. The model adapter passes these definitions through unless the model's
+catalogue entry does not list the tool: they have a ``type`` and no ``input_schema``.
+Their ``server_tool_use`` and ``*_tool_result`` blocks in an answer are not tool uses the
+engine must answer.
 """
+
+SERVER_TOOL_FEATURES: dict[str, str] = {"web_search": "web_search"}
+"""The catalogue capability (``capabilities.server_tools.<name>``) each server tool needs."""

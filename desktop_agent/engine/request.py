@@ -20,11 +20,22 @@ WAITING_TOOLS = frozenset({"wait", "ask_user"})
 
 
 def _server_tool(rs: RunState, name: str) -> dict[str, JSON] | None:
+    """``name``'s definition for this run, or None when the run goes without it.
+
+    The run's own choice (``AgentSpec.web_search``) wins over the setting; its domain
+    lists go on the tool (one of them at most: the API refuses both).
+    """
     settings = rs.cfg.settings
-    if name != "web_search" or not settings.web_search:
+    spec = rs.run.spec
+    wanted = settings.web_search if spec.web_search is None else spec.web_search
+    if name != "web_search" or not wanted:
         return None
     definition: dict[str, JSON] = dict(SERVER_TOOLS[name])
     definition["max_uses"] = settings.web_search_max_uses
+    if spec.search_domains:
+        definition["allowed_domains"] = list(spec.search_domains)
+    elif spec.search_blocked_domains:
+        definition["blocked_domains"] = list(spec.search_blocked_domains)
     return definition
 
 

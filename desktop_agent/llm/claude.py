@@ -60,7 +60,13 @@ from desktop_agent.llm.pacing import (
     parse_reset,
     parse_retry_after,
 )
-from desktop_agent.llm.pricing import ModelInfo, is_known, model_info
+from desktop_agent.llm.pricing import (
+    SERVER_TOOL_USD,
+    ModelInfo,
+    is_known,
+    model_info,
+    server_tool_cost,
+)
 
 log = logging.getLogger(__name__)
 
@@ -75,8 +81,8 @@ MAX_BREAKPOINTS = 4
 MIN_THINKING_BUDGET = 1024
 """Smallest extended-thinking budget the API accepts."""
 
-WEB_SEARCH_USD = 0.01
-"""Price of one server-side web search ($10 per 1,000 searches)."""
+WEB_SEARCH_USD = SERVER_TOOL_USD["web_search_requests"]
+"""Price of one server-side web search ($10 per 1,000 searches: ``llm/pricing.py``)."""
 _UNCACHEABLE = frozenset({"thinking", "redacted_thinking"})
 _AUTH_TYPES = frozenset({"authentication_error", "permission_error"})
 _REQUEST_TYPES = frozenset(
@@ -696,8 +702,8 @@ def build_params(
     params: dict[str, Any] = {"model": model, "max_tokens": max_tokens}
     cache = {**EPHEMERAL, "ttl": "1h"} if request.cache_ttl == "1h" else dict(EPHEMERAL)
     breakpoints = 0
-    if request.tools:
-        tools = [dict(t) for t in request.tools]
+    tools = [dict(t) for t in request.tools if _server_tool_allowed(entry, t)]
+    if tools:
         tools[-1]["cache_control"] = dict(cache)
         params["tools"] = tools
         breakpoints += 1
@@ -921,10 +927,37 @@ def _usage(u: Any) -> Usage:
     )
 
 
-def _searches(u: Any) -> int:
-    """Server-side web searches the call made (billed per search)."""
+def _server_tool_allowed(entry: ModelEntry | None, tool: Mapping[str, Any]) -> bool:
+    """Whether ``tool`` may be sent to the model of ``entry``.
+
+    A server tool (one with a ``type``, e.g. ``web_search_20260318``) goes only where the
+    catalogue lists it (``capabilities.server_tools.web_search``, as the Models API and the
+    web search tool's page say to check). A model the catalogue does not know gets it (as
+    elsewhere: the API will say if it is wrong). Our own tools always go.
+    """
+    if "type" not in tool or tool.get("type") == "custom" or entry is None:
+        return True
+    if not entry.has(str(tool.get("name", ""))):
+        log.info("%s does not take the server tool %s: left out", entry.id, tool.get("name"))
+        return False
+    return True
+
+
+def _server_uses(u: Any) -> dict[str, int]:
+    """The server tool uses the call reports (``usage.server_tool_use``), those above 0.
+
+    The API counts ``web_search_requests`` and ``web_fetch_requests`` (and, where given,
+    others such as code execution's); each is priced by :data:`SERVER_TOOL_USD`.
+    """
     server = getattr(u, "server_tool_use", None)
-    return int(getattr(server, "web_search_requests", 0) or 0) if server is not None else 0
+    if server is None:
+        return {}
+    fields = server.model_dump() if hasattr(server, "model_dump") else dict(vars(server))
+    return {
+        str(name): int(n)
+        for name, n in fields.items()
+        if isinstance(n, int) and not isinstance(n, bool) and n > 0
+    }
 
 
 def _1h(u: Any) -> int:
@@ -945,6 +978,9 @@ def _details(message: Any) -> dict[str, JSON]:
     reason = getattr(diagnostics, "cache_miss_reason", None)
     if reason is not None:
         out["cache_miss"] = reason.model_dump(mode="json", exclude_none=True)
+    uses = _server_uses(usage)
+    if uses:
+        out["server_tool_use"] = dict(uses)
     dropped = getattr(message, "input_transformations", None)
     if dropped:
         out["input_transformations"] = [
@@ -969,7 +1005,7 @@ def _response(
         content=content,
         stop_reason=str(message.stop_reason),
         usage=usage,
-        cost_usd=cost + _searches(message.usage) * WEB_SEARCH_USD,
+        cost_usd=cost + server_tool_cost(_server_uses(message.usage)),
         model=message.model or requested,
         thinking=thinking,
         details=_details(message),

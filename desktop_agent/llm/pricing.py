@@ -478,3 +478,22 @@ def price_label(model: str) -> str:
     if not info.priced:
         return "price unknown"
     return f"${info.input:g} / ${info.output:g} per million tokens"
+
+
+SERVER_TOOL_USD: dict[str, float] = {
+    "web_search_requests": 10.0 / 1000,
+    "web_fetch_requests": 0.0,
+}
+"""Price of one use of each server tool, by its count's name in ``usage.server_tool_use``.
+
+Web search: $10 per 1,000 searches, on top of the tokens its results add (Anthropic's
+pricing page, tool use section, and the web search tool's page). Web fetch: no charge
+beyond the tokens of the fetched content (the web fetch tool's page); kept here so the
+count is shown and a price, should one be set, reaches every step. A count not listed
+costs nothing.
+"""
+
+
+def server_tool_cost(counts: dict[str, int]) -> float:
+    """Dollars for the server tool uses a call reports (``{"web_search_requests": 2}``)."""
+    return sum(SERVER_TOOL_USD.get(name, 0.0) * n for name, n in counts.items())

@@ -53,6 +53,11 @@ words, not the whole text:
 * ``compaction`` together with ``context_management``; a context management strategy, a
   compaction type or task budgets on a model without them.
 * ``role: "system"`` messages on a model without mid-conversation system messages.
+* server tools (:func:`_check_server_tools`, after the "Web search tool" page, read
+  2026-11-27): a ``type`` other than ``custom`` or the three web search versions; a web
+  search field outside its documented set; ``allowed_domains`` with ``blocked_domains``
+  (the page says one or the other per request); web search on a model whose catalogue
+  entry does not list it.
 * compaction block errors (misplaced, ambiguous, signature, content, incomplete turn,
   nothing to summarize): the text is invented, the ``error.details.error_code`` values are
   the SDK's (``compaction_block_misplaced``, ``compaction_signature_invalid``, ...).
@@ -545,6 +550,7 @@ def validate(
         _check_effort,
         _check_sampling,
         _check_tool_choice,
+        _check_server_tools,
         _check_prefill,
         _check_cache_control,
     )
@@ -842,6 +848,70 @@ def _check_sampling(
             f"temperature, top_k and top_p below 0.95 cannot be used with extended thinking "
             f"on {model}."
         )
+    return None
+
+
+WEB_SEARCH_VERSIONS: Final = ("web_search_20250305", "web_search_20260209", "web_search_20260318")
+"""The web search tool's versions its page lists (basic; dynamic filtering; response
+inclusion control for agentic workflows)."""
+WEB_SEARCH_PARAMS: Final = frozenset(
+    {
+        "type",
+        "name",
+        "max_uses",
+        "allowed_domains",
+        "blocked_domains",
+        "user_location",
+        "cache_control",
+        "allowed_callers",
+        "defer_loading",
+        "strict",
+    }
+)
+"""The fields of a web search tool definition (the tool's page and the SDKs' types)."""
+
+
+def _check_server_tools(
+    body: Mapping[str, Any], rules: ModelRules, betas: frozenset[str], model: str
+) -> ApiError | None:
+    """Server tool definitions (a ``type`` other than ``custom``) in their documented shape.
+
+    Web search: one of :data:`WEB_SEARCH_VERSIONS`, named ``web_search``, only the fields of
+    :data:`WEB_SEARCH_PARAMS`, ``max_uses`` a positive integer, domain lists of strings,
+    never both lists, and only on a model whose catalogue entry lists it. Any other typed
+    tool this fake does not know is refused as the API refuses an unknown tag.
+    """
+    tools = body.get("tools")
+    for i, tool in enumerate(tools if isinstance(tools, list) else []):
+        kind = tool.get("type") if isinstance(tool, Mapping) else None
+        if kind is None or kind == "custom":
+            continue
+        if not str(kind).startswith("web_search_") or kind not in WEB_SEARCH_VERSIONS:
+            return _bad(
+                f"tools.{i}: Input tag '{kind}' found using 'type' does not match any of the "
+                f"expected tags: 'custom', {', '.join(repr(v) for v in WEB_SEARCH_VERSIONS)}"
+            )
+        extra = sorted(set(tool) - WEB_SEARCH_PARAMS)
+        if extra:
+            return _bad(f"tools.{i}.{kind}.{extra[0]}: Extra inputs are not permitted")
+        if tool.get("name") != "web_search":
+            return _bad(f"tools.{i}.{kind}.name: Input should be 'web_search'")
+        uses = tool.get("max_uses")
+        if uses is not None and (isinstance(uses, bool) or not isinstance(uses, int) or uses < 1):
+            return _bad(f"tools.{i}.{kind}.max_uses: Input should be greater than 0")
+        for key in ("allowed_domains", "blocked_domains"):
+            domains = tool.get(key)
+            if domains is not None and not (
+                isinstance(domains, list) and all(isinstance(d, str) for d in domains)
+            ):
+                return _bad(f"tools.{i}.{kind}.{key}: Input should be a valid list of strings")
+        if tool.get("allowed_domains") and tool.get("blocked_domains"):
+            return _bad(
+                f"tools.{i}: Cannot specify both allowed_domains and blocked_domains in the "
+                "same request."
+            )
+        if not rules.web_search:
+            return _bad(f"tools.{i}: the web search tool is not supported on {model}.")
     return None
 
 

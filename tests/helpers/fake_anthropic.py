@@ -176,6 +176,32 @@ class Raw:
 
 Block = Text | Cited | ToolUse | Thinking | RedactedThinking | Compaction | Raw
 
+SERVER_TOOL_COUNTS = {"web_search": "web_search_requests", "web_fetch": "web_fetch_requests"}
+"""The ``usage.server_tool_use`` count of each server tool (the tools' pages)."""
+
+
+def server_tool_counts(blocks: list[Block], body: dict[str, Any]) -> dict[str, int]:
+    """``usage.server_tool_use`` for a scripted answer: one use per ``server_tool_use`` block.
+
+    A script that has the model use a server tool the request did not offer is a test
+    error (the API never does that), so it fails loudly.
+    """
+    offered = {
+        str(t.get("name"))
+        for t in body.get("tools") or []
+        if isinstance(t, dict) and t.get("type") not in (None, "custom")
+    }
+    counts: dict[str, int] = {}
+    for block in blocks:
+        if not (isinstance(block, Raw) and block.block.get("type") == "server_tool_use"):
+            continue
+        name = str(block.block.get("name"))
+        if name not in offered:
+            raise AssertionError(f"the script uses the server tool {name!r}, not offered")
+        key = SERVER_TOOL_COUNTS.get(name, f"{name}_requests")
+        counts[key] = counts.get(key, 0) + 1
+    return counts
+
 
 @dataclass
 class Stream:
@@ -1077,6 +1103,9 @@ class FakeAnthropic:
         output = reply.output_tokens
         if compaction is not None:
             output = contract.tokens(str(compaction[0].final["content"]))
+        server = server_tool_counts(reply.blocks, body)
+        if server:
+            usage["server_tool_use"] = server
         return usage | {"output_tokens": output}
 
     def _cache_usage(self, model: str, segs: list[Segment]) -> dict[str, Any]:

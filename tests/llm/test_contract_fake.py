@@ -546,6 +546,48 @@ REFUSALS = [
         betas=(BETA_TASK_BUDGETS,),
         words=("task_budget", "claude-sonnet-5"),
     ),
+    # ---- server tools: the web search tool's documented versions and fields only
+    refusal(
+        "web search with an unknown version",
+        req("claude-sonnet-5-5", tools=[{"type": "web_search_20990101", "name": "web_search"}]),
+        words=("tools.0", "'web_search_20990101'", "web_search_20260318"),
+    ),
+    refusal(
+        "web search with a field it does not have",
+        req(
+            "claude-sonnet-5-5",
+            tools=[{"type": "web_search_20260318", "name": "web_search", "domains": ["a.test"]}],
+        ),
+        words=("tools.0", "domains", "Extra inputs are not permitted"),
+    ),
+    refusal(
+        "web search with both domain lists",
+        req(
+            "claude-sonnet-5-5",
+            tools=[
+                {
+                    "type": "web_search_20260318",
+                    "name": "web_search",
+                    "allowed_domains": ["a.test"],
+                    "blocked_domains": ["b.test"],
+                }
+            ],
+        ),
+        words=("allowed_domains", "blocked_domains"),
+    ),
+    refusal(
+        "web search under another name",
+        req("claude-sonnet-5-5", tools=[{"type": "web_search_20260318", "name": "search"}]),
+        words=("tools.0", "name", "'web_search'"),
+    ),
+    refusal(
+        "web search with max_uses 0",
+        req(
+            "claude-sonnet-5-5",
+            tools=[{"type": "web_search_20260318", "name": "web_search", "max_uses": 0}],
+        ),
+        words=("max_uses",),
+    ),
     # ---- models that are gone or unknown
     refusal(
         "retired sonnet-4-0",
@@ -725,6 +767,30 @@ ACCEPTED = [
             output_config={"effort": "high", "task_budget": {"type": "tokens", "total": 64000}},
         ),
         (BETA_TASK_BUDGETS,),
+    ),
+    accepted(
+        "web search 20260318 with allowed domains",
+        req(
+            "claude-sonnet-5-5",
+            tools=[
+                {
+                    "type": "web_search_20260318",
+                    "name": "web_search",
+                    "max_uses": 3,
+                    "allowed_domains": ["example.com", "example.org/blog"],
+                },
+                *TOOLS,
+            ],
+        ),
+    ),
+    accepted(
+        "web search 20250305 with blocked domains",
+        req(
+            "claude-haiku-4-5",
+            tools=[
+                {"type": "web_search_20250305", "name": "web_search", "blocked_domains": ["x.test"]}
+            ],
+        ),
     ),
     accepted(
         "clear_tool_uses on haiku-4-5",

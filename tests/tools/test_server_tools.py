@@ -85,7 +85,7 @@ def test_web_search_is_offered_only_when_enabled(
     model = ServerToolModel()
     drain(client.store, make_executor(model))
     sent = [t for t in model.requests[0].tools if t["name"] == "web_search"]
-    assert sent == [{"type": "web_search_20250305", "name": "web_search", "max_uses": 3}]
+    assert sent == [{"type": "web_search_20260318", "name": "web_search", "max_uses": 3}]
     assert all("input_schema" in t for t in model.requests[0].tools if t["name"] != "web_search")
 
 
@@ -117,3 +117,61 @@ def test_disabling_web_search_later_withdraws_it(
     model = ServerToolModel()
     drain(client.store, make_executor(model))
     assert all(t["name"] != "web_search" for r in model.requests for t in r.tools)
+
+
+def test_a_run_with_allowed_domains_sends_them_though_the_setting_is_off(
+    client: Client, make_executor: MakeExecutor
+) -> None:
+    assert not client.settings.web_search
+    run = client.start_run(
+        "Search",
+        model="claude-haiku-4-5",
+        web_search=True,
+        search_domains=["example.com", "example.org"],
+    )
+    assert run.spec.web_search is True
+    model = ServerToolModel()
+    drain(client.store, make_executor(model))
+    sent = [t for t in model.requests[0].tools if t["name"] == "web_search"]
+    assert sent == [
+        {
+            "type": "web_search_20260318",
+            "name": "web_search",
+            "max_uses": 5,
+            "allowed_domains": ["example.com", "example.org"],
+        }
+    ]
+    # The second call of the run sends the same definitions (frozen at the first call).
+    assert model.requests[1].tools == model.requests[0].tools
+
+
+def test_a_run_with_blocked_domains_sends_only_them(
+    client: Client, make_executor: MakeExecutor
+) -> None:
+    client.settings.web_search = True
+    client.start_run("Search", model="claude-haiku-4-5", search_blocked_domains=["spam.test"])
+    model = ServerToolModel()
+    drain(client.store, make_executor(model))
+    (sent,) = [t for t in model.requests[0].tools if t["name"] == "web_search"]
+    assert sent["blocked_domains"] == ["spam.test"]
+    assert "allowed_domains" not in sent
+
+
+def test_settings_changed_after_the_first_call_do_not_reach_the_run(
+    client: Client, make_executor: MakeExecutor
+) -> None:
+    client.settings.web_search = True
+    client.settings.web_search_max_uses = 2
+
+    class ChangingModel(ServerToolModel):
+        def complete(self, request: ModelRequest, **kw: Any) -> ModelResponse:
+            client.settings.web_search_max_uses = 9  # after the first call's tools are sent
+            client.settings.web_search = False
+            return super().complete(request, **kw)
+
+    client.start_run("Search", model="claude-haiku-4-5")
+    model = ChangingModel()
+    drain(client.store, make_executor(model))
+    assert len(model.requests) == 2
+    first, second = ([t for t in r.tools if t["name"] == "web_search"] for r in model.requests)
+    assert first == second and first[0]["max_uses"] == 2
