@@ -486,11 +486,12 @@ SERVER_TOOL_USD: dict[str, float] = {
 }
 """Price of one use of each server tool, by its count's name in ``usage.server_tool_use``.
 
-Web search: $10 per 1,000 searches, on top of the tokens its results add (Anthropic's
-pricing page, tool use section, and the web search tool's page). Web fetch: no charge
-beyond the tokens of the fetched content (the web fetch tool's page); kept here so the
-count is shown and a price, should one be set, reaches every step. A count not listed
-costs nothing.
+Web search: $10 per 1,000 searches, on top of the tokens its results add (the figure this
+program used before, as the web search tool's page gave it; the pricing page itself was
+not re-read on 2026-11-27). Web fetch: no charge beyond the tokens of the fetched content,
+as the web fetch tool's page put it (not confirmed in the pages read on 2026-11-27); kept
+here so the count is shown and a price, should one be set, reaches every step. A count not
+listed costs nothing.
 """
 
 
