@@ -227,6 +227,10 @@ class AgentSpec:
             the API takes one of the two lists, never both.
         attachments: the files the analyst gave the run at its start, copied into its
             workspace (the first user message names them).
+        agent: the agent that drives the run (:class:`~desktop_agent.domain.agents.AgentKind`
+            values): "" for desktop-agent's own loop, else another Claude agent it
+            supervises (``claude-code``, ``agent-sdk``, ``managed-agents``).
+        session_id: that other agent's own id of the session ("" for our own runs).
     """
 
     model: str
@@ -241,6 +245,8 @@ class AgentSpec:
     web_search: bool | None = None
     search_domains: tuple[str, ...] = ()
     search_blocked_domains: tuple[str, ...] = ()
+    agent: str = ""
+    session_id: str = ""
 
     def to_json(self) -> dict[str, JSON]:
         """Plain dict for storage.
@@ -269,6 +275,10 @@ class AgentSpec:
             out["search_domains"] = list(self.search_domains)
         if self.search_blocked_domains:
             out["search_blocked_domains"] = list(self.search_blocked_domains)
+        if self.agent:
+            out["agent"] = self.agent
+        if self.session_id:
+            out["session_id"] = self.session_id
         return out
 
     @classmethod
@@ -289,6 +299,8 @@ class AgentSpec:
             web_search=None if data.get("web_search") is None else bool(data["web_search"]),
             search_domains=tuple(str(d) for d in data.get("search_domains") or ()),
             search_blocked_domains=tuple(str(d) for d in data.get("search_blocked_domains") or ()),
+            agent=str(data.get("agent", "") or ""),
+            session_id=str(data.get("session_id", "") or ""),
         )
 
     @property

@@ -20,10 +20,11 @@ The loop composes the engine's parts; they share the activation's
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from desktop_agent.domain import CommandKind, Run, RunStatus, Step, StepKind, StepStatus
-from desktop_agent.domain.errors import NondeterminismError, RunCancelled
+from desktop_agent.domain.agents import agent_kind
+from desktop_agent.domain.errors import DesktopAgentError, NondeterminismError, RunCancelled
 from desktop_agent.engine import budget as budgets
 from desktop_agent.engine import compaction, control, fencing, model_calls, restored, waits
 from desktop_agent.engine.commands import RESUMED_NOTE as RESUMED_NOTE
@@ -32,6 +33,7 @@ from desktop_agent.engine.endings import finish_cancelled, finish_completed, fin
 from desktop_agent.engine.ports import (
     CancelToken,
     Clock,
+    ForeignAgent,
     JournalStore,
     LeaseGuard,
     ModelPort,
@@ -61,6 +63,7 @@ class RunExecutor:
         tools: looks tools up by name.
         clock: source of time.
         config: tunables.
+        foreign: the drivers of runs another Claude agent drives, by ``AgentSpec.agent``.
     """
 
     def __init__(
@@ -70,12 +73,14 @@ class RunExecutor:
         tools: ToolProvider,
         clock: Clock,
         config: EngineConfig | None = None,
+        foreign: Mapping[str, ForeignAgent] | None = None,
     ) -> None:
         self.store = store
         self.model_for = model_for
         self.tools = tools
         self.clock = clock
         self.config = config or EngineConfig()
+        self.foreign: dict[str, ForeignAgent] = dict(foreign or {})
 
     def execute(
         self, run_id: str, cancel: CancelToken | None = None, lease: LeaseGuard | None = None
@@ -87,6 +92,15 @@ class RunExecutor:
         propagates, with nothing written) once another worker has claimed the run.
         """
         run = self.store.get_run(run_id)
+        if run.spec.agent:
+            driver = self.foreign.get(run.spec.agent)
+            if driver is None:
+                kind = agent_kind(run.spec.agent)
+                raise DesktopAgentError(
+                    f"this worker cannot drive {kind.label} runs (nothing set up for them); "
+                    "start a worker that can, then resume the run"
+                )
+            return driver.execute(run, cancel or CancelToken(), lease)
         activation = Activation(self, run, cancel or CancelToken(), lease)
         activation.go()
         return self.store.get_run(run_id).status

@@ -658,3 +658,17 @@ class JournalStore(Protocol):
     def list_run_approvals(self, run_id: str) -> list[Approval]:
         """Every approval record of the run."""
         ...
+
+
+class ForeignAgent(Protocol):
+    """Moves forward a run that another Claude agent drives (``AgentSpec.agent`` set).
+
+    The worker claims such a run like any other (lease, fencing, hibernation); the
+    activation is this object's instead of the engine loop's. It writes through the same
+    ``JournalStore.commit`` with ``lease`` and returns the run's status when the run waits,
+    pauses or ends, holding no thread while it waits.
+    """
+
+    def execute(self, run: Run, cancel: CancelToken, lease: LeaseGuard | None) -> RunStatus:
+        """One activation of ``run``; the run's status at its end."""
+        ...

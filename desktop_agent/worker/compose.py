@@ -6,13 +6,13 @@ import contextlib
 import dataclasses
 import importlib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from desktop_agent.config import Settings, settings_path
 from desktop_agent.domain.errors import KnownError
 from desktop_agent.engine.loop import EngineConfig, RunExecutor
-from desktop_agent.engine.ports import Clock, ModelPort, SystemClock
+from desktop_agent.engine.ports import Clock, ForeignAgent, ModelPort, SystemClock
 from desktop_agent.llm.demo import DEMO_MODEL, DemoModel
 from desktop_agent.persistence.batches import SqlBatchQueue
 from desktop_agent.persistence.db import Database, DbSettings
@@ -20,6 +20,7 @@ from desktop_agent.persistence.ledger import EffectLedger, journal_has_effects
 from desktop_agent.persistence.store import SqlStore
 from desktop_agent.persistence.usage import MonthSpend
 from desktop_agent.tools.registry import ToolRegistry
+from desktop_agent.worker.agents import foreign_agents
 from desktop_agent.worker.crash import crash_hook_from_env
 
 SNAPSHOT_EVERY_ENV = "DESKTOP_AGENT_SNAPSHOT_EVERY"
@@ -96,6 +97,7 @@ def build_executor(
     tools: ToolRegistry | None = None,
     model_for: Callable[[str], ModelPort] | None = None,
     config: EngineConfig | None = None,
+    foreign: Mapping[str, ForeignAgent] | None = None,
 ) -> RunExecutor:
     """The engine wired to real adapters.
 
@@ -125,6 +127,7 @@ def build_executor(
         tools or tools_from_env(),
         clock or SystemClock(),
         cfg,
+        foreign if foreign is not None else foreign_agents(store, settings),
     )
 
 

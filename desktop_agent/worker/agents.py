@@ -1,0 +1,20 @@
+"""The drivers of runs that other Claude agents drive, one per ``AgentSpec.agent`` kind.
+
+``build_executor`` hands them to the engine's ``RunExecutor``: a claimed run whose spec
+names another agent is moved forward by its driver (a ``ForeignAgent``), under the same
+lease, fencing and hibernation as our own runs. Claude Code sessions are imported
+read-only and never executed, so they have no driver.
+"""
+
+from __future__ import annotations
+
+from desktop_agent.config import Settings
+from desktop_agent.engine.ports import ForeignAgent
+from desktop_agent.persistence.store import SqlStore
+
+
+def foreign_agents(store: SqlStore, settings: Settings) -> dict[str, ForeignAgent]:
+    """The drivers this worker has, by agent kind."""
+    del store, settings
+    drivers: dict[str, ForeignAgent] = {}
+    return drivers
