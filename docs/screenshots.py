@@ -1058,6 +1058,34 @@ def main_layout(out: Path) -> int:
     return 0
 
 
+def shoot_export(root: Path, out: Path) -> None:
+    """The cited run's HTML export as headless Chromium draws it (the report first)."""
+    from desktop_agent.client.export import export
+    from tests.helpers import chromium
+    from tests.report.journals import cited_run
+
+    db = root / "export-data" / "desktop-agent.db"
+    settings = Settings(durability="NORMAL")
+    settings.save(db)
+    client = Client(db, settings)
+    ws = root / "research" / "q3-market"
+    ws.mkdir(parents=True)
+    cited = cited_run(client, ws, model="claude-sonnet-5-5")
+    _, html = export(client, cited.run_id, "html")
+    page = root / "export.html"
+    page.write_text(html, encoding="utf-8")
+    chromium.screenshot(page, out / "screenshot-export.png", width=1100, height=1000)
+    client.close()
+
+
+def main_export(out: Path) -> int:
+    """Only the export shot (``--export``): needs Chromium, not a display."""
+    out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="desktop-agent-shots-") as tmp:
+        shoot_export(Path(tmp), out)
+    return 0
+
+
 def main_economy(out: Path) -> int:
     """Only the economy-mode shots (``--economy``)."""
     out.mkdir(parents=True, exist_ok=True)
@@ -1074,4 +1102,5 @@ if __name__ == "__main__":
     target = Path(args[0]) if args else Path(__file__).resolve().parent
     chosen = main_economy if "--economy" in sys.argv else main
     chosen = main_layout if "--layout" in sys.argv else chosen
+    chosen = main_export if "--export" in sys.argv else chosen
     raise SystemExit(chosen(target))

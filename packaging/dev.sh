@@ -23,7 +23,8 @@ QT_LIBS=(libegl1 libgl1 libx11-6 libdbus-1-3 libfontconfig1 libfreetype6 libglib
 XCB_LIBS=(libxcb-cursor0 libxcb-icccm4 libxcb-image0 libxcb-keysyms1 libxcb-render-util0
           libxcb-render0 libxcb-shape0 libxcb-util1 libxcb-xkb1 libxkbcommon-x11-0 xvfb xauth)
 
-TEST_PKGS=(postgresql dbus)
+# chromium: the HTML export is opened in headless Chromium (tests/helpers/chromium.py).
+TEST_PKGS=(postgresql dbus chromium)
 
 APT_UPDATED=0
 apt_install() {
@@ -92,6 +93,8 @@ setup() {
 
 run_tests() {
     export QT_QPA_PLATFORM=offscreen
+    # Installed above: a test that needs the browser fails here rather than skipping.
+    export DESKTOP_AGENT_REQUIRE_CHROMIUM=1
     local bin="$VENV/bin"
     say "ruff check";          "$bin/ruff" check .
     say "ruff format --check"; "$bin/ruff" format --check .

@@ -376,7 +376,8 @@ def timeline_svg(
 
 
 _STYLE = """
-body { font-family: sans-serif; max-width: 1100px; margin: 2em auto; color: #222; }
+body { font-family: sans-serif; max-width: 1100px; margin: 2em auto; padding: 0 1.5em;
+       color: #222; }
 table { border-collapse: collapse; } td, th { padding: 3px 8px; vertical-align: top; }
 th { text-align: left; background: #f0f0f0; }
 .facts td:first-child { color: #666; } .steps td, .approvals td { border-top: 1px solid #ddd; }
@@ -385,7 +386,7 @@ table.steps, table.approvals { width: 100%; table-layout: fixed; }
 td, pre { overflow-wrap: anywhere; }
 .failed { color: #b00; } pre { white-space: pre-wrap; background: #f6f6f6; padding: .6em; }
 details > summary { cursor: pointer; } details h4 { margin: .5em 0 .2em; font-size: .9em; }
-.goal { font-size: 1.1em; color: #444; } .legend span { margin-right: 1.2em; }
+.goal { font-size: 1.1em; color: #444; } .legend span:not(.uncited) { margin-right: 1.2em; }
 .legend i { display: inline-block; width: .9em; height: .9em; margin-right: .3em; }
 tr.note td { border-top: none; background: #fff8dc; font-style: italic; }
 .report { border: 1px solid #ddd; padding: 0 1.2em 1em; margin: 1em 0 2em; }

@@ -30,6 +30,7 @@ from desktop_agent.client.report import Report, run_report
 from desktop_agent.domain import RunStatus, Step, StepKind
 from tests.conftest import MakeExecutor, drain
 from tests.documents.pdfs import make_pdf
+from tests.helpers import chromium
 from tests.helpers.fake_anthropic import Cited, FakeAnthropic, Reply, Stream, Text, ToolUse
 from tests.httpapi.test_api import Api, api  # noqa: F401  (the server fixture)
 from tests.llm.conftest import MakeModel, StartFake, make_model, start_fake  # noqa: F401
@@ -482,6 +483,51 @@ def test_html_export_opens_with_the_report_and_its_references_reach_the_reading_
     cited_texts = {c.text for c in CLAIMS}
     assert not any(u.strip() in cited_texts for u in page.uncited)
     assert not any(HEADING in u for u in page.uncited)
+
+
+UNCITED_TINT = (0xFF, 0xE9, 0xA8)  # the export's style sheet: .uncited { background: #ffe9a8 }
+
+
+def _tinted_pixels(png: Path) -> tuple[int, int]:
+    """How many pixels of the screenshot have the uncited tint, and how many colours it has."""
+    from PySide6.QtGui import QImage
+
+    image = QImage(str(png))
+    assert not image.isNull(), png
+    tinted, colours = 0, set()
+    for y in range(0, image.height(), 2):
+        for x in range(0, image.width(), 2):
+            c = image.pixelColor(x, y)
+            rgb = (c.red(), c.green(), c.blue())
+            colours.add(rgb)
+            tinted += rgb == UNCITED_TINT
+    return tinted, len(colours)
+
+
+def test_the_html_export_in_headless_chromium_keeps_links_and_shows_the_uncited_claim(
+    client: Client, journey: Journey, tmp_path: Path
+) -> None:
+    _, html = export(client, journey.run_id, "html")
+    page_file = tmp_path / "run.html"
+    page_file.write_text(html, encoding="utf-8")
+    # The DOM Chromium built: the report comes first, every reference is there with its
+    # file and passage, and every in-page link lands on an element.
+    page = Page()
+    page.feed(chromium.rendered_dom(page_file))
+    page.close()
+    assert page.first and page.first[0] == "h2:Report", page.first
+    for number, e in enumerate(journey.expected, start=1):
+        text = " ".join(page.text_of[f"ref-{number}"].split())
+        assert e.path in text and e.passage in text, text
+        assert page.tags.get(f"step-{e.source_seq}") == "tr"
+    assert [h for h in page.links if h.startswith("#") and h[1:] not in page.tags] == []
+    assert UNCITED_CLAIM in page.uncited
+    # What it drew: the top of the page (the report) is not blank, and the uncited claim
+    # is tinted where a reader sees it.
+    shot = chromium.screenshot(page_file, tmp_path / "run.png", width=1200, height=1400)
+    tinted, colours = _tinted_pixels(shot)
+    assert colours > 8, "the page drew next to nothing"
+    assert tinted > 200, f"the uncited claim's tint is not on the page ({tinted} pixels)"
 
 
 def test_markdown_export_keeps_the_references(client: Client, journey: Journey) -> None:
