@@ -461,3 +461,34 @@ step_notes = Table(
     Index("ix_step_notes_run_id_seq", "run_id", "seq"),
 )
 """The analyst's note on step ``seq`` of a run (the analyst's, never the agent's)."""
+
+# --------------------------------------------------------------------------- Agent SDK
+# Migration 0014. Sessions of the Claude Agent SDK, kept in the journal's database.
+
+sdk_session_entries = Table(
+    "sdk_session_entries",
+    metadata,
+    Column("id", Integer(), primary_key=True, autoincrement=True),
+    _text("project_key"),
+    _text("session_id"),
+    _text("subpath", ""),
+    Column("uuid", Text()),
+    _text("entry"),
+    Column("mtime_ms", BigInteger(), nullable=False),
+    Index("ix_sdk_session_entries_key", "project_key", "session_id", "subpath", "id"),
+    Index(
+        "ux_sdk_session_entries_uuid",
+        "project_key",
+        "session_id",
+        "subpath",
+        "uuid",
+        unique=True,
+    ),
+)
+"""One transcript line of an Agent SDK session (the SDK's ``SessionStore``), in append order.
+
+A session is ``(project_key, session_id)``; ``subpath`` is "" for its main transcript, else
+a sub-agent's (``subagents/agent-ID``). ``uuid`` (the entry's own, when it has one) makes an
+append idempotent: the same line sent twice is kept once (entries without one are never
+duplicates of each other). ``entry`` is the line as JSON, never read by the app beyond its
+``uuid``; ``mtime_ms`` when it was stored, in milliseconds since the epoch."""

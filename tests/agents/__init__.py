@@ -1,0 +1,1 @@
+"""Tests of the adapters to the other Claude agents desktop-agent supervises."""
