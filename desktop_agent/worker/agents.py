@@ -9,12 +9,16 @@ read-only and never executed, so they have no driver.
 from __future__ import annotations
 
 from desktop_agent.config import Settings
+from desktop_agent.domain.agents import AgentKind
 from desktop_agent.engine.ports import ForeignAgent
 from desktop_agent.persistence.store import SqlStore
+from desktop_agent.worker.managed import managed_driver
 
 
 def foreign_agents(store: SqlStore, settings: Settings) -> dict[str, ForeignAgent]:
     """The drivers this worker has, by agent kind."""
-    del store, settings
     drivers: dict[str, ForeignAgent] = {}
+    # Managed Agents sessions are read with the analyst's key, read when a session is:
+    # without one, a followed run waits for a key as the engine's runs do.
+    drivers[AgentKind.MANAGED.value] = managed_driver(store, settings)
     return drivers
