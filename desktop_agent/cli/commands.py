@@ -26,6 +26,7 @@ from desktop_agent.cli import export as cli_export
 from desktop_agent.cli import forecast as cli_forecast
 from desktop_agent.cli import forks as cli_forks
 from desktop_agent.cli import inbox as cli_inbox
+from desktop_agent.cli import managed as cli_managed
 from desktop_agent.cli import mcp as cli_mcp
 from desktop_agent.cli import models as cli_models
 from desktop_agent.cli import scheduling as cli_scheduling
@@ -285,6 +286,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_models.add_parsers(add)
     cli_usage.add_parsers(add)
     cli_inbox.add_parsers(add)
+    cli_managed.add_parsers(add)
     cli_export.add_parsers(add)
     cli_forks.add_parsers(add)
     cli_annotations.add_parsers(add)
@@ -979,6 +981,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, Out], int]] = {
     **cli_models.COMMANDS,
     **cli_usage.COMMANDS,
     **cli_inbox.COMMANDS,
+    **cli_managed.COMMANDS,
     **cli_export.COMMANDS,
     **cli_forks.COMMANDS,
     **cli_annotations.COMMANDS,
