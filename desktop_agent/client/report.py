@@ -416,6 +416,55 @@ class _Numbering:
         )
 
 
+@dataclass(frozen=True)
+class CitedAnswer:
+    """A model step's answer with its citations resolved.
+
+    Attributes:
+        pieces: its text blocks in order, each with the numbers of the references it
+            rests on (the API cuts an answer into blocks at its citations).
+        references: its references, numbered from 1 in the order the answer cites them,
+            one per distinct (source step, file, location, passage), as the report's are.
+    """
+
+    pieces: tuple[tuple[str, tuple[int, ...]], ...]
+    references: tuple[Reference, ...]
+
+
+def cited_answer(output: Any, seq: int) -> CitedAnswer:
+    """The answer of model step ``seq`` (its parsed ``output``) with its citations resolved."""
+    out = _dict(output)
+    docs = _documents(out)
+    numbering = _Numbering()
+    pieces = tuple(
+        (str(block.get("text") or ""), numbering.number(_block_cites(block, docs, seq)))
+        for block in _text_blocks(out)
+    )
+    return CitedAnswer(pieces, numbering.references())
+
+
+def step_references(output: Any, seq: int) -> tuple[Reference, ...]:
+    """The citations of model step ``seq``'s answer, resolved (empty: it cites nothing)."""
+    return cited_answer(output, seq).references
+
+
+def entry_references(entry: StepEntry) -> tuple[Reference, ...]:
+    """:func:`step_references` of a timeline entry (empty unless it is a model call).
+
+    Its output is parsed only when its text names ``citations``, so a long run's steps
+    cost a substring search each.
+    """
+    text = entry.output_json
+    if entry.kind != StepKind.MODEL_CALL or not text or '"citations"' not in text:
+        return ()
+    return step_references(_parsed(entry, True), entry.seq)
+
+
+def sources_of(references: Iterable[Reference]) -> list[str]:
+    """The distinct files (or titles) ``references`` cite, in order."""
+    return list(dict.fromkeys(r.path or r.title or "a document" for r in references))
+
+
 # --------------------------------------------------------------------------- Markdown
 
 

@@ -5,7 +5,8 @@ timeline, the inspector and the time axis) merges the steps the poller reads. Wh
 header shows beside the run (its forks and inherited cost, its forecast, its place in a
 Message Batch) is read off the GUI thread when a run is shown. A step asked for before its
 run's steps were read (a search result) is selected once they arrive. The timeline's
-context menu offers Fork from this step and a note on the step.
+context menu offers Fork from this step and a note on the step. A source cited by the
+selected step, clicked in the inspector, selects the step that read it (once loaded).
 """
 
 from __future__ import annotations
@@ -60,6 +61,7 @@ class DetailRoom(QObject):
         self.detail.header.run_link_activated.connect(self._on_header_run_link_activated)
         self.detail.open_workspace_requested.connect(self._on_detail_open_workspace_requested)
         self.detail.batch_wait_wanted.connect(self.read_batch_wait)
+        self.detail.inspector.source_requested.connect(self._on_inspector_source_requested)
 
     def show_error(self, message: str) -> None:
         """Tell the analyst something did not work (for :class:`StepNoting`)."""
@@ -71,6 +73,14 @@ class DetailRoom(QObject):
     @Slot(str)
     def _on_header_run_link_activated(self, run_id: str) -> None:
         self.window.select_run(run_id)
+
+    @Slot(int)
+    def _on_inspector_source_requested(self, seq: int) -> None:
+        if self.detail.select_step(seq):
+            return
+        run_id = self.steps_model.run_id
+        if run_id is not None:  # its steps are still being read: select it when they are
+            self.want_step(run_id, seq, [])
 
     @Slot(str)
     def _on_detail_open_workspace_requested(self, path: str) -> None:

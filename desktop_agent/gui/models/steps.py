@@ -1,7 +1,9 @@
 """The timeline of one run: a list model over :class:`StepEntry` values.
 
 It holds every step of the run (10,000 rows are fine: rows are slim, summaries are made
-only for the rows a view asks about, and views use uniform row heights).
+only for the rows a view asks about, and views use uniform row heights). A model call's
+citations are resolved once, the first time its row is asked about (and again only when
+the step changes): a paint reads the cached count, never the step's JSON.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from typing import Any
 
 from PySide6.QtCore import QAbstractListModel, QModelIndex, QObject, QPersistentModelIndex, Qt
 
+from desktop_agent.client.report import Reference, entry_references, sources_of
 from desktop_agent.client.stepkinds import describe
 from desktop_agent.client.timeaxis import in_batch
 from desktop_agent.client.views import StepEntry, step_summary
@@ -21,6 +24,10 @@ from desktop_agent.gui import fmt
 
 Index = QModelIndex | QPersistentModelIndex
 _ROOT = QModelIndex()
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 class StepRole(IntEnum):
@@ -35,6 +42,8 @@ class StepRole(IntEnum):
     SEQ = Qt.ItemDataRole.UserRole + 4
     NOTES = Qt.ItemDataRole.UserRole + 5
     """The analyst's notes on the step (a tuple of :class:`StepNote`, empty when none)."""
+    SOURCES = Qt.ItemDataRole.UserRole + 6
+    """How many distinct sources a model call's answer cites (0: none)."""
 
 
 class StepTimelineModel(QAbstractListModel):
@@ -51,6 +60,8 @@ class StepTimelineModel(QAbstractListModel):
         self._by_seq: dict[int, int] = {}
         self._open: set[int] = set()
         self._summaries: dict[int, str] = {}
+        self._references: dict[int, tuple[tuple[Reference, ...], int]] = {}
+        """Per step seen: its citations resolved and how many distinct sources they name."""
         self._notes: dict[int, tuple[StepNote, ...]] = {}
 
     # ------------------------------------------------------------------ Qt API
@@ -76,6 +87,8 @@ class StepTimelineModel(QAbstractListModel):
             return entry.seq
         if role == StepRole.NOTES:
             return self._notes.get(entry.seq, ())
+        if role == StepRole.SOURCES:
+            return self._cited(index.row())[1]
         if role == Qt.ItemDataRole.ToolTipRole:
             return self._tooltip(index.row(), entry)
         return None
@@ -90,6 +103,13 @@ class StepTimelineModel(QAbstractListModel):
             parts.append(f"took {fmt.short_duration(entry.duration_s)}")
         if entry.error:
             parts.append(entry.error)
+        refs = self.references(row)
+        if refs:
+            files = sources_of(refs)
+            parts.append(
+                f"cites {_count(len(files), 'source')} in {_count(len(refs), 'passage')}: "
+                + ", ".join(files)
+            )
         parts += [f"✎ {n.text}" for n in self._notes.get(entry.seq, ())]
         return "\n".join(parts)
 
@@ -105,6 +125,18 @@ class StepTimelineModel(QAbstractListModel):
                 text = f"✎ {text}"  # the analyst wrote a note on it (the inspector shows it)
             self._summaries[entry.seq] = text
         return text
+
+    def references(self, row: int) -> tuple[Reference, ...]:
+        """The citations of ``row``'s answer, resolved (on first use, then cached)."""
+        return self._cited(row)[0]
+
+    def _cited(self, row: int) -> tuple[tuple[Reference, ...], int]:
+        entry = self._rows[row]
+        found = self._references.get(entry.seq)
+        if found is None:
+            refs = entry_references(entry)
+            found = self._references[entry.seq] = (refs, len(sources_of(refs)))
+        return found
 
     def notes(self, seq: int) -> tuple[StepNote, ...]:
         """The analyst's notes on step ``seq``."""
@@ -173,6 +205,7 @@ class StepTimelineModel(QAbstractListModel):
         self._by_seq = {e.seq: i for i, e in enumerate(self._rows)}
         self._open = {e.seq for e in self._rows if e.is_open}
         self._summaries = {}
+        self._references = {}
         if run_id != self.run_id:
             self._notes = {}
         self.run_id = run_id
@@ -190,6 +223,7 @@ class StepTimelineModel(QAbstractListModel):
                 continue
             self._rows[i] = entry
             self._summaries.pop(entry.seq, None)
+            self._references.pop(entry.seq, None)
             self._track_open(entry)
             index = self.index(i)
             self.dataChanged.emit(index, index)

@@ -1,4 +1,10 @@
-"""The step inspector: what a step thought, called, got back and cost, plus its raw JSON."""
+"""The step inspector: what a step thought, called, got back and cost, plus its raw JSON.
+
+A model call whose answer cites documents shows its answer with ``[n]`` marks and lists
+its sources under it: file, page or characters, passage
+(:mod:`desktop_agent.gui.widgets.citations`); a click on one asks for the step that read
+the source (:attr:`StepInspector.source_requested`).
+"""
 
 from __future__ import annotations
 
@@ -8,16 +14,25 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from PySide6.QtCore import Slot
+from PySide6.QtCore import QUrl, Signal, Slot
 from PySide6.QtGui import QFontDatabase, QPalette
 from PySide6.QtWidgets import QPlainTextEdit, QTabWidget, QTextBrowser, QTextEdit, QWidget
 
+from desktop_agent.client.report import CitedAnswer, cited_answer
 from desktop_agent.client.shapes import step_json
-from desktop_agent.client.stepkinds import Section, Shape, describe, facts_of, sections
+from desktop_agent.client.stepkinds import (
+    Section,
+    Shape,
+    describe,
+    facts_of,
+    model_text,
+    sections,
+)
 from desktop_agent.client.views import StepEntry
 from desktop_agent.domain import JSON, Step, StepKind
 from desktop_agent.domain.tags import StepNote
 from desktop_agent.gui import fmt, theme
+from desktop_agent.gui.widgets.citations import answer_html, citations_html, source_seq
 
 MAX_SHOWN = 20_000
 """Characters of one field shown in the details (the raw JSON tab has everything)."""
@@ -121,8 +136,24 @@ def step_html(step: Step, thought: str, palette: QPalette) -> str:
         f"{html.escape(step.name)}</h3>",
         _facts(step, palette),
     ]
-    out.extend(_section(s.title, _body(s)) for s in sections(facts_of(step), thought))
+    cited = _cited(step)
+    said = model_text(step.output) if cited is not None else None
+    for s in sections(facts_of(step), thought):
+        if cited is not None and s.shape == Shape.TEXT and s.content == said:
+            out.append(_section(s.title, answer_html(cited, MAX_SHOWN)))  # with its [n]
+        else:
+            out.append(_section(s.title, _body(s)))
+    if cited is not None:
+        out.append(citations_html(cited.references, palette))
     return "".join(out)
+
+
+def _cited(step: Step) -> CitedAnswer | None:
+    """A model call's answer with its citations resolved (None: it cites nothing)."""
+    if step.kind != StepKind.MODEL_CALL:
+        return None
+    cited = cited_answer(step.output, step.seq)
+    return cited if cited.references else None
 
 
 def notes_html(notes: Sequence[StepNote]) -> str:
@@ -142,12 +173,18 @@ class StepInspector(QTabWidget):
 
     Args:
         parent: owner.
+
+    Signals:
+        source_requested: a cited source was clicked: the seq of the step that read it.
     """
+
+    source_requested = Signal(int)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.details = QTextBrowser(self)
-        self.details.setOpenExternalLinks(False)
+        self.details.setOpenLinks(False)  # a source's link selects a step, in place
+        self.details.anchorClicked.connect(self._on_details_anchor_clicked)
         self.raw = QPlainTextEdit(self)
         self.raw.setReadOnly(True)
         self.raw.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)
@@ -216,6 +253,12 @@ class StepInspector(QTabWidget):
             self.details.setTextCursor(marks[0].cursor)
             self.details.ensureCursorVisible()
         return len(marks)
+
+    @Slot(QUrl)
+    def _on_details_anchor_clicked(self, url: QUrl) -> None:
+        seq = source_seq(url)
+        if seq is not None:
+            self.source_requested.emit(seq)
 
     @Slot(int)
     def _on_self_current_changed(self, _index: int) -> None:

@@ -181,6 +181,11 @@ def _draw_badges(painter: QPainter, badges: list[tuple[str, QColor]], row: _Row,
     return right
 
 
+def sources_badge(count: int) -> str:
+    """The badge of a model call whose answer cites ``count`` sources: ``2 sources``."""
+    return f"{count} source{'' if count == 1 else 's'}"
+
+
 def _draw_summary(painter: QPainter, summary: str, row: _Row, x: int, right: int) -> None:
     """The summary line in what is left between ``x`` and ``right``, elided."""
     painter.setPen(row.text)
@@ -191,6 +196,8 @@ def _draw_summary(painter: QPainter, summary: str, row: _Row, x: int, right: int
 
 class StepDelegate(QStyledItemDelegate):
     """Paints a step: kind strip, status mark, number, kind, summary, badges, time, cost.
+
+    A model call whose answer cites documents carries a badge counting its sources.
 
     The kind's colour, label and whether it waits come from its description
     (:mod:`desktop_agent.client.stepkinds`), as do the summary lines the model hands over.
@@ -236,6 +243,9 @@ class StepDelegate(QStyledItemDelegate):
             out.append(("salvaged", warn))
         if entry.is_open and describe(entry.kind).waits:
             out.append(("waiting", theme.kind_color(entry.kind, palette)))
+        sources = index.data(StepRole.SOURCES)
+        if sources:  # counted once per step by the model, not per paint
+            out.append((sources_badge(sources), palette.color(QPalette.ColorRole.Link)))
         return out
 
 
