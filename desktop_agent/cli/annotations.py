@@ -3,6 +3,9 @@
 Tags label runs (``runs --tag T`` lists those carrying all the tags given); a note is the
 analyst's remark on one step, shown under the step by ``show`` and in exports, found by
 ``search``. Neither is sent to the agent: ``steer`` is the message to the agent.
+
+``show`` also prints under a model call the sources its answer cites (file, page or
+character range, passage, the step that read it), resolved as the report resolves them.
 """
 
 from __future__ import annotations
@@ -16,10 +19,13 @@ from desktop_agent.cli.output import EXIT_OK, echo, open_client
 
 if TYPE_CHECKING:
     from desktop_agent.cli.output import Out
+    from desktop_agent.client.report import Reference
     from desktop_agent.domain import Step
     from desktop_agent.domain.tags import StepNote
 
 AddParser = Callable[[str, str], argparse.ArgumentParser]
+PASSAGE_CHARS = 160
+"""Characters of a cited passage printed under its step (``--json`` has all of it)."""
 
 
 def _signed_operands(parser: argparse.ArgumentParser, dest: str) -> None:
@@ -61,15 +67,32 @@ def note_line(note: StepNote) -> str:
     return f"        ✎ {when}  {text}"
 
 
+def citation_line(ref: Reference) -> str:
+    """A source a step's answer cites, as ``show`` prints it under the step."""
+    name = ref.path or ref.title or "a document"
+    where = f", {ref.where}" if ref.where else ""
+    passage = " ".join(ref.passage.split())
+    if len(passage) > PASSAGE_CHARS:
+        passage = passage[: PASSAGE_CHARS - 1].rstrip() + "…"
+    quoted = f": “{passage}”" if passage else ""
+    read = f" (read at step {ref.source_seq})" if ref.source_seq is not None else ""
+    return f"        ↳ [{ref.number}] {name}{where}{quoted}{read}"
+
+
 def print_steps(steps: Sequence[Step], notes: Sequence[StepNote], *, full: bool) -> None:
-    """``show``'s journal: a line per step, the analyst's notes under it (``full``: JSON)."""
+    """``show``'s journal: a line per step; under it its sources, notes (``full``: JSON)."""
     from desktop_agent.cli.output import json_line, step_line
     from desktop_agent.client.annotations import notes_by_step
+    from desktop_agent.client.report import step_references
     from desktop_agent.client.shapes import step_json
+    from desktop_agent.domain import StepKind
 
     noted = notes_by_step(notes)
     for step in steps:
         echo(step_line(step))
+        if step.kind == StepKind.MODEL_CALL:
+            for ref in step_references(step.output, step.seq):
+                echo(citation_line(ref))
         for note in noted.get(step.seq, ()):
             echo(note_line(note))
         if full:
