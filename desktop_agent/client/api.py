@@ -13,8 +13,10 @@ from pathlib import Path
 from typing import Any, TypedDict, Unpack
 
 from desktop_agent import config, procs
+from desktop_agent.agents.sdk_policy import SdkTool
 from desktop_agent.client import attachments as attaching
 from desktop_agent.client import mcp as mcp_tools
+from desktop_agent.client import sdk_runs
 from desktop_agent.client.forecast import record_start_forecast
 from desktop_agent.client.models import ModelList, can_batch, check_model, list_models
 from desktop_agent.client.usage import Usage, usage_since
@@ -37,6 +39,7 @@ from desktop_agent.domain import (
     WaitReason,
     WorkerInfo,
 )
+from desktop_agent.domain.agents import AgentKind
 from desktop_agent.domain.errors import InvalidInputError, InvalidStateError, NotFoundError
 from desktop_agent.domain.placement import ANY, parse_placement
 from desktop_agent.domain.tags import normalize_tags
@@ -123,6 +126,8 @@ class RunSpecOptions(TypedDict, total=False):
         search_domains: the only domains web search may return (no scheme: ``example.com``).
         search_blocked_domains: domains web search never returns; not with
             ``search_domains`` (the API takes one list or the other).
+        agent: ``agent-sdk`` for a session of the Claude Agent SDK (Claude Code's tools;
+            :mod:`desktop_agent.client.sdk_runs`); default "": desktop-agent's own loop.
     """
 
     model: str | None
@@ -142,6 +147,7 @@ class RunSpecOptions(TypedDict, total=False):
     web_search: bool | None
     search_domains: Sequence[str] | None
     search_blocked_domains: Sequence[str] | None
+    agent: str | None
 
 
 def prepare_workspace(workspace: str | Path) -> Path:
@@ -363,7 +369,9 @@ class Client:
         if unexpected:  # untyped callers: as a misspelt keyword argument would
             raise TypeError(f"unexpected run option(s): {', '.join(sorted(unexpected))}")
         model = (options.get("model") or self.settings.default_model).strip()
-        tools = options.get("tools")
+        economy = bool(options.get("economy", False))
+        agent = sdk_runs.checked_agent(options.get("agent"), model, economy=economy)
+        tools = [] if agent else options.get("tools")  # an Agent SDK run has Claude Code's
         approval_overrides = options.get("approval_overrides")
         max_cost_usd = options.get("max_cost_usd")
         max_steps = options.get("max_steps")
@@ -449,6 +457,8 @@ class Client:
                 "the demo model runs on this machine and cannot be sent in a Message Batch: "
                 "choose a Claude model for economy mode, or run the demo without it"
             )
+        if agent:
+            spec = sdk_runs.sdk_spec(spec, agent, options.get("system_prompt"))
         return spec, budget
 
     def _workspace(self, workspace: str | Path | None, run_id: str) -> Path:
@@ -691,9 +701,10 @@ class Client:
         editing = arguments is not None if edit is None else edit
         payload: dict[str, Any] = {"reason": note}
         if editing:
-            problem = edit_problem(
-                self._tools.get(approval.tool), arguments, self.tool_context(approval)
-            )
+            tool = self._tools.get(approval.tool)
+            if tool is None and self.run(approval.run_id).spec.agent == AgentKind.AGENT_SDK:
+                tool = SdkTool(approval.tool)  # Claude Code checks its own arguments
+            problem = edit_problem(tool, arguments, self.tool_context(approval))
             if problem:
                 raise InvalidInputError(
                     f"edit of {approval.id} ({approval.tool}) refused, nothing was approved: "
