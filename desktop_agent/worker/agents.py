@@ -13,11 +13,15 @@ from desktop_agent.domain.agents import AgentKind
 from desktop_agent.engine.ports import ForeignAgent
 from desktop_agent.persistence.store import SqlStore
 from desktop_agent.worker.agent_sdk import agent_sdk_driver
+from desktop_agent.worker.managed import managed_driver
 
 
 def foreign_agents(store: SqlStore, settings: Settings) -> dict[str, ForeignAgent]:
     """The drivers this worker has, by agent kind."""
     drivers: dict[str, ForeignAgent] = {}
+    # Managed Agents sessions are read with the analyst's key, read when a session is:
+    # without one, a followed run waits for a key as the engine's runs do.
+    drivers[AgentKind.MANAGED.value] = managed_driver(store, settings)
     # Agent SDK runs: sessions kept in the journal's database, resumed by any worker.
     drivers[AgentKind.AGENT_SDK.value] = agent_sdk_driver(store, settings)
     return drivers
