@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from desktop_agent.cli import agents as cli_agents
 from desktop_agent.cli import annotations as cli_annotations
 from desktop_agent.cli import compare as cli_compare
 from desktop_agent.cli import config as cli_config
@@ -288,6 +289,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_inbox.add_parsers(add)
     cli_managed.add_parsers(add)
     cli_export.add_parsers(add)
+    cli_agents.add_parsers(add)
     cli_forks.add_parsers(add)
     cli_annotations.add_parsers(add)
     cli_serve.add_parsers(add)
@@ -983,6 +985,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, Out], int]] = {
     **cli_inbox.COMMANDS,
     **cli_managed.COMMANDS,
     **cli_export.COMMANDS,
+    **cli_agents.COMMANDS,
     **cli_forks.COMMANDS,
     **cli_annotations.COMMANDS,
     **cli_serve.COMMANDS,

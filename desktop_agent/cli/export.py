@@ -6,6 +6,7 @@ it wrote) that ``desktop-agent import`` brings into another installation, read-o
 file goes to ``--out`` (``-`` for standard output, HTML and Markdown only), by default
 ``RUN_ID.html``, ``RUN_ID.md`` or ``RUN_ID.tar.gz`` in the current folder; an existing
 file is not replaced unless ``--force``. Nothing exported carries the API key.
+``import claude-code`` is another import: Claude Code's sessions (see :mod:`.agents`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from desktop_agent.cli.agents import CLAUDE_CODE, add_import_options, cmd_import_claude_code
 from desktop_agent.cli.output import EXIT_OK
 from desktop_agent.domain.errors import InvalidInputError
 
@@ -32,8 +34,13 @@ def add_parsers(add: AddParser) -> None:
     p.add_argument("--format", choices=["html", "md", "bundle"], default="html")
     p.add_argument("--out", metavar="FILE", help="where to write it (- for standard output)")
     p.add_argument("--force", action="store_true", help="replace an existing file")
-    p = add("import", "bring a run exported as a bundle into this installation, read-only")
-    p.add_argument("file", metavar="FILE")
+    p = add(
+        "import",
+        "bring a run exported as a bundle into this installation, read-only; "
+        "`import claude-code` brings in Claude Code's sessions",
+    )
+    p.add_argument("file", metavar="FILE", help="a bundle, or the word claude-code")
+    add_import_options(p)
 
 
 def cmd_export(args: argparse.Namespace, out: Out) -> int:
@@ -67,8 +74,13 @@ def cmd_export(args: argparse.Namespace, out: Out) -> int:
 
 
 def cmd_import(args: argparse.Namespace, out: Out) -> int:
-    """Bring the bundle in as an archived run."""
+    """Bring the bundle in as an archived run (``claude-code``: Claude Code's sessions)."""
     from desktop_agent import config
+
+    if args.file == CLAUDE_CODE:
+        return cmd_import_claude_code(args, out)
+    if args.project or args.since:
+        raise InvalidInputError("--project and --since go with `import claude-code`")
     from desktop_agent.client.api import Client
     from desktop_agent.client.export import import_bundle
 

@@ -204,12 +204,22 @@ def tool_uses(output: JSON) -> list[dict[str, Any]]:
     ]
 
 
+_KEY_ARGUMENTS = ("path", "url", "query", "to", "file_path", "command", "pattern")
+"""Arguments that say what a call is about (the last three: Claude Code's tools')."""
+
+
 def _key_argument(f: StepFacts) -> str:
     """The argument that says what a tool call is about (a path, a url, a query, a to)."""
     args = f.input.get("arguments")
     if not isinstance(args, dict):
         return ""
-    return next((str(v) for k, v in args.items() if k in ("path", "url", "query", "to")), "")
+    return next((str(v) for k, v in args.items() if k in _KEY_ARGUMENTS), "")
+
+
+def _whose(f: StepFacts) -> str:
+    """``Explore › `` for a step of a subagent (an imported Claude Code session's), else ""."""
+    agent = f.input.get("agent")
+    return f"{agent} › " if isinstance(agent, str) and agent else ""
 
 
 def _approval_parts(f: StepFacts) -> tuple[str, str]:
@@ -235,7 +245,7 @@ def _model_summary(f: StepFacts, c: Context) -> str:
     text = model_text(f.output) or str(f.output.get("partial", "")) or f.error or ""
     uses = [str(u.get("name", "")) for u in tool_uses(f.output)]
     tail = f"  → {', '.join(uses)}" if uses else ""
-    return clip(text, max(20, c.width - len(tail))) + tail
+    return clip(_whose(f) + text, max(20, c.width - len(tail))) + tail
 
 
 def _compaction_summary(f: StepFacts, c: Context) -> str:
@@ -245,7 +255,7 @@ def _compaction_summary(f: StepFacts, c: Context) -> str:
 
 
 def _tool_summary(f: StepFacts, c: Context) -> str:
-    call = f"{f.name} {_key_argument(f)}".strip()
+    call = f"{_whose(f)}{f.name} {_key_argument(f)}".strip()
     if f.is_open:
         return clip(f"{call} → running…", c.width)
     res = str(f.output.get("content", f.error or ""))

@@ -140,3 +140,7 @@ class RunEventKind(StrEnum):
     FORECAST = "forecast"
     """The cost and duration forecast made when the run was started (kept, never changed;
     not something that happened to the run: the list of its events leaves it out)."""
+    IMPORTED = "imported"
+    """Where the import of another agent's session stands: the size and time of the files
+    it read (one per run, rewritten by each import that found something new; bookkeeping,
+    not something that happened to the run: the list of its events leaves it out)."""

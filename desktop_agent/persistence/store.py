@@ -414,12 +414,14 @@ class SqlStore(WorkerQueries):
         self._write(txn)
 
     def run_events(self, run_id: str) -> list[RunEvent]:
-        """The run's events, oldest first (its forecast, kept as an event, is not one)."""
+        """The run's events, oldest first (its forecast and import cursor are kept as events)."""
         stmt = (
             select(events_table)
             .where(
                 events_table.c.run_id == run_id,
-                events_table.c.kind != str(RunEventKind.FORECAST),
+                events_table.c.kind.not_in(
+                    [str(RunEventKind.FORECAST), str(RunEventKind.IMPORTED)]
+                ),
             )
             .order_by(events_table.c.id)
         )
