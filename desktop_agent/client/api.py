@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, TypedDict, Unpack
 
 from desktop_agent import config, procs
+from desktop_agent.agents.claude_code_hooks import approval_tool
 from desktop_agent.agents.sdk_policy import SdkTool
 from desktop_agent.client import attachments as attaching
 from desktop_agent.client import mcp as mcp_tools
@@ -701,7 +702,7 @@ class Client:
         editing = arguments is not None if edit is None else edit
         payload: dict[str, Any] = {"reason": note}
         if editing:
-            tool = self._tools.get(approval.tool)
+            tool = approval_tool(approval.run_id, approval.tool) or self._tools.get(approval.tool)
             if tool is None and self.run(approval.run_id).spec.agent == AgentKind.AGENT_SDK:
                 tool = SdkTool(approval.tool)  # Claude Code checks its own arguments
             problem = edit_problem(tool, arguments, self.tool_context(approval))

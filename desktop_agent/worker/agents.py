@@ -3,11 +3,12 @@
 ``build_executor`` hands them to the engine's ``RunExecutor``: a claimed run whose spec
 names another agent is moved forward by its driver (a ``ForeignAgent``), under the same
 lease, fencing and hibernation as our own runs. Claude Code sessions are imported
-read-only and never executed, so they have no driver.
+read-only and never executed: their driver only declines a command sent to one by mistake.
 """
 
 from __future__ import annotations
 
+from desktop_agent.agents.claude_code_hooks import ReadOnlySession
 from desktop_agent.config import Settings
 from desktop_agent.domain.agents import AgentKind
 from desktop_agent.engine.ports import ForeignAgent
@@ -18,7 +19,7 @@ from desktop_agent.worker.managed import managed_driver
 
 def foreign_agents(store: SqlStore, settings: Settings) -> dict[str, ForeignAgent]:
     """The drivers this worker has, by agent kind."""
-    drivers: dict[str, ForeignAgent] = {}
+    drivers: dict[str, ForeignAgent] = {AgentKind.CLAUDE_CODE.value: ReadOnlySession(store)}
     # Managed Agents sessions are read with the analyst's key, read when a session is:
     # without one, a followed run waits for a key as the engine's runs do.
     drivers[AgentKind.MANAGED.value] = managed_driver(store, settings)
