@@ -210,7 +210,7 @@ def test_a_tool_confirmation_is_an_approval_and_the_session_goes_on_once_approve
     assert client.run(run.id).wait_reason == WaitReason.HUMAN_INPUT
 
     drive(client, executor, clock, IDLE_POLL_S + 1)
-    assert len(fake.received(session.id, "user.tool_confirmation")) == 1
+    assert len(fake.received(session.id, "user.tool_confirmation", refused=True)) == 1
 
 
 def test_a_rejected_call_is_denied_with_the_analysts_reason(
@@ -285,7 +285,7 @@ def test_a_worker_stopped_around_the_send_confirms_exactly_once(
     assert step.status == StepStatus.STARTED  # the intent is on disk, the outcome is not
 
     drive(client, executor, clock)
-    assert fake.received(session.id, "user.tool_confirmation") == [
+    assert fake.received(session.id, "user.tool_confirmation", refused=True) == [
         {"type": "user.tool_confirmation", "tool_use_id": ids[0], "result": "allow"}
     ]
     closed = client.step(run.id, step.seq)

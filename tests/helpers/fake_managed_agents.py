@@ -451,12 +451,19 @@ class FakeManagedAgents:
             self.sessions[session.id] = session
         return session
 
-    def received(self, session_id: str, kind: str | None = None) -> list[dict[str, Any]]:
-        """The events POSTed to a session and taken (of type ``kind``), in order."""
+    def received(
+        self, session_id: str, kind: str | None = None, *, refused: bool = False
+    ) -> list[dict[str, Any]]:
+        """The events POSTed to a session and taken (of type ``kind``), in order.
+
+        With ``refused``, those the fake refused too (every event that was sent).
+        """
         out = []
         with self.lock:
             for r in self.requests:
-                if r.method != "POST" or r.status != 200:
+                if r.method != "POST" or (r.status != 200 and not refused):
+                    continue
+                if not isinstance(r.body, dict):
                     continue
                 if r.path != f"/v1/sessions/{session_id}/events":
                     continue
