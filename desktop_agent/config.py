@@ -434,6 +434,12 @@ EDITABLE: tuple[SettingInfo, ...] = (
         none="none",
     ),
     SettingInfo(
+        "claude_code_watch",
+        "bool",
+        "import Claude Code's new and grown sessions every half minute (workers do)",
+        "at_once",
+    ),
+    SettingInfo(
         "palette",
         "choice",
         "the app's colours: follow the desktop, light or dark",

@@ -231,6 +231,40 @@ def find_session(session_id: str) -> FoundSession | None:
     )
 
 
+def changed_sessions(since: float) -> list[FoundSession]:
+    """The sessions whose transcript (or a subagent's) changed at or after ``since``.
+
+    Only the files' times are read for the others (a watch looks every half minute at
+    folders of thousands of sessions); the SDK reads each changed one.
+    """
+    folder = projects_folder()
+    if not folder.is_dir():
+        return []
+    found = []
+    for path in sorted(folder.glob("*/*.jsonl")):
+        if _newest_change(path) < since:
+            continue
+        session = find_session(path.stem)
+        if session is not None:
+            found.append(session)
+    return sorted(found, key=lambda s: (s.modified_at, s.session_id))
+
+
+def _newest_change(path: Path) -> float:
+    """The newest change time of a transcript and its subagents' (0: cannot be read)."""
+    files = [path]
+    subagents = path.with_suffix("") / "subagents"
+    if subagents.is_dir():
+        files += list(subagents.rglob("agent-*.jsonl"))
+    newest = 0.0
+    for f in files:
+        try:
+            newest = max(newest, f.stat().st_mtime)
+        except OSError:
+            continue
+    return newest
+
+
 def transcript_path(session_id: str) -> Path | None:
     """The transcript of a session in any project folder (None: not found)."""
     for path in sorted(projects_folder().glob(f"*/{session_id}.jsonl")):
@@ -770,6 +804,10 @@ class SessionJournal(Protocol):
         """The run (None: never imported), its steps (no outputs) and the last cursor."""
         ...
 
+    def cursor(self, run_id: str) -> JSON:
+        """The last import's cursor of the run (None: never imported)."""
+        ...
+
     def session_of(self, run_id: str) -> str | None:
         """The session id the run ``run_id`` holds ("" for a run of ours; None: no run)."""
         ...
@@ -789,10 +827,11 @@ def import_session(
     """
     run_id = session_run_id(journal, session.session_id)
     for _ in range(max(1, attempts)):
-        existing, steps, cursor = journal.known(run_id)
         files = signature(session)
-        if existing is not None and isinstance(cursor, dict) and cursor.get("files") == files:
+        cursor = journal.cursor(run_id)
+        if isinstance(cursor, dict) and cursor.get("files") == files:
             return Imported(session.session_id, run_id, "unchanged")
+        existing, steps, _cursor = journal.known(run_id)
         plan = plan_import(
             read_session(session),
             run_id=run_id,

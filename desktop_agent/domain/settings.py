@@ -137,6 +137,8 @@ class Settings(BaseModel):
             no tracing).
         otel_include_content: traces carry prompts, answers and tool results (cut and
             redacted); off by default.
+        claude_code_watch: workers import Claude Code's new and grown sessions by
+            themselves, every half minute (as ``desktop-agent import claude-code`` does).
 
     Names the model does not know are kept (and written back when the settings are
     saved), so a file written by a newer version loses nothing here.
@@ -199,6 +201,7 @@ class Settings(BaseModel):
     shared_paths: list[str] = Field(default_factory=list)
     otel_endpoint: str = ""
     otel_include_content: bool = False
+    claude_code_watch: bool = False
 
     @field_validator("webhook_url")
     @classmethod

@@ -157,6 +157,10 @@ class ImportedSessions(SqlBase):
 
         return self._read(txn)
 
+    def cursor(self, run_id: str) -> JSON:
+        """The last import's cursor of the run (None: never imported)."""
+        return self._read(lambda c: self._cursor(c, run_id))
+
     def session_of(self, run_id: str) -> str | None:
         """The session id the run ``run_id`` holds ("" for a run of ours; None: no run)."""
         stmt = select(runs.c.spec).where(runs.c.id == run_id)

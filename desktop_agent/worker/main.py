@@ -26,6 +26,7 @@ from desktop_agent.persistence.store import SqlStore
 from desktop_agent.tools.mcp import CATALOGUE_FILE, start_hub
 from desktop_agent.worker.batches import BatchPump, pump_config
 from desktop_agent.worker.catalogue import CatalogueKeeper
+from desktop_agent.worker.claude_code import ClaudeCodeWatch
 from desktop_agent.worker.clock import clock_from_env
 from desktop_agent.worker.compose import ModelFactory, build_executor, open_store, tools_from_env
 from desktop_agent.worker.crash import crash_hook_from_env
@@ -282,9 +283,12 @@ def serve(
         crash_point=crash_hook_from_env(),
     )
 
+    watch = ClaudeCodeWatch(store.db, settings, None if config.database_url(db_path) else db_path)
+
     def housekeeping(now: float) -> None:
         keeper.tick(now)
         pump.tick(now)
+        watch.tick(now)
 
     worker = Worker(
         store,
@@ -329,6 +333,7 @@ def serve(
             tracer.close()  # what is left is sent
         keeper.join()
         pump.join()
+        watch.join()
     if worker.vanished_message is not None:
         # The worker said what happened and what to do (its log, the data folder's note):
         # exit with an error rather than as a worker that finished its work.
