@@ -48,6 +48,7 @@ from desktop_agent.gui.dialogs.approval import ApprovalDialog
 from desktop_agent.gui.dialogs.crash import CrashReportDialog
 from desktop_agent.gui.dialogs.export import ExportDialog
 from desktop_agent.gui.dialogs.fork import ForkDialog
+from desktop_agent.gui.dialogs.managed_sessions import add_follow_action
 from desktop_agent.gui.dialogs.new_run import NewRunDialog, NewRunRequest
 from desktop_agent.gui.dialogs.prompts import MessageDialog
 from desktop_agent.gui.dialogs.recovery import RecoveryDialog
@@ -109,6 +110,9 @@ class MainWindow(QMainWindow):
         self.poller = LivePoller(
             client, self.tasks, self.steps_model.resume_seq, interval_ms=poll_ms, parent=self
         )
+        # File ▸ Follow a Managed Agents session… (the run that follows one is selected).
+        started = self.commands.run_started.emit
+        self.follow_managed = add_follow_action(self, client, self.tasks, started)
         self.history_room = HistoryRoom(self, self)
         self.exporting, self.forking = self.history_room.exporting, self.history_room.forking
         self.controls_room = ControlsRoom(self, self)

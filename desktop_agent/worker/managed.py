@@ -760,7 +760,8 @@ class _Activation:
             stop = str(self.f.stop.get("type", ""))
             tools = ", ".join(self.custom_uses())
             template = _IDLE.get(stop, "The session stopped ({stop}){said}")
-            message = template.format(stop=stop, said=said, tools=tools)
+            end = "" if said.endswith((".", "!", "?")) else "."
+            message = template.format(stop=stop, said=said, tools=tools, end=end)
             if stop == "requires_action" and not tools:
                 # Every confirmation is sent: the session goes on by itself.
                 reason, wake = WaitReason.TIMER, now + self.d.poll_s
@@ -835,17 +836,17 @@ class _Activation:
 
 
 _IDLE = {
-    "": "The session waits for a message{said}. Answer to send it one",
-    "end_turn": "The session finished its turn{said}. Answer to send it a message",
+    "": "The session waits for a message{said}{end} Answer to send it one",
+    "end_turn": "The session finished its turn{said}{end} Answer to send it a message",
     "requires_action": (
         "The session waits for a result of its own tools ({tools}) from the application that "
         "defines them"
     ),
     "budget_reached": "The session reached its own budget: raise it where the session was created",
     "retries_exhausted": (
-        "The session stopped after repeated errors{said}. Answer to send it a message"
+        "The session stopped after repeated errors{said}{end} Answer to send it a message"
     ),
-    "refusal": "The session's turn was refused{said}. Answer to send it a message",
+    "refusal": "The session's turn was refused{said}{end} Answer to send it a message",
 }
 """What an idle session waits for, by ``stop_reason``."""
 
