@@ -12,6 +12,7 @@ import socket
 import time
 from dataclasses import dataclass
 
+from desktop_agent.agents.claude_code_hooks import approval_tool
 from desktop_agent.client.api import WORKER_STALE_S, Client
 from desktop_agent.domain import JSON, Approval, ApprovalState, Run, RunStatus, StepKind, WorkerInfo
 from desktop_agent.engine.edits import edit_problem, shape_problem
@@ -51,7 +52,7 @@ def check_arguments(client: Client, approval: Approval, arguments: JSON) -> Chec
     :meth:`Client.approve` records an edit, and the worker runs the tool's check again right
     before the approved call; this preview lets the analyst see a problem before deciding.
     """
-    tool = client._tools.get(approval.tool)
+    tool = approval_tool(approval.run_id, approval.tool) or client._tools.get(approval.tool)
     if tool is None:
         return CheckResult(None, f"{approval.tool} cannot be checked here")
     ctx = client.tool_context(approval)

@@ -274,7 +274,8 @@ def _approval_summary(f: StepFacts, c: Context) -> str:
 
 
 def _steer_summary(f: StepFacts, c: Context) -> str:
-    return clip(f"your note: {f.input.get('text', '')}", c.width)
+    said = "prompt" if f.name == "prompt" else "your note"  # a Claude Code session's prompt
+    return clip(f"{_whose(f)}{said}: {f.input.get('text', '')}", c.width)
 
 
 def _sleep_summary(f: StepFacts, c: Context) -> str:

@@ -11,15 +11,19 @@ import time
 from pathlib import Path
 
 import pytest
+from PySide6.QtCore import Qt
+from pytestqt.qtbot import QtBot
 
 from desktop_agent.agents.claude_code import SYNTHETIC_MODEL, run_ids_of
 from desktop_agent.client.api import Client
 from desktop_agent.client.claude_code import import_claude_code, price
 from desktop_agent.client.compare import compare_runs
 from desktop_agent.client.export import export
-from desktop_agent.client.views import step_summary, timeline_entries
+from desktop_agent.client.views import RunRow, step_summary, timeline_entries
 from desktop_agent.domain import RunStatus, StepKind, StepStatus, Usage
 from desktop_agent.domain.errors import InvalidInputError
+from desktop_agent.gui.models.runs import RunColumn, RunListModel
+from desktop_agent.gui.widgets.header import RunHeader
 from desktop_agent.persistence.tables import run_events
 from tests.helpers.claude_code_sessions import (
     ClaudeCodeFolder,
@@ -158,6 +162,12 @@ def test_a_session_that_grew_adds_only_what_is_new(
         (StepKind.TOOL_CALL, "Edit", StepStatus.STARTED),  # Claude Code is running it
     ]
     assert added[0].input["text"] == "Now fix the pool size"
+    lines = [step_summary(e) for e in timeline_entries(client, run_id, added[0].seq)]
+    assert lines == [
+        "prompt: Now fix the pool size",
+        "Raising it.  → Edit",
+        "Edit db.py → running…",
+    ]
     # The result arrives: the open call gets its outcome, nothing is appended.
     session.result("toolu_e1", "The file db.py has been updated.")
     again = import_claude_code(client)
@@ -235,3 +245,23 @@ def test_project_since_and_clear_errors(
     monkeypatch.setitem(sys.modules, "claude_agent_sdk", None)
     with pytest.raises(InvalidInputError, match=r"pip install 'desktop-agent\[agents\]'"):
         import_claude_code(client)
+
+
+def test_the_run_list_and_the_header_say_it_is_a_read_only_claude_code_session(
+    qtbot: QtBot, client: Client, claude_home: ClaudeCodeFolder, tmp_path: Path
+) -> None:
+    session = research_session(claude_home, tmp_path / "proj")
+    import_claude_code(client)
+    row = RunRow(client.run(_only_run(client)))
+    model = RunListModel()
+    model.apply([row], full=True)
+    shown = model.data(model.index(0, RunColumn.MODEL))
+    assert shown.startswith("Claude Code · ")
+    tip = model.data(model.index(0, RunColumn.GOAL), Qt.ItemDataRole.ToolTipRole)
+    assert f"Claude Code session {session.session_id[:8]} · read-only" in tip
+    header = RunHeader()
+    qtbot.addWidget(header)
+    header.show_row(row)
+    assert "Claude Code session" in header.details.text() and "read-only" in header.details.text()
+    assert header.model.text().startswith("Claude Code · ")
+    assert "thinking" not in header.model.text()  # our loop's settings say nothing of it

@@ -20,6 +20,7 @@ from desktop_agent.client.views import RunRow, model_label
 from desktop_agent.domain import RunStatus
 from desktop_agent.gui import fmt, resources, theme
 from desktop_agent.gui.models.base import FlatTableModel, Index
+from desktop_agent.gui.widgets.header_text import agent_label, agent_words
 
 
 class RunColumn(IntEnum):
@@ -232,7 +233,9 @@ class RunListModel(FlatTableModel[RunRow]):
             return f"{goal}  · {forks} fork{'s' if forks != 1 else ''}" if forks else goal
         if col == RunColumn.MODEL:
             # The short name; notes such as a retirement date are in the tooltip and header.
-            return "Demo (offline)" if run.is_demo else model_label(run.model).split(" (")[0]
+            name = "Demo (offline)" if run.is_demo else model_label(run.model).split(" (")[0]
+            agent = agent_label(run)  # another Claude agent drives it: say which
+            return f"{agent} · {name}" if agent else name
         if col == RunColumn.PROGRESS:
             return progress_text(row)
         if col == RunColumn.COST:
@@ -262,6 +265,8 @@ class RunListModel(FlatTableModel[RunRow]):
             lines.append(run.status_message)
         if run.is_demo:
             lines.append("Demo model: offline, costs are simulated.")
+        if agent := agent_words(run):
+            lines.append(agent)
         if run.tags:
             lines.append(f"Tags: {', '.join(run.tags)}")
         if run.forked_from and run.forked_at_seq:

@@ -36,6 +36,8 @@ from desktop_agent.gui.widgets.header_text import (
     TIME_EXPLAINED,
     TOKENS_EXPLAINED,
     WALL_EXPLAINED,
+    agent_label,
+    agent_words,
     call_summary,
     ratio,
     short_workspace,
@@ -239,8 +241,10 @@ class RunHeader(QWidget):
         self.model.setText(self._model_chip(run))
         self._show_status(run)
         link_color = self.palette().color(QPalette.ColorRole.Link).name()
+        agent = agent_words(run)
         self.details.setText(
-            f"Run <code>{run.id}</code> · started {fmt.clock(run.started_at or run.created_at)}"
+            (f"<b>{html.escape(agent)}</b><br>" if agent else "")
+            + f"Run <code>{run.id}</code> · started {fmt.clock(run.started_at or run.created_at)}"
             f" · workspace <a style='color:{link_color}' href='{html.escape(run.workspace)}'>"
             f"{html.escape(short_workspace(run.workspace))}</a>"
             + (
@@ -249,7 +253,8 @@ class RunHeader(QWidget):
                 else ""
             )
         )
-        self.details.setToolTip(run.workspace)
+        session = f"\nsession {run.spec.session_id}" if run.spec.session_id else ""
+        self.details.setToolTip(run.workspace + session)
         self._show_lineage()
         self._show_forecast()
         self._gauges(run)
@@ -347,7 +352,7 @@ class RunHeader(QWidget):
     def _model_chip(self, run: Run) -> str:
         """The model, how it was asked to work (effort, thinking) and where the run runs."""
         where = "" if run.placement == "any" else f" · runs on {describe(run.placement)}"
-        settings = run_settings_words(run)
+        settings = "" if run.spec.agent else run_settings_words(run)  # our loop's settings
         muted = self.palette().color(QPalette.ColorRole.PlaceholderText).name()
         how = f" <span style='color:{muted}'>· {html.escape(settings)}</span>" if settings else ""
         if run.is_demo:
@@ -357,7 +362,9 @@ class RunHeader(QWidget):
                 f"<span style='color:{color}; font-weight:bold'>{label}</span>{how}"
                 f"{html.escape(where)}"
             )
-        return f"{html.escape(model_label(run.model))}{how}{html.escape(where)}"
+        agent = agent_label(run)
+        by = f"{html.escape(agent)} · " if agent else ""
+        return f"{by}{html.escape(model_label(run.model))}{how}{html.escape(where)}"
 
     def _gauges(self, run: Run) -> None:
         b = run.budget

@@ -8,7 +8,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from desktop_agent.domain import Approval
+from desktop_agent.domain import Approval, Run
+from desktop_agent.domain.agents import AgentKind
 
 
 def call_summary(approval: Approval, keep: int = 60) -> str:
@@ -72,3 +73,27 @@ def short_workspace(path: str, keep: int = 48) -> str:
     if path == home or path.startswith(home.rstrip("/") + "/"):
         path = "~" + path[len(home.rstrip("/")) :]
     return path if len(path) <= keep else "…" + path[-(keep - 1) :]
+
+
+def agent_label(run: Run) -> str:
+    """The other Claude agent that drives ``run`` (``Claude Code``), or "" for our own loop."""
+    if not run.spec.agent:
+        return ""
+    try:
+        return AgentKind(run.spec.agent).label
+    except ValueError:
+        return run.spec.agent
+
+
+def agent_words(run: Run) -> str:
+    """What the header says of a run another agent drives ("" for our own runs).
+
+    A Claude Code session is imported from its transcript: read-only here, never executed.
+    """
+    label = agent_label(run)
+    if not label:
+        return ""
+    session = run.spec.session_id[:8]
+    if run.spec.agent == AgentKind.CLAUDE_CODE:
+        return f"{label} session {session} · read-only"
+    return f"{label} session {session}" if session else f"driven by {label}"
