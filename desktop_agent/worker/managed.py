@@ -93,6 +93,9 @@ POLL_S = 2.0
 IDLE_POLL_S = 30.0
 """Seconds between two readings of an idle session (another client may send it work)."""
 
+READ_LIMIT = 1000
+"""The most events one activation reads (one page of the API's list)."""
+
 RETRY_S = 15.0
 """Seconds before another try when the API could not be reached."""
 
@@ -134,6 +137,7 @@ class ManagedDriver:
         poll_s: seconds between readings of a running session.
         idle_poll_s: seconds between readings of an idle one.
         crash_hook: the crash tests' hook (see :mod:`desktop_agent.worker.crash`).
+        read_limit: the most events one activation reads (the rest the next one, at once).
     """
 
     def __init__(
@@ -147,8 +151,10 @@ class ManagedDriver:
         poll_s: float = POLL_S,
         idle_poll_s: float = IDLE_POLL_S,
         crash_hook: Callable[[str], None] | None = None,
+        read_limit: int = READ_LIMIT,
     ) -> None:
         self.store = store
+        self.read_limit = read_limit
         self.api = api
         self.settings = settings
         self.clock = clock or SystemClock()
@@ -217,7 +223,9 @@ class _Activation:
         info = self.d.api.session(self.sid)
         if self.f.budget_seq:
             self.budget_wait(info)
-        self.read_events()
+        if not self.read_events():
+            self.wait(WaitReason.TIMER, self.now(), "Reading the session's events so far")
+            raise _Stop
         self.approvals()
         self.check_budget(info)
         self.settle(info)
@@ -470,8 +478,13 @@ class _Activation:
 
     # ------------------------------------------------------------------ events
 
-    def read_events(self) -> None:
-        events = self.d.api.events(self.sid, since=self.f.cursor_at)
+    def read_events(self) -> bool:
+        """Write the events after the cursor as steps; whether every event was read.
+
+        A reading stops at ``read_limit`` events: the session's status the events read so
+        far tell is then not its status now (an old stop may have been answered since).
+        """
+        events = self.d.api.events(self.sid, since=self.f.cursor_at, limit=self.d.read_limit)
         units, after = import_events(
             events,
             self.f,
@@ -482,6 +495,7 @@ class _Activation:
         for unit in units:
             self.commit(outcome=unit.outcome, intents=unit.intents, follow=unit.follow)
         self.f = after  # the events that made no step are written with the next commit
+        return len(events) < self.d.read_limit
 
     # ------------------------------------------------------------------ approvals
 

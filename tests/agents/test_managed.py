@@ -429,3 +429,55 @@ def test_following_an_unknown_session_is_refused(client: Client, sessions: Manag
 
 def _run(client: Client, run_id: str) -> Run:
     return client.run(run_id)
+
+
+def test_a_long_history_read_a_page_at_a_time_gives_the_same_journal(
+    client: Client,
+    fake: FakeManagedAgents,
+    api: ManagedAgents,
+    sessions: ManagedSessions,
+    clock: FakeClock,
+) -> None:
+    session = fake.add_session()
+    ids = research(session)
+    session.ask(ids)  # an old stop, answered since (by another client)
+    session.emit("user.tool_confirmation", tool_use_id=ids[0], result="allow")
+    session.running()
+    session.tool_result(ids[0], "north,120")
+    report(session)
+    small = ManagedDriver(client.store, api, client.settings, clock=clock, read_limit=8)
+    executor = build_executor(client.store, client.settings, clock=clock, foreign={AGENT: small})
+    run = sessions.follow(session.id)
+    drive(client, executor, clock)
+
+    # No approval was opened for the stop answered later in the history.
+    assert client.store.list_run_approvals(run.id) == []
+    assert kinds(client.steps(run.id)) == [
+        (StepKind.STEER, "message", StepStatus.COMPLETED),
+        (StepKind.MODEL_CALL, "claude-opus-4-8", StepStatus.COMPLETED),
+        (StepKind.TOOL_CALL, "bash", StepStatus.COMPLETED),
+        (StepKind.MODEL_CALL, "claude-opus-4-8", StepStatus.COMPLETED),
+    ]
+    assert client.run(run.id).wait_reason == WaitReason.HUMAN_INPUT
+    pages = [r for r in fake.requests if r.path.endswith("/events") and r.method == "GET"]
+    assert len(pages) > 2  # read in several activations
+
+
+def test_the_sessions_running_time_counts_against_the_time_budget(
+    client: Client,
+    fake: FakeManagedAgents,
+    sessions: ManagedSessions,
+    executor: RunExecutor,
+    clock: FakeClock,
+) -> None:
+    session = fake.add_session()
+    session.running()
+    session.model_request("Still working through the files.")
+    session.active_seconds = 3600.0
+    run = sessions.follow(session.id, max_time_s=1800.0)
+    drive(client, executor, clock)
+    assert fake.received(session.id) == [{"type": "user.interrupt"}]
+    waiting = client.run(run.id)
+    assert waiting.wait_reason == WaitReason.BUDGET
+    assert waiting.status_message.startswith("Budget reached: worked 1h")
+    assert client.steps(run.id)[-1].name == "time"
