@@ -20,7 +20,6 @@ from desktop_agent.client.managed import ManagedSessions
 from desktop_agent.client.views import step_summary, timeline_entries
 from desktop_agent.domain import (
     ApprovalState,
-    Run,
     RunStatus,
     Step,
     StepKind,
@@ -427,10 +426,6 @@ def test_following_an_unknown_session_is_refused(client: Client, sessions: Manag
         client.run(run_id_for("sesn_unknown"))
 
 
-def _run(client: Client, run_id: str) -> Run:
-    return client.run(run_id)
-
-
 def test_a_long_history_read_a_page_at_a_time_gives_the_same_journal(
     client: Client,
     fake: FakeManagedAgents,
@@ -481,3 +476,28 @@ def test_the_sessions_running_time_counts_against_the_time_budget(
     assert waiting.wait_reason == WaitReason.BUDGET
     assert waiting.status_message.startswith("Budget reached: worked 1h")
     assert client.steps(run.id)[-1].name == "time"
+
+
+def test_a_session_waiting_for_its_own_custom_tool_says_so_and_asks_nothing(
+    client: Client,
+    fake: FakeManagedAgents,
+    sessions: ManagedSessions,
+    executor: RunExecutor,
+    clock: FakeClock,
+) -> None:
+    session = fake.add_session()
+    session.running()
+    custom = session.emit("agent.custom_tool_use", name="render_chart", input={"kind": "bar"})
+    session.idle("requires_action", event_ids=[custom["id"]])
+    run = sessions.follow(session.id)
+    drive(client, executor, clock)
+    waiting = client.run(run.id)
+    assert (waiting.status, waiting.wait_reason) == (RunStatus.WAITING, WaitReason.HUMAN_INPUT)
+    assert "its own tools (render_chart)" in waiting.status_message
+    assert client.approvals() == []
+    tool = client.steps(run.id)[-1]
+    assert (tool.name, tool.status, tool.input["kind"]) == (
+        "render_chart",
+        StepStatus.STARTED,
+        "custom",
+    )

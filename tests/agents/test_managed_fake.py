@@ -247,3 +247,30 @@ def _steps(units: list[Unit]) -> list[tuple[str, int, StepKind, StepStatus]]:
             out.append(("outcome", u.outcome.seq, StepKind.MODEL_CALL, u.outcome.status))
         out += [("intent", i.seq, i.kind, i.status) for i in u.intents]
     return out
+
+
+def test_mcp_and_custom_tool_uses_are_tool_steps_closed_by_their_results(
+    fake: FakeManagedAgents,
+) -> None:
+    session = fake.add_session()
+    [use] = session.model_request("Asking the CRM.", [("lookup", {"q": "acme"})], mcp_server="crm")
+    session.emit(
+        "agent.mcp_tool_result",
+        mcp_tool_use_id=use,
+        content=[{"type": "text", "text": "Acme: 12 seats"}],
+        is_error=False,
+    )
+    custom = session.emit("agent.custom_tool_use", name="render_chart", input={"kind": "bar"})
+    session.idle("requires_action", event_ids=[custom["id"]])
+    units, end = read_all([event_of(e) for e in session.events], Follow())
+    intents = [i for u in units for i in u.intents]
+    assert [(i.name, i.input["kind"]) for i in intents if i.kind == StepKind.TOOL_CALL] == [
+        ("lookup", "mcp"),
+        ("render_chart", "custom"),
+    ]
+    assert intents[1].input["mcp_server"] == "crm"
+    closed = [u.outcome for u in units if u.outcome is not None and u.outcome.seq == 2]
+    assert closed and closed[0].output["content"] == "Acme: 12 seats"
+    assert end.tools == {
+        custom["id"]: {"seq": 3, "name": "render_chart", "kind": "custom", "permission": None}
+    }
