@@ -15,14 +15,15 @@ outside world) and ``ask_overwrite`` (Write over a file with different content, 
 an existing file). :func:`hook_output` is the answer Claude Code reads.
 
 :class:`ReadOnlySession` is the worker's driver for ``claude-code`` runs: it never executes
-one. A command sent to such a run by mistake (a note, a pause, a cancel) is applied as
-declined, and a run that was queued (a "run again" of an import) is parked saying why; an
-approval's decision is left to the hook that waits for it.
+one. A decision on an approval is applied as the waiting hook would apply it (whichever of
+the two reads it first); a command sent to such a run by mistake (a note, a pause, a
+cancel) is applied as declined, and a run that was queued (a "run again" of an import) is
+parked saying why.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -30,13 +31,16 @@ from typing import Any, Literal
 from desktop_agent.agents.claude_code import RUN_PREFIX, WRITE_TOOLS, effect_of
 from desktop_agent.domain import (
     JSON,
+    Approval,
     ApprovalPolicy,
     ApprovalState,
+    Command,
     CommandKind,
     EffectClass,
     Run,
     RunStatus,
 )
+from desktop_agent.engine.edits import shape_problem
 from desktop_agent.engine.ports import (
     CancelToken,
     JournalStore,
@@ -220,18 +224,61 @@ def approval_tool(run_id: str, tool: str) -> ClaudeCodeTool | None:
     return ClaudeCodeTool(tool) if run_id.startswith(RUN_PREFIX) else None
 
 
+@dataclass(frozen=True)
+class Decided:
+    """An analyst's decision on a Claude Code call, as the approval records it.
+
+    Attributes:
+        state: approved, edited or rejected.
+        arguments: the arguments the call runs with (the edited ones for an edit).
+        note: the analyst's reason.
+        refused: why the decision cannot apply ("" when it can): an edit that is no
+            JSON object of arguments (the approval stays pending).
+    """
+
+    state: ApprovalState
+    arguments: JSON
+    note: str
+    refused: str = ""
+
+
+def decision_of(command: Command, approval: Approval) -> Decided:
+    """What an approve or reject command decides of ``approval`` (the engine's reading)."""
+    payload = command.payload if isinstance(command.payload, dict) else {}
+    note = str(payload.get("reason", ""))
+    if command.kind == CommandKind.REJECT:
+        return Decided(ApprovalState.REJECTED, approval.arguments, note)
+    if "arguments" in payload:
+        edited = payload["arguments"]
+        problem = shape_problem(edited)
+        if problem:
+            return Decided(ApprovalState.PENDING, approval.arguments, note, problem)
+        return Decided(ApprovalState.EDITED, edited, note)
+    return Decided(ApprovalState.APPROVED, approval.arguments, note)
+
+
+Decide = Callable[[Approval, ApprovalState, JSON, str, Command], bool]
+"""Applies a decision while the approval is pending (False: it no longer was)."""
+
+
 class ReadOnlySession:
-    """The worker's driver of ``claude-code`` runs: applies nothing, declines what came.
+    """The worker's driver of ``claude-code`` runs: never executes one.
+
+    A decision on a pending approval is applied (as the hook waiting for it would: the
+    first of the two to read it does, through ``decide``); every other command is applied
+    as declined; a run that was queued (a "run again" of an import) is parked saying why.
 
     Args:
         store: the journal (the worker's, fenced by the lease it is given).
+        decide: applies a decision (``ImportedSessions.decide``).
     """
 
-    def __init__(self, store: JournalStore) -> None:
+    def __init__(self, store: JournalStore, decide: Decide) -> None:
         self.store = store
+        self.decide = decide
 
     def execute(self, run: Run, cancel: CancelToken, lease: LeaseGuard | None) -> RunStatus:
-        """Decline the run's commands; park a run that was queued; keep everything else."""
+        """Apply the run's decisions, decline its other commands, park it if it was queued."""
         applied = []
         for command in self.store.pending_commands(run.id):
             if command.kind not in (CommandKind.APPROVE, CommandKind.REJECT):
@@ -239,15 +286,20 @@ class ReadOnlySession:
                 continue
             payload = command.payload if isinstance(command.payload, dict) else {}
             approval_id = str(payload.get("approval_id", ""))
-            pending = any(
-                a.id == approval_id and a.state == ApprovalState.PENDING
-                for a in self.store.list_run_approvals(run.id)
+            approval = next(
+                (a for a in self.store.list_run_approvals(run.id) if a.id == approval_id), None
             )
-            if not pending:  # the hook that asked has gone: nothing waits for it
+            if approval is None or approval.state != ApprovalState.PENDING:
                 applied.append((command.id, f"ignored: approval {approval_id} is not pending"))
+                continue
+            decided = decision_of(command, approval)
+            if decided.refused:
+                applied.append((command.id, f"refused: {decided.refused}; {approval_id} pending"))
+            elif not self.decide(approval, decided.state, decided.arguments, decided.note, command):
+                applied.append((command.id, f"ignored: approval {approval_id} is not pending"))
+        status = self.store.get_run(run.id).status
         patch = None
-        status = run.status
-        if run.status in (RunStatus.QUEUED, RunStatus.RUNNING):
+        if status in (RunStatus.QUEUED, RunStatus.RUNNING):
             status = RunStatus.NEEDS_ATTENTION
             patch = RunPatch(
                 status=status,

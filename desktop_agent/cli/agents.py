@@ -33,7 +33,7 @@ from desktop_agent.domain.errors import DesktopAgentError, InvalidInputError
 if TYPE_CHECKING:
     from desktop_agent.agents.claude_code import FoundSession
     from desktop_agent.cli.output import Out
-    from desktop_agent.client.claude_code import ImportSummary
+    from desktop_agent.client.claude_code import HookCall, ImportSummary
 
 AddParser = Callable[[str, str], argparse.ArgumentParser]
 
@@ -186,8 +186,17 @@ def cmd_hook(args: argparse.Namespace, out: Out) -> int:
         return _install(args, out, policies)
     if args.project:
         raise InvalidInputError("--project goes with --install")
+    from desktop_agent.client.claude_code import parse_hook_call
+
     try:
-        answer = _answer(args, sys.stdin.read(), policies)
+        call = parse_hook_call(sys.stdin.read())
+    except InvalidInputError as exc:
+        # Not a call to decide (a hook set up under another event): said on standard error
+        # with exit 1, which Claude Code shows and goes on from (2 would block the call).
+        echo(f"desktop-agent: {exc}", file=sys.stderr)
+        return 1
+    try:
+        answer = _answer(args, call, policies)
     except KeyboardInterrupt:  # Claude Code stopped waiting: it reads no answer now
         return 130
     if answer is not None:
@@ -195,19 +204,15 @@ def cmd_hook(args: argparse.Namespace, out: Out) -> int:
     return EXIT_OK
 
 
-def _answer(args: argparse.Namespace, text: str, policies: dict[str, str]) -> dict[str, Any] | None:
+def _answer(
+    args: argparse.Namespace, call: HookCall, policies: dict[str, str]
+) -> dict[str, Any] | None:
     """The decision for Claude Code, or None; a failure asks Claude Code's own prompt."""
     from desktop_agent import config
     from desktop_agent.agents.claude_code_hooks import hook_output
-    from desktop_agent.client.claude_code import (
-        DEFAULT_WAIT_S,
-        answer_hook,
-        hook_rule,
-        parse_hook_call,
-    )
+    from desktop_agent.client.claude_code import DEFAULT_WAIT_S, answer_hook, hook_rule
 
     try:
-        call = parse_hook_call(text)
         # The fast path: the rules read the settings only (no database, no SDK).
         settings = config.Settings.load(config.resolve_db_path(getattr(args, "db", None)))
         if hook_rule(settings, call, policies).action == "none":
@@ -234,7 +239,7 @@ def _install(args: argparse.Namespace, out: Out, policies: dict[str, str]) -> in
     from desktop_agent.client.claude_code import DEFAULT_WAIT_S
 
     wait = args.timeout or DEFAULT_WAIT_S
-    command = [_executable(), "--db", str(config.resolve_db_path(getattr(args, "db", None)))]
+    command = [*_executable(), "--db", str(config.resolve_db_path(getattr(args, "db", None)))]
     command += ["hook", CLAUDE_CODE]
     if args.timeout:
         command += ["--timeout", f"{wait:g}"]
@@ -263,11 +268,15 @@ def _install(args: argparse.Namespace, out: Out, policies: dict[str, str]) -> in
     return EXIT_OK
 
 
-def _executable() -> str:
+def _executable() -> list[str]:
+    """How Claude Code starts this program: the script that runs now, or the module."""
+    script = Path(sys.argv[0])
+    if script.name == "desktop-agent" and script.is_file():
+        return [str(script.absolute())]
     found = shutil.which("desktop-agent")
     if found:
-        return str(Path(found).absolute())
-    return f"{sys.executable} -m desktop_agent"
+        return [str(Path(found).absolute())]
+    return [sys.executable, "-m", "desktop_agent"]
 
 
 def _merge(target: Path, entry: dict[str, Any]) -> None:

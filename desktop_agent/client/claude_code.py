@@ -33,18 +33,16 @@ from typing import TYPE_CHECKING, Any
 import psutil
 
 from desktop_agent.agents import claude_code as cc
-from desktop_agent.agents.claude_code_hooks import Rule, hook_output, rule_for
+from desktop_agent.agents.claude_code_hooks import Rule, decision_of, hook_output, rule_for
 from desktop_agent.domain import (
     JSON,
     Approval,
     ApprovalState,
     Command,
-    CommandKind,
     StepKind,
     Usage,
 )
 from desktop_agent.domain.errors import DesktopAgentError, InvalidInputError
-from desktop_agent.engine.edits import shape_problem
 from desktop_agent.llm.pricing import model_info
 from desktop_agent.persistence.imported_sessions import ImportedSessions
 from desktop_agent.procs import process_alive
@@ -358,50 +356,27 @@ def _wait(w: _Waiting) -> dict[str, Any]:
 def _apply(w: _Waiting, command: Command) -> dict[str, Any] | None:
     """Apply the analyst's decision and answer; None when it was refused (keep waiting)."""
     approval, journal = w.approval, w.journal
-    payload = command.payload if isinstance(command.payload, dict) else {}
-    note = str(payload.get("reason", ""))
-    if command.kind == CommandKind.REJECT:
-        state, arguments, decision = ApprovalState.REJECTED, approval.arguments, "deny"
-    elif "arguments" in payload:
-        arguments = payload["arguments"]
-        problem = shape_problem(arguments)
-        if problem:  # left pending: the refusal is the command's result
-            journal.refuse_command(command.id, f"refused: {problem}; {approval.id} pending")
-            return None
-        state, decision = ApprovalState.EDITED, "allow"
-    else:
-        state, arguments, decision = ApprovalState.APPROVED, approval.arguments, "allow"
-    closed = journal.close_approval(
-        approval, state, arguments=arguments, note=note, label=str(state), command=command
-    )
-    if not closed:
-        return _answer_of(w.client, approval.id)
-    if decision == "deny":
-        why = note or "the analyst rejected this call in desktop-agent"
-        return hook_output("deny", f"Rejected in desktop-agent: {why}")
-    edited = arguments if state == ApprovalState.EDITED else None
-    said = " with edited arguments" if edited is not None else ""
-    return hook_output(
-        "allow", f"Approved in desktop-agent{said}" + (f": {note}" if note else ""), edited
-    )
+    decided = decision_of(command, approval)
+    if decided.refused:  # left pending: the refusal is the command's result
+        journal.refuse_command(command.id, f"refused: {decided.refused}; {approval.id} pending")
+        return None
+    journal.decide(approval, decided.state, decided.arguments, decided.note, command)
+    return _answer_of(w.client, approval.id)  # as applied here, or by a worker first
 
 
 def _expire(w: _Waiting, why: str) -> dict[str, Any]:
     approval = w.approval
     approved = approval.default_action == "approve"
     note = f"{why}; the default action ({'approve' if approved else 'reject'}) was applied"
-    closed = w.journal.close_approval(
+    # Decided meanwhile, or expired here: the row says which.
+    w.journal.close_approval(
         approval,
         ApprovalState.EXPIRED,
         arguments=approval.arguments,
         note=note,
         label="expired_approved" if approved else "expired_rejected",
     )
-    if not closed:
-        return _answer_of(w.client, approval.id)
-    if approved:
-        return hook_output("allow", f"desktop-agent: {note}")
-    return hook_output("deny", f"desktop-agent: {note}")
+    return _answer_of(w.client, approval.id)
 
 
 def _close_expired(w: _Waiting, why: str) -> None:
@@ -417,15 +392,21 @@ def _close_expired(w: _Waiting, why: str) -> None:
 
 
 def _answer_of(client: Client, approval_id: str) -> dict[str, Any]:
-    """The answer an approval decided elsewhere gives (another process closed it)."""
+    """The answer a decided approval gives Claude Code (whoever applied the decision)."""
     decided = client._store.get_approval(approval_id)
     note = decided.decision_note
     if decided.state in (ApprovalState.APPROVED, ApprovalState.EDITED):
         edited = decided.decided_arguments if decided.state == ApprovalState.EDITED else None
-        return hook_output("allow", "Approved in desktop-agent", edited)
-    if decided.state == ApprovalState.EXPIRED and decided.default_action == "approve":
-        return hook_output("allow", f"desktop-agent: {note}")
-    return hook_output("deny", f"Rejected in desktop-agent: {note or 'no reason given'}")
+        said = " with edited arguments" if edited is not None else ""
+        return hook_output(
+            "allow", f"Approved in desktop-agent{said}" + (f": {note}" if note else ""), edited
+        )
+    if decided.state == ApprovalState.EXPIRED:
+        if decided.default_action == "approve":
+            return hook_output("allow", f"desktop-agent: {note}")
+        return hook_output("deny", f"desktop-agent: {note}")
+    why = note or "the analyst rejected this call in desktop-agent"
+    return hook_output("deny", f"Rejected in desktop-agent: {why}")
 
 
 def expire_orphaned_approvals(client: Client, now: float | None = None) -> int:

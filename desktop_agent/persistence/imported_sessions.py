@@ -10,9 +10,11 @@ moves the run's search watermark back, so the next catch-up indexes it again.
 
 Claude Code asks for approvals through a hook process (``desktop-agent hook
 claude-code``): :meth:`ImportedSessions.open_approval` writes the ``approval`` step and its
-approval row as the engine does, and sets the run to ``needs_attention`` (an approve or
-reject command to a run in that status wakes no worker: the hook applies it, with
-:meth:`ImportedSessions.close_approval`). No engine ever runs for such a run.
+approval row as the engine does, and the run waits for approval (no wake time). The
+analyst's decision is a command row; whoever reads it first applies it with
+:meth:`ImportedSessions.close_approval`, a write made only while the approval is pending:
+the waiting hook, or a worker the command woke (its driver of Claude Code runs). No engine
+ever runs for such a run.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from desktop_agent.domain import (
     Step,
     StepKind,
     StepStatus,
+    WaitReason,
 )
 from desktop_agent.persistence.mapping import (
     approval_from_row,
@@ -320,8 +323,8 @@ class ImportedSessions(SqlBase):
                 .where(runs.c.id == approval.run_id)
                 .values(
                     last_seq=seq,
-                    status=str(RunStatus.NEEDS_ATTENTION),
-                    wait_reason=None,
+                    status=str(RunStatus.WAITING),
+                    wait_reason=str(WaitReason.APPROVAL),
                     wake_at=None,
                     status_message=message,
                     updated_at=now,
@@ -398,7 +401,7 @@ class ImportedSessions(SqlBase):
             ).scalar_one()
             values: dict[str, Any] = {"updated_at": now}
             if not still:
-                values.update(status=str(RunStatus.COMPLETED), status_message="")
+                values.update(status=str(RunStatus.COMPLETED), status_message="", wait_reason=None)
             conn.execute(update(runs).where(runs.c.id == approval.run_id).values(values))
             return True
 
@@ -430,6 +433,14 @@ class ImportedSessions(SqlBase):
                 output=dumps({"decisions": [decision]}),
                 finished_at=now,
             )
+        )
+
+    def decide(
+        self, approval: Approval, state: ApprovalState, arguments: JSON, note: str, command: Command
+    ) -> bool:
+        """Apply the analyst's ``command`` to ``approval`` (False: it was no longer pending)."""
+        return self.close_approval(
+            approval, state, arguments=arguments, note=note, label=str(state), command=command
         )
 
     def refuse_command(self, command_id: int, result: str) -> None:

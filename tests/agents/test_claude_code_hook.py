@@ -21,7 +21,14 @@ import pytest
 
 from desktop_agent.client.api import Client
 from desktop_agent.client.claude_code import import_claude_code
-from desktop_agent.domain import ApprovalState, RunStatus, StepKind, StepStatus
+from desktop_agent.domain import (
+    Approval,
+    ApprovalState,
+    RunStatus,
+    StepKind,
+    StepStatus,
+    WaitReason,
+)
 from desktop_agent.persistence.imported_sessions import ImportedSessions
 from desktop_agent.worker.compose import build_executor
 from tests.conftest import drain
@@ -104,6 +111,11 @@ def test_a_call_the_rules_let_through_ends_at_once_with_no_output(
     proc = _hook(db, claude_home, _call(session, "Read", {"file_path": str(session.cwd / "db.py")}))
     assert _answer(proc) is None
     assert not db.exists()  # no database opened, no run made: Claude Code's permissions apply
+    # Set up under another event: said on standard error, exit 1 (Claude Code goes on).
+    wrong = _hook(db, claude_home, json.dumps({"hook_event_name": "PostToolUse"}))
+    out, err = wrong.communicate(timeout=90)
+    assert (wrong.returncode, out) == (1, "")
+    assert "configure it under PreToolUse" in err
 
 
 def test_an_approval_edited_in_the_inbox_lets_the_call_run_as_edited(
@@ -123,15 +135,17 @@ def test_an_approval_edited_in_the_inbox_lets_the_call_run_as_edited(
     assert "time out under load" in approval.reason  # what the model said last
     run = client.run(approval.run_id)
     assert run.spec.session_id == session.session_id and len(client.steps(run.id)) == 11
-    assert (
-        run.status is RunStatus.NEEDS_ATTENTION
-        and "Claude Code asks to run Bash" in run.status_message
+    assert (run.status, run.wait_reason, run.wake_at) == (
+        RunStatus.WAITING,
+        WaitReason.APPROVAL,
+        None,
     )
+    assert "Claude Code asks to run Bash" in run.status_message
     step = client.step(run.id, approval.seq)
     assert (step.kind, step.status) == (StepKind.APPROVAL, StepStatus.STARTED)
-    # A decision is a command to a run in needs_attention: no worker claims it, the hook applies it.
+    assert client.store.runnable_runs(time.time() + 3600) == []  # it waits for the analyst
+    # No worker here: the waiting hook applies the decision itself.
     client.approve(approval_id, {"command": "rm -rf build/tmp"}, "only the temporary files")
-    assert client.store.runnable_runs(time.time() + 3600) == []
     answer = _answer(proc)
     assert answer == {
         "hookSpecificOutput": {
@@ -287,3 +301,44 @@ def test_a_worker_never_executes_an_imported_session(
     assert len(client.steps(run_id)) == 10
     assert not client.store.pending_commands(run_id)
     assert client.store.runnable_runs(time.time() + 3600) == []
+
+
+def test_a_worker_woken_by_the_decision_applies_it_for_the_waiting_hook(
+    client: Client, claude_home: ClaudeCodeFolder, tmp_path: Path
+) -> None:
+    from desktop_agent.client.claude_code import _answer_of
+
+    research_session(claude_home, tmp_path / "proj")
+    (imported,) = import_claude_code(client).sessions
+    journal = ImportedSessions(client.store.db)
+    asked = Approval(
+        id="",
+        run_id=imported.run_id,
+        seq=0,
+        tool="Bash",
+        arguments={"command": "make release"},
+        rule="Bash acts on the outside world and cannot be undone",
+        created_at=time.time(),
+    )
+    request = {"tool_use_id": "toolu_r1", "name": "Bash", "arguments": {"command": "make release"}}
+    approval = journal.open_approval(asked, request, {}, "Claude Code asks to run Bash")
+    assert approval.id == f"{imported.run_id}.11.1"
+    client.approve(approval.id, {"command": "make release-dry-run"}, "dry run first")
+    # The decision woke a worker (as in the app): its driver applies it, and runs nothing.
+    assert client.store.runnable_runs(time.time()) == [imported.run_id]
+    drain(client.store, build_executor(client.store, client.settings))
+    decided = client.store.get_approval(approval.id)
+    assert decided.state is ApprovalState.EDITED and decided.decision_note == "dry run first"
+    run = client.run(imported.run_id)
+    assert (run.status, run.wait_reason) == (RunStatus.COMPLETED, None)
+    assert not client.store.pending_commands(run.id)
+    assert client.step(run.id, approval.seq).output["decisions"][0]["state"] == "edited"
+    assert len(client.steps(run.id)) == 11  # nothing executed
+    # The hook, still waiting, reads the decision from the approval's row.
+    assert _answer_of(client, approval.id)["hookSpecificOutput"] == {
+        "hookEventName": "PreToolUse",
+        "permissionDecision": "allow",
+        "permissionDecisionReason": "Approved in desktop-agent with edited arguments: "
+        "dry run first",
+        "updatedInput": {"command": "make release-dry-run"},
+    }
