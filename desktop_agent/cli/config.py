@@ -60,14 +60,31 @@ def _names_by_when() -> str:
     return "\n".join(lines)
 
 
+NAMES_BY_WHEN = "<the settings, by when a change applies>"
+"""Stands for :func:`_names_by_when` in the epilog until the help is shown."""
+
+
+class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Lists the settings only when ``config --help`` is shown.
+
+    They come from the settings' model, which takes a good part of the CLI's start to
+    import: building the parser (every command, ``--help``, a usage error) does without.
+    """
+
+    def add_text(self, text: str | None) -> None:
+        if text is not None and NAMES_BY_WHEN in text:
+            text = text.replace(NAMES_BY_WHEN, _names_by_when())
+        super().add_text(text)
+
+
 def add_parsers(add: AddParser, common: argparse.ArgumentParser) -> None:
     """Add the ``config`` command (``get``, ``set``, ``unset``) to the main parser."""
     parser = add("config", "the settings of the app's Settings dialog: get, set, unset")
-    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.formatter_class = _HelpFormatter
     parser.epilog = (
         "Settings are kept beside the database (each data folder has its own). "
         "A change applies\n"
-        + _names_by_when()
+        + NAMES_BY_WHEN
         + "\nThe desktop app reads the settings when it starts: restart it after a change "
         "here\n(its Settings dialog would save back the values it read).\n"
         "Values: numbers (dollars: 5, 12.50), yes/no, durations (90s, 30m, 2h, 3d); "
