@@ -39,6 +39,9 @@ AddParser = Callable[[str, str], argparse.ArgumentParser]
 
 CLAUDE_CODE = "claude-code"
 
+PACKAGE = "desktop_agent"
+"""The module ``python -m`` runs when no ``desktop-agent`` program is found."""
+
 HOOK_MARK = "hook claude-code"
 """What identifies desktop-agent's entry among a project's hooks (``--install`` replaces it)."""
 
@@ -276,7 +279,9 @@ def _executable() -> list[str]:
     found = shutil.which("desktop-agent")
     if found:
         return [str(Path(found).absolute())]
-    return [sys.executable, "-m", "desktop_agent"]
+    if getattr(sys, "frozen", False):  # a bundle: sys.executable is desktop-agent itself
+        return [sys.executable]
+    return [sys.executable, "-m", PACKAGE]  # a hook's command, not a worker's (procs.py)
 
 
 def _merge(target: Path, entry: dict[str, Any]) -> None:
