@@ -497,7 +497,7 @@ class _Builder:
         said = "\n".join(w for w in words if w.strip())
         if not said:
             return False
-        if is_goal:
+        if is_goal and not m.compact:  # a compacted session opens with its summary
             return True
         if m.compact:
             output: dict[str, JSON] = {"mode": "client", "summary": said}

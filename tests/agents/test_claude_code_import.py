@@ -178,6 +178,29 @@ def test_a_session_that_grew_adds_only_what_is_new(
     assert client.run(run_id).last_seq == len(steps)
 
 
+def test_a_compacted_session_keeps_what_came_before_and_adds_the_summary(
+    client: Client, claude_home: ClaudeCodeFolder, tmp_path: Path
+) -> None:
+    session = research_session(claude_home, tmp_path / "proj")
+    import_claude_code(client)
+    run_id = _only_run(client)
+    session.compact("Summary: the integration tests share a pool of eight connections.")
+    session.user("Go on with the fix")
+    session.assistant(text("Fixing."), spent=usage(10, 5, 0, 900))
+    (grown,) = import_claude_code(client).sessions
+    assert (grown.outcome, grown.steps_added) == ("grown", 3)
+    steps = client.steps(run_id)
+    assert len(steps) == 13  # the steps before the compaction stay
+    summary, prompt, answer = steps[10:]
+    assert (summary.kind, summary.output["mode"]) == (StepKind.COMPACTION, "client")
+    assert summary.output["summary"].startswith("Summary: the integration tests")
+    assert (prompt.kind, prompt.input["text"]) == (StepKind.STEER, "Go on with the fix")
+    assert answer.kind is StepKind.MODEL_CALL
+    assert (
+        client.run(run_id).goal == "Find out why the integration tests are flaky and summarise it"
+    )
+
+
 def test_an_unchanged_session_writes_nothing_and_its_files_are_never_touched(
     client: Client, claude_home: ClaudeCodeFolder, tmp_path: Path
 ) -> None:

@@ -191,6 +191,20 @@ class Transcript:
             sourceToolAssistantUUID=owner,
         )
 
+    def compact(self, summary: str) -> str:
+        """A compaction: a boundary that starts the chain again, and the summary under it."""
+        boundary = self._entry(
+            "system",
+            {"role": "system", "content": "Conversation compacted"},
+            parent=None,
+            subtype="compact_boundary",
+            logicalParentUuid=self.last,
+            compactMetadata={"trigger": "auto", "preTokens": 155_000},
+        )
+        return self._entry(
+            "user", {"role": "user", "content": summary}, parent=boundary, isCompactSummary=True
+        )
+
     def title(self, value: str) -> None:
         """The title the person gave the session (``/rename``)."""
         self.write_line(
