@@ -187,6 +187,17 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="DOMAIN",
         help="web search never returns DOMAIN (repeatable; not with --search-domain)",
     )
+    p.add_argument(
+        "--server-web-fetch",
+        action="store_true",
+        help="Anthropic's web fetch in the place of web_fetch (URLs already in the run only)",
+    )
+    p.add_argument(
+        "--code-execution",
+        action="store_true",
+        help="Anthropic's code execution: attachments go into its container, its files "
+        "into the workspace's outputs/",
+    )
     cli_forecast.add_estimate_option(p)
 
     p = add("rerun", "start a run again, as it was started (goal, model, tools, budgets)")
@@ -361,6 +372,8 @@ def cmd_run(args: argparse.Namespace, out: Out) -> int:
         web_search=args.web_search,
         search_domains=args.search_domain,
         search_blocked_domains=args.block_domain,
+        server_web_fetch=args.server_web_fetch,
+        code_execution=args.code_execution,
         **cli_models.run_options(args),
     )
     cli_models.say_notice(client)

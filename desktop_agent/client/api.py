@@ -41,6 +41,7 @@ from desktop_agent.domain import (
     WorkerInfo,
 )
 from desktop_agent.domain.agents import AgentKind
+from desktop_agent.domain.catalogue import ModelEntry
 from desktop_agent.domain.errors import InvalidInputError, InvalidStateError, NotFoundError
 from desktop_agent.domain.placement import ANY, parse_placement
 from desktop_agent.domain.tags import normalize_tags
@@ -127,6 +128,11 @@ class RunSpecOptions(TypedDict, total=False):
         search_domains: the only domains web search may return (no scheme: ``example.com``).
         search_blocked_domains: domains web search never returns; not with
             ``search_domains`` (the API takes one list or the other).
+        server_web_fetch: offer Anthropic's web fetch in the place of our own ``web_fetch``
+            (limited by the same domain lists); refused for a model that does not take it.
+        code_execution: offer Anthropic's code execution (the attachments go into its
+            container, the files it writes into the workspace's ``outputs``); refused for
+            a model that does not take it, and in economy mode.
         agent: ``agent-sdk`` for a session of the Claude Agent SDK (Claude Code's tools;
             :mod:`desktop_agent.client.sdk_runs`); default "": desktop-agent's own loop.
     """
@@ -148,6 +154,8 @@ class RunSpecOptions(TypedDict, total=False):
     web_search: bool | None
     search_domains: Sequence[str] | None
     search_blocked_domains: Sequence[str] | None
+    server_web_fetch: bool
+    code_execution: bool
     agent: str | None
 
 
@@ -401,7 +409,8 @@ class Client:
             model_takes_it=entry is None or entry.has("web_search"),
             refuse=InvalidInputError,
         )
-        self.last_model_notice = " ".join(filter(None, (self.last_model_notice, notice)))
+        names, added = self._server_tools(names, model, entry, options)
+        self.last_model_notice = " ".join(filter(None, (self.last_model_notice, notice, added)))
         if any(n.startswith(mcp_tools.PREFIX) for n in names):
             # ``mcp:SERVER`` stands for the server's tools as the catalogue lists them now.
             self.reload_mcp_tools()
@@ -452,6 +461,8 @@ class Client:
             web_search=web_search,
             search_domains=allowed,
             search_blocked_domains=blocked,
+            server_web_fetch="server_web_fetch" in names,
+            code_execution="code_execution" in names,
         )
         if spec.economy and model == DEMO_MODEL:
             raise InvalidInputError(
@@ -461,6 +472,30 @@ class Client:
         if agent:
             spec = sdk_runs.sdk_spec(spec, agent, options.get("system_prompt"))
         return spec, budget
+
+    @staticmethod
+    def _server_tools(
+        names: list[str], model: str, entry: ModelEntry | None, options: RunSpecOptions
+    ) -> tuple[list[str], str]:
+        """``names`` with the web fetch and code execution the run chose, and a notice."""
+        from desktop_agent.domain.server_tools import added_server_tools
+
+        web_fetch = bool(options.get("server_web_fetch", False))
+        code = bool(options.get("code_execution", False))
+        if model == DEMO_MODEL and (web_fetch or code):
+            raise InvalidInputError(
+                "the demo model runs on this machine and has no Anthropic server tools: "
+                "choose a Claude model for web fetch or code execution"
+            )
+        return added_server_tools(
+            names,
+            web_fetch=web_fetch,
+            code_execution=code,
+            economy=bool(options.get("economy", False)),
+            entry=entry,
+            model=model,
+            refuse=InvalidInputError,
+        )
 
     def _workspace(self, workspace: str | Path | None, run_id: str) -> Path:
         if workspace is None:

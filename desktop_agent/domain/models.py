@@ -231,6 +231,12 @@ class AgentSpec:
             values): "" for desktop-agent's own loop, else another Claude agent it
             supervises (``claude-code``, ``agent-sdk``, ``managed-agents``).
         session_id: that other agent's own id of the session ("" for our own runs).
+        server_web_fetch: offer Anthropic's web fetch (a server tool) to this run, in the
+            place of our own ``web_fetch`` (the API takes one tool per name); the run's
+            domain lists limit it as they limit web search.
+        code_execution: offer Anthropic's code execution (a server tool running in a
+            container the run keeps from call to call); the run's attachments are put in
+            the container and the files it writes are copied into the workspace.
     """
 
     model: str
@@ -247,6 +253,8 @@ class AgentSpec:
     search_blocked_domains: tuple[str, ...] = ()
     agent: str = ""
     session_id: str = ""
+    server_web_fetch: bool = False
+    code_execution: bool = False
 
     def to_json(self) -> dict[str, JSON]:
         """Plain dict for storage.
@@ -279,6 +287,10 @@ class AgentSpec:
             out["agent"] = self.agent
         if self.session_id:
             out["session_id"] = self.session_id
+        if self.server_web_fetch:
+            out["server_web_fetch"] = True
+        if self.code_execution:
+            out["code_execution"] = True
         return out
 
     @classmethod
@@ -301,6 +313,8 @@ class AgentSpec:
             search_blocked_domains=tuple(str(d) for d in data.get("search_blocked_domains") or ()),
             agent=str(data.get("agent", "") or ""),
             session_id=str(data.get("session_id", "") or ""),
+            server_web_fetch=bool(data.get("server_web_fetch", False)),
+            code_execution=bool(data.get("code_execution", False)),
         )
 
     @property

@@ -5,12 +5,108 @@ engine's :mod:`desktop_agent.engine.request` puts the lists on the tool definiti
 Sources: Anthropic's "Web search tool" page (Messages API > Tools): ``allowed_domains`` or
 ``blocked_domains``, never both in one request; domains without a scheme, subdomains
 included, sub-paths taken; and a model takes the tool where the Models API lists
-``capabilities.server_tools.web_search`` as supported.
+``capabilities.server_tools.web_search`` as supported. The "Web fetch tool" and "Code
+execution tool" pages (read 2026-11-27) list the same models; the Models API reports
+``server_tools.code_execution`` and no web fetch entry (SDK 2.14's
+``ServerToolsCapability``), so web fetch goes where code execution does.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from desktop_agent.domain.catalogue import ModelEntry
+
+CATALOGUE_NAME: dict[str, str] = {
+    "web_search": "web_search",
+    "web_fetch": "code_execution",
+    "code_execution": "code_execution",
+}
+"""The ``capabilities.server_tools`` entry that says whether a model takes each server
+tool (by the tool's API name); web fetch stands in for itself when the catalogue lists it."""
+
+RUN_NAMES: dict[str, str] = {"server_web_fetch": "web_fetch"}
+"""A run's tool name → the API's name, where they differ (our own tool is ``web_fetch``)."""
+
+
+def takes_server_tool(entry: ModelEntry | None, name: str) -> bool:
+    """Whether the model of ``entry`` takes the server tool ``name`` (the API's name).
+
+    Read from ``capabilities.server_tools`` as the API wrote it (the top-level
+    ``capabilities.code_execution`` is another thing: programmatic tool calling). A model
+    the catalogue does not know takes it (the API will say if it does not); an entry
+    stored before ``server_tools`` existed falls back to its feature set.
+    """
+    if entry is None:
+        return True
+    caps = entry.raw.get("capabilities")
+    server = caps.get("server_tools") if isinstance(caps, Mapping) else None
+    if not isinstance(server, Mapping):
+        return entry.has(CATALOGUE_NAME.get(name, name))
+    for key in (name, CATALOGUE_NAME.get(name, name)):
+        node: Any = server.get(key)
+        if isinstance(node, Mapping):
+            return node.get("supported") is True
+    return False
+
+
+def added_server_tools(
+    names: Sequence[str],
+    *,
+    web_fetch: bool,
+    code_execution: bool,
+    economy: bool,
+    entry: ModelEntry | None,
+    model: str,
+    refuse: Callable[[str], Exception],
+) -> tuple[list[str], str]:
+    """A new run's tool names with the web fetch and code execution it chose, and a notice.
+
+    A tool is chosen by its option or by its name among ``names`` (``server_web_fetch``,
+    ``code_execution``). Anthropic's web fetch takes the place of our own ``web_fetch``:
+    the API refuses two tools of one name, and our fetcher, beside it, would let the model
+    reach any URL it makes up, which the server tool's rule (only URLs already in the
+    conversation) is there to prevent. Runs without it keep our own (its private-address
+    policy unchanged).
+
+    Raises:
+        Exception: ``refuse(message)`` when the model's catalogue entry does not list a
+            chosen tool, or code execution is asked for in economy mode.
+    """
+    out = list(names)
+    notices: list[str] = []
+    if web_fetch or "server_web_fetch" in out:
+        if not takes_server_tool(entry, "web_fetch"):
+            raise refuse(server_tool_refusal(model, "web fetch"))
+        if "web_fetch" in out:
+            out.remove("web_fetch")
+            notices.append(
+                "Anthropic's web fetch takes the place of the run's own web_fetch "
+                "(it fetches only URLs already in the conversation)"
+            )
+        if "server_web_fetch" not in out:
+            out.append("server_web_fetch")
+    if code_execution or "code_execution" in out:
+        if not takes_server_tool(entry, "code_execution"):
+            raise refuse(server_tool_refusal(model, "code execution"))
+        if economy:
+            raise refuse(
+                "code execution cannot run in economy mode: its container expires while a "
+                "turn waits in a batch, and the files it writes are saved as each turn "
+                "arrives; turn one of the two off"
+            )
+        if "code_execution" not in out:
+            out.append("code_execution")
+    return out, "; ".join(notices)
+
+
+def server_tool_refusal(model: str, tool: str) -> str:
+    """Why a run asking for a server tool its model does not take is refused."""
+    return (
+        f"{model} does not take Anthropic's {tool} (its catalogue entry does not list it): "
+        f"choose another model, or start the run without {tool}"
+    )
 
 
 def web_search_choice(

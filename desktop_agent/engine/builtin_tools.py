@@ -71,19 +71,53 @@ both in one request: domains without a scheme, subdomains included) and ``user_l
 Whether a model takes it is the catalogue's ``capabilities.server_tools.web_search``.
 """
 
-SERVER_TOOLS: dict[str, dict[str, Any]] = {
-    "web_search": {"type": WEB_SEARCH_VERSION, "name": "web_search"},
-}
-"""Tools the model provider runs itself (Anthropic server tools).
+WEB_FETCH_VERSION = "web_fetch_20260318"
+"""The server web fetch tool's version we send.
 
-Offered when the run's ``AgentSpec.web_search`` says so, or, left unset, when the setting
-of the same name is true (``web_search_max_uses`` caps the searches per call); the run's
-``search_domains`` / ``search_blocked_domains`` become the tool's ``allowed_domains`` /
-``blocked_domains``. The model adapter passes these definitions through unless the model's
-catalogue entry does not list the tool: they have a ``type`` and no ``input_schema``.
-Their ``server_tool_use`` and ``*_tool_result`` blocks in an answer are not tool uses the
-engine must answer.
+Anthropic's "Web fetch tool" page lists ``web_fetch_20250910`` (basic),
+``web_fetch_20260209`` (dynamic filtering), ``web_fetch_20260309`` (and cache bypass) and
+``web_fetch_20260318`` (and response inclusion control); the SDK's ``WebFetchTool20260318Param``
+names its fields (``allowed_domains`` or ``blocked_domains``, ``max_uses``,
+``max_content_tokens``, ``citations``, ``use_cache``, ``url_sources``,
+``response_inclusion``). Claude fetches only URLs already in the conversation (given by the
+analyst or found by an earlier search or fetch), never URLs it makes up.
 """
 
-SERVER_TOOL_FEATURES: dict[str, str] = {"web_search": "web_search"}
-"""The catalogue capability (``capabilities.server_tools.<name>``) each server tool needs."""
+CODE_EXECUTION_VERSION = "code_execution_20260521"
+"""The code execution tool's version we send (``CodeExecutionTool20260521Param``: Bash and
+file editing in a container, REPL state kept; the container is named by the request's
+``container`` and answered in the response's ``container: {id, expires_at}``)."""
+
+SERVER_WEB_FETCH = "server_web_fetch"
+"""The run's tool name for Anthropic's web fetch (the API's name for it is ``web_fetch``,
+which our own fetching tool has: a run offers one of the two)."""
+
+SERVER_TOOLS: dict[str, dict[str, Any]] = {
+    "web_search": {"type": WEB_SEARCH_VERSION, "name": "web_search"},
+    SERVER_WEB_FETCH: {"type": WEB_FETCH_VERSION, "name": "web_fetch"},
+    "code_execution": {"type": CODE_EXECUTION_VERSION, "name": "code_execution"},
+}
+"""Tools the model provider runs itself (Anthropic server tools), by the run's tool name.
+
+Web search is offered when the run's ``AgentSpec.web_search`` says so, or, left unset,
+when the setting of the same name is true (``web_search_max_uses`` caps the searches per
+call); the run's ``search_domains`` / ``search_blocked_domains`` become the tool's
+``allowed_domains`` / ``blocked_domains``, for web fetch too. Web fetch and code execution
+are offered only to runs that chose them (``AgentSpec.server_web_fetch``,
+``AgentSpec.code_execution``). The model adapter passes these definitions through unless
+the model's catalogue entry does not list the tool: they have a ``type`` and no
+``input_schema``. Their ``server_tool_use`` and ``*_tool_result`` blocks in an answer are
+not tool uses the engine must answer.
+"""
+
+SERVER_TOOL_FEATURES: dict[str, str] = {
+    "web_search": "web_search",
+    SERVER_WEB_FETCH: "code_execution",
+    "code_execution": "code_execution",
+}
+"""The catalogue capability (``capabilities.server_tools.<name>``) each server tool needs.
+
+The Models API reports no ``web_fetch`` capability; the web fetch page lists the same
+models as the code execution page (read 2026-11-27), so web fetch goes where the catalogue
+lists code execution (or ``web_fetch``, should the catalogue ever list it).
+"""

@@ -18,11 +18,17 @@ from __future__ import annotations
 
 from desktop_agent.domain import JSON, StepKind, StepStatus
 from desktop_agent.engine import budget as budgets
-from desktop_agent.engine.attachments import with_attachments
 from desktop_agent.engine.model_calls import stream_model
 from desktop_agent.engine.ports import ModelRequest, StepIntent, StepOutcome
 from desktop_agent.engine.recording import commit, finish_step
-from desktop_agent.engine.request import build_request, cache_ttl, run_tools
+from desktop_agent.engine.request import (
+    build_request,
+    cache_ttl,
+    container,
+    has_code_execution,
+    run_tools,
+    with_goal_files,
+)
 from desktop_agent.engine.run_state import RunState
 
 SUMMARY_PROMPT = (
@@ -78,9 +84,8 @@ def compaction(rs: RunState, open_seq: int | None, attempt: int) -> None:
     if older and older[-1]["role"] == "assistant":
         older = older[:-1]
     # The same first message as every model call's (its prefix, and the files it names).
-    older = with_attachments(
-        list(older), spec.attachments, first_is_goal=conv.message_seqs[:1] == [0]
-    )
+    tools = run_tools(rs)
+    older = with_goal_files(rs, list(older), tools)
     if on_server:
         messages = list(older)
     else:
@@ -90,13 +95,14 @@ def compaction(rs: RunState, open_seq: int | None, attempt: int) -> None:
         model=spec.model,
         system=spec.system_prompt,
         messages=messages,
-        tools=run_tools(rs),
+        tools=tools,
         max_tokens=min(spec.max_tokens, 4096),
         thinking_budget=spec.thinking_budget,
         effort=spec.effort,
         cache_ttl=cache_ttl(rs),
         compaction=on_server,
         workspace=str(rs.run.workspace),
+        container=container(rs) if has_code_execution(tools) else None,
     )
     seq = open_seq if open_seq is not None else rs.next_seq
     input_ = {"summarized_messages": len(older), "kept_messages": len(conv.messages) - cut}

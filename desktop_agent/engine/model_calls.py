@@ -53,7 +53,7 @@ from desktop_agent.engine.ports import (
     batch_custom_id,
 )
 from desktop_agent.engine.recording import commit, finish_step, start_step, suspend
-from desktop_agent.engine.request import build_request
+from desktop_agent.engine.request import build_request, container_intent
 from desktop_agent.engine.run_state import Finish, RunState
 
 log = logging.getLogger(__name__)
@@ -234,6 +234,8 @@ def model_call(
         queue = rs.cfg.batch_queue if economy and isinstance(model, BatchModel) else None
     if queue is not None:
         input_["mode"] = "economy"
+    if (box := container_intent(rs, request)) is not None:
+        input_["container"] = box
     if rs.state.scalars.tools is None:
         # The first call fixes the run's tool definitions (see ``request.run_tools``).
         tools: list[dict[str, JSON]] = [dict(t) for t in request.tools]
@@ -255,6 +257,9 @@ def model_call(
     }
     details = dict(response.details)
     documents = details.pop("documents", None)
+    files = details.pop("files", None)
+    if files:
+        output["files"] = files  # what code execution wrote, saved in the workspace
     if details:
         output["api"] = details
     if documents is not None:

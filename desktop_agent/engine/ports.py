@@ -122,7 +122,9 @@ class ModelRequest:
             a worst case that decides something; None to let the port estimate.
         workspace: the run's workspace, from which the documents the messages name are
             read (their kept copies are recorded relative to it, so a journal names no
-            folder of one machine).
+            folder of one machine), and into which files code execution wrote are saved.
+        container: the code execution container to go on in (the id an earlier answer
+            of the run gave), or None for a new one.
     """
 
     model: str
@@ -138,6 +140,7 @@ class ModelRequest:
     task_budget: tuple[int, int] | None = None
     prompt_tokens: int | None = None
     workspace: str = ""
+    container: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

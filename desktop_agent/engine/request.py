@@ -7,14 +7,25 @@ helper that sends one (model calls, compaction, the budget's worst case).
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from typing import Any
+
 from desktop_agent.domain import JSON, ApprovalPolicy, EffectClass
-from desktop_agent.engine.attachments import with_attachments
-from desktop_agent.engine.builtin_tools import CONTROL_TOOLS, SERVER_TOOLS
+from desktop_agent.engine.attachments import with_attachments, with_container_uploads
+from desktop_agent.engine.builtin_tools import CONTROL_TOOLS, SERVER_TOOLS, SERVER_WEB_FETCH
 from desktop_agent.engine.ports import ModelRequest
 from desktop_agent.engine.run_state import RunState
 
 WAITING_TOOLS = frozenset({"wait", "ask_user"})
 """Control tools whose use hibernates the run (a timer, a question to the analyst)."""
+
+WEB_FETCH_MAX_CONTENT_TOKENS = 50_000
+"""The most tokens of one page Anthropic's web fetch puts in the conversation
+(``max_content_tokens``): a fetched page stays in every later request of the run."""
+
+CONTAINER_MARGIN_S = 60.0
+"""A container whose ``expires_at`` is this close is not named again: a new one is cheaper
+than a request refused halfway through a turn."""
 
 # --------------------------------------------------------------------------- schemas
 
@@ -23,15 +34,21 @@ def _server_tool(rs: RunState, name: str) -> dict[str, JSON] | None:
     """``name``'s definition for this run, or None when the run goes without it.
 
     The run's own choice (``AgentSpec.web_search``) wins over the setting; its domain
-    lists go on the tool (one of them at most: the API refuses both).
+    lists go on the tool (one of them at most: the API refuses both), on web fetch's too,
+    which shares the setting's uses per call. Web fetch and code execution are in a run's
+    tool names only when it chose them.
     """
     settings = rs.cfg.settings
     spec = rs.run.spec
+    if name == "code_execution":
+        return dict(SERVER_TOOLS[name])
     wanted = settings.web_search if spec.web_search is None else spec.web_search
-    if name != "web_search" or not wanted:
+    if name == "web_search" and not wanted:
         return None
     definition: dict[str, JSON] = dict(SERVER_TOOLS[name])
     definition["max_uses"] = settings.web_search_max_uses
+    if name == SERVER_WEB_FETCH:
+        definition["max_content_tokens"] = WEB_FETCH_MAX_CONTENT_TOKENS
     if spec.search_domains:
         definition["allowed_domains"] = list(spec.search_domains)
     elif spec.search_blocked_domains:
@@ -84,15 +101,13 @@ def run_tools(rs: RunState) -> list[dict[str, JSON]]:
 def build_request(rs: RunState) -> ModelRequest:
     """The model request for the current conversation."""
     spec = rs.run.spec
+    tools = run_tools(rs)
+    messages = with_goal_files(rs, rs.state.conversation.request_messages(), tools)
     return ModelRequest(
         model=spec.model,
         system=spec.system_prompt,
-        messages=with_attachments(
-            rs.state.conversation.request_messages(),
-            spec.attachments,
-            first_is_goal=rs.state.conversation.message_seqs[:1] == [0],
-        ),
-        tools=run_tools(rs),
+        messages=messages,
+        tools=tools,
         max_tokens=spec.max_tokens,
         thinking_budget=spec.thinking_budget,
         effort=spec.effort,
@@ -100,7 +115,62 @@ def build_request(rs: RunState) -> ModelRequest:
         previous_message_id=rs.state.scalars.last_message_id or None,
         task_budget=task_budget(rs),
         workspace=str(rs.run.workspace),
+        container=container(rs) if has_code_execution(tools) else None,
     )
+
+
+def has_code_execution(tools: Sequence[Mapping[str, JSON]]) -> bool:
+    """Whether a request's tools hold Anthropic's code execution."""
+    return any(t.get("name") == "code_execution" and "type" in t for t in tools)
+
+
+def with_goal_files(
+    rs: RunState, messages: list[dict[str, Any]], tools: Sequence[Mapping[str, JSON]]
+) -> list[dict[str, Any]]:
+    """``messages`` whose goal message names the run's attachments.
+
+    With code execution it also puts them in the container; the same way for every call
+    of the run, compactions included.
+    """
+    spec = rs.run.spec
+    first_is_goal = rs.state.conversation.message_seqs[:1] == [0]
+    out = with_attachments(messages, spec.attachments, first_is_goal=first_is_goal)
+    if has_code_execution(tools):
+        out = with_container_uploads(
+            out, spec.attachments, rs.state.scalars.uploads, first_is_goal=first_is_goal
+        )
+    return out
+
+
+def container(rs: RunState) -> str | None:
+    """The code execution container the run's next call names: its last one, unless expired.
+
+    The container's id and expiry come from the run's model steps (the API's answer, kept
+    in the journal), so a run resumed after a crash or a wait names the same container
+    while it lives. An expired one is not named: the API starts a new one, and the step
+    that gets it says so (``container.replaces``).
+    """
+    kept = rs.state.scalars.container
+    if not kept.get("id"):
+        return None
+    expires = kept.get("expires_at")
+    if isinstance(expires, int | float) and expires - CONTAINER_MARGIN_S <= rs.clock.now():
+        return None
+    return str(kept["id"])
+
+
+def container_intent(rs: RunState, request: ModelRequest) -> JSON:
+    """What a model step's intent says of its container (None without code execution).
+
+    ``{"id": ...}`` when the call names the run's container, ``{"new": true}`` when the
+    API is to start one, with ``expired``: the run's last container, which had expired.
+    """
+    if not has_code_execution(request.tools):
+        return None
+    if request.container:
+        return {"id": request.container}
+    old = rs.state.scalars.container.get("id")
+    return {"new": True, "expired": str(old)} if old else {"new": True}
 
 
 def cache_ttl(rs: RunState) -> str:

@@ -49,7 +49,11 @@ class Scalars:
     """The tool definitions the run's first model call sent, sent unchanged ever after."""
     uploads: dict[str, str] = field(default_factory=dict)
     """Files the model port uploaded for the run (and the runs it was forked from): the
-    file id of each SHA-256, from the model steps' ``documents`` (the latest wins)."""
+    file id of each SHA-256, from the model steps' ``documents`` and the uploads into the
+    code execution container (``api.uploads``); the latest wins."""
+    container: dict[str, JSON] = field(default_factory=dict)
+    """The run's code execution container, from its latest model step that had one
+    (``api.container``: ``id`` and ``expires_at`` in epoch seconds); empty before."""
 
     def to_json(self) -> dict[str, JSON]:
         """Plain dict for a snapshot."""
@@ -69,6 +73,7 @@ class Scalars:
             "last_message_id": self.last_message_id,
             "tools": self.tools,
             "uploads": dict(self.uploads),
+            "container": dict(self.container),
         }
 
     @classmethod
@@ -90,6 +95,7 @@ class Scalars:
             last_message_id=str(data.get("last_message_id", "") or ""),
             tools=list(data["tools"]) if isinstance(data.get("tools"), list) else None,
             uploads=dict(data["uploads"]) if isinstance(data.get("uploads"), dict) else {},
+            container=dict(data["container"]) if isinstance(data.get("container"), dict) else {},
         )
 
 
@@ -470,7 +476,12 @@ def _fold_model_step(sc: Scalars, step: Step, out: dict[str, Any]) -> None:
     api = out.get("api")
     if step.status == StepStatus.COMPLETED and isinstance(api, dict) and api.get("message_id"):
         sc.last_message_id = str(api["message_id"])
-    for document in out.get("documents") or []:
+    files = [*(out.get("documents") or [])]
+    if isinstance(api, dict):
+        files += api.get("uploads") or []
+        if isinstance(api.get("container"), dict) and api["container"].get("id"):
+            sc.container = dict(api["container"])
+    for document in files:
         if isinstance(document, dict) and document.get("file_id") and document.get("sha256"):
             sc.uploads[str(document["sha256"])] = str(document["file_id"])
 

@@ -217,7 +217,8 @@ def run_options(body: dict[str, Any]) -> dict[str, Any]:
     """A run's options in a body, checked, as ``Client.start_run``'s keyword arguments.
 
     One reading for ``POST /v1/runs`` and ``POST /v1/runs/estimate``: model, tools,
-    budgets, effort (absent, null or "": the model's default), thinking and economy.
+    budgets, effort (absent, null or "": the model's default), thinking, economy and the
+    server tools (:func:`server_tool_options`).
     """
     max_time = body.get("max_time")
     if max_time is not None and (
@@ -244,4 +245,28 @@ def run_options(body: dict[str, Any]) -> dict[str, Any]:
         "effort": effort or "",
         "thinking_budget": thinking_budget_for(flag(body, "thinking")),
         "economy": flag(body, "economy"),
+        **server_tool_options(body),
+    }
+
+
+def server_tool_options(body: dict[str, Any]) -> dict[str, Any]:
+    """Anthropic's server tools for the run, checked.
+
+    Web search (true, false, or absent or null for the setting), its domain lists (lists
+    of domains), web fetch and code execution.
+    """
+    search = body.get("web_search")
+    if search is not None and not isinstance(search, bool):
+        raise InvalidInputError("'web_search' must be true, false or null")
+    lists = {}
+    for key in ("search_domains", "search_blocked_domains"):
+        value = body.get(key) or []
+        if not (isinstance(value, list) and all(isinstance(d, str) for d in value)):
+            raise InvalidInputError(f"{key!r} must be a list of domains such as example.com")
+        lists[key] = value
+    return {
+        "web_search": search,
+        **lists,
+        "server_web_fetch": flag(body, "server_web_fetch"),
+        "code_execution": flag(body, "code_execution"),
     }

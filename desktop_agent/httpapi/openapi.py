@@ -30,6 +30,30 @@ def _op(summary: str, ok: str = "200", body: dict[str, Any] | None = None) -> di
 
 
 _OBJ = {"type": "object"}
+_DOMAINS = {"type": "array", "items": {"type": "string"}}
+
+SERVER_TOOL_FIELDS: dict[str, Any] = {
+    "web_search": {
+        "type": ["boolean", "null"],
+        "description": "offer Anthropic's web search (absent or null: the web_search setting)",
+    },
+    "search_domains": _DOMAINS
+    | {"description": "the only domains web search (and web fetch) may reach, e.g. example.com"},
+    "search_blocked_domains": _DOMAINS
+    | {"description": "domains web search (and web fetch) never reach; not with search_domains"},
+    "server_web_fetch": {
+        "type": "boolean",
+        "description": "Anthropic's web fetch in the place of web_fetch (URLs already in the "
+        "run only); 400 for a model that does not take it",
+    },
+    "code_execution": {
+        "type": "boolean",
+        "description": "Anthropic's code execution: the attachments go into its container, the "
+        "files it writes into the workspace's outputs/; 400 for a model that does not take it, "
+        "or with economy",
+    },
+}
+"""The run options of Anthropic's server tools (``POST /v1/runs`` and its estimate)."""
 
 DESCRIPTION: dict[str, Any] = {
     "openapi": "3.1.0",
@@ -85,6 +109,7 @@ DESCRIPTION: dict[str, Any] = {
                         "description": "economy mode: each model turn waits in a Message Batch "
                         "at half price (default false: streamed)",
                     },
+                    **SERVER_TOOL_FIELDS,
                     "attachments": {
                         "type": "array",
                         "items": {"$ref": "#/components/schemas/Attachment"},

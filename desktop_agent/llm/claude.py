@@ -25,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import mimetypes
 import re
 import threading
 import time
@@ -48,9 +49,11 @@ from desktop_agent.domain.errors import (
     TransientError,
     plain_error,
 )
+from desktop_agent.domain.server_tools import RUN_NAMES, takes_server_tool
 from desktop_agent.engine.ports import CancelToken, ModelRequest, ModelResponse
 from desktop_agent.http_client import sdk_client
 from desktop_agent.llm import documents as docs
+from desktop_agent.llm import outputs
 from desktop_agent.llm.catalogue import COMPACTION_BETA, SHARED, Catalogue
 from desktop_agent.llm.pacing import (
     MAX_REFILL_S,
@@ -63,6 +66,8 @@ from desktop_agent.llm.pacing import (
 from desktop_agent.llm.pricing import (
     SERVER_TOOL_USD,
     ModelInfo,
+    billed_seconds,
+    code_execution_cost,
     is_known,
     model_info,
     server_tool_cost,
@@ -129,6 +134,7 @@ class _AttemptFailedError(Exception):
         overloaded: bool = False,
         unknown_model: bool = False,
         file_gone: bool = False,
+        container_gone: bool = False,
     ) -> None:
         super().__init__(str(error))
         self.error = error
@@ -136,6 +142,7 @@ class _AttemptFailedError(Exception):
         self.overloaded = overloaded
         self.unknown_model = unknown_model
         self.file_gone = file_gone
+        self.container_gone = container_gone
 
 
 class ClaudeModel:
@@ -210,7 +217,7 @@ class ClaudeModel:
             client = self._client(self._key())
             params = build_params(request, request.model, self.catalogue)
             betas = params.pop("betas", None)
-            for unused in ("max_tokens", "diagnostics", "compaction", "_documents"):
+            for unused in ("max_tokens", "diagnostics", "compaction", "_documents", "_uploads"):
                 params.pop(unused, None)
             if betas:
                 return int(client.beta.messages.count_tokens(**params, betas=betas).input_tokens)
@@ -232,15 +239,20 @@ class ClaudeModel:
             int(t.get("max_uses", 0) or 0) for t in request.tools if t.get("name") == "web_search"
         )
         one_hour = prompt if request.cache_ttl == "1h" else 0
-        return searches * WEB_SEARCH_USD + max(
-            model_info(m).cost(
-                Usage(
-                    cache_write_tokens=prompt,
-                    output_tokens=_limits(request, model_info(m), self.catalogue.entry(m))[0],
-                ),
-                cache_write_1h_tokens=one_hour,
+        container = code_execution_cost(self.timeout, request.tools) if _coding(request) else 0.0
+        return (
+            container
+            + searches * WEB_SEARCH_USD
+            + max(
+                model_info(m).cost(
+                    Usage(
+                        cache_write_tokens=prompt,
+                        output_tokens=_limits(request, model_info(m), self.catalogue.entry(m))[0],
+                    ),
+                    cache_write_1h_tokens=one_hour,
+                )
+                for m in models
             )
-            for m in models
         )
 
     def complete(
@@ -284,6 +296,7 @@ class ClaudeModel:
         file_ids: dict[str, str] = {}  # SHA-256 -> file id, uploaded or found by this call
         refreshed = False  # files uploaded again after the API said they were gone
         sent: list[dict[str, JSON]] = []  # the documents of the last request, in order
+        replaced = ""  # the container the API no longer had (a new one was started)
         while True:
             bucket = f"{key_id}:{model}"
             ticket = self.pacer.reserve(
@@ -299,9 +312,16 @@ class ClaudeModel:
                 self._upload_pending(client, request, model, file_ids, run_id, key)
                 params = build_params(request, model, self.catalogue, file_ids)
                 sent = list(params.get("_documents") or [])
+                began = time.monotonic()
                 message, headers = self._stream_once(client, params, emit, cancel, key, spent)
+                elapsed = time.monotonic() - began
             except _AttemptFailedError as failure:
                 self.pacer.release(ticket, failure.headers)
+                if failure.container_gone and request.container and not streamed:
+                    # Gone before the expiry the run knew: a new container, said so.
+                    log.info("container %s is gone: the API starts a new one", request.container)
+                    replaced, request = request.container, replace(request, container=None)
+                    continue
                 if failure.file_gone and not refreshed and not streamed and sent:
                     # A file named by id expired or was deleted: upload it again, once.
                     refreshed = True
@@ -317,10 +337,8 @@ class ClaudeModel:
             self.pacer.release(ticket, headers)
             with self._lock:
                 self._overloads.pop(model, None)
-            response = _response(message, model, self.catalogue)
-            if sent:
-                response = replace(response, details={**response.details, "documents": sent})
-            return response
+            response = _response(message, model, self.catalogue, elapsed_s=elapsed, request=request)
+            return _with_files(client, response, request, params, idempotency_key, replaced)
 
     # ------------------------------------------------------------------ documents
 
@@ -333,9 +351,14 @@ class ClaudeModel:
         run_id: str,
         key: str,
     ) -> None:
-        """Upload the large documents the model reads that have no file id yet."""
+        """Upload the large documents the model reads and the container's files not uploaded.
+
+        The container's files (the run's attachments) go up only when the request carries
+        code execution for a model that takes it.
+        """
         entry = self.catalogue.entry(model)
-        for descriptor in docs.pending_uploads(request.messages, entry, file_ids):
+        coding = _coding(request) and takes_server_tool(entry, "code_execution")
+        for descriptor in docs.pending_uploads(request.messages, entry, file_ids, container=coding):
             file_id = self._upload(
                 client, descriptor, run_id, key, look_first=True, workspace=request.workspace
             )
@@ -422,8 +445,12 @@ class ClaudeModel:
         if data is None:
             log.warning("the copy of %s kept for upload is gone", descriptor.get("title"))
             return None
-        name = docs.upload_name(run_id, descriptor)
-        media = str(descriptor.get("media_type") or docs.PDF)
+        name = str(descriptor.get("upload_name") or docs.upload_name(run_id, descriptor))
+        media = str(
+            descriptor.get("media_type")
+            or (mimetypes.guess_type(name)[0] if descriptor.get("upload_name") else None)
+            or (docs.PDF if not descriptor.get("upload_name") else "application/octet-stream")
+        )
         try:
             if look_first:
                 found = docs.find_upload(client.beta.files, name, len(data))
@@ -457,6 +484,7 @@ class ClaudeModel:
             return None
         params: dict[str, JSON] = build_params(request, request.model, self.catalogue)
         params.pop("_documents", None)
+        params.pop("_uploads", None)
         return params
 
     def batch_response(self, request: ModelRequest, result: JSON) -> ModelResponse:
@@ -599,6 +627,7 @@ class ClaudeModel:
         params = dict(params)
         betas = params.pop("betas", None)
         params.pop("_documents", None)
+        params.pop("_uploads", None)
         opened = (
             client.beta.messages.stream(**params, betas=betas)
             if betas
@@ -618,12 +647,14 @@ class ClaudeModel:
         except anthropic.APIStatusError as exc:
             error, overloaded = status_error(exc, key, self.clock(), self.catalogue)
             gone = _file_gone(exc)
+            boxed = _container_gone(exc)
             raise _AttemptFailedError(
                 error,
                 headers or _lower(exc.response.headers),
                 overloaded=overloaded,
-                unknown_model=exc.status_code == 404 and not gone,
+                unknown_model=exc.status_code == 404 and not gone and not boxed,
                 file_gone=gone,
+                container_gone=boxed,
             ) from None
         except anthropic.APITimeoutError:
             raise _AttemptFailedError(
@@ -673,6 +704,38 @@ def _show(event: Any, emit: Callable[[str], None]) -> None:
             emit("\n(summarizing the conversation) ")
 
 
+def _with_files(
+    client: anthropic.Anthropic,
+    response: ModelResponse,
+    request: ModelRequest,
+    params: Mapping[str, Any],
+    key: str,
+    replaced: str,
+) -> ModelResponse:
+    """``response`` with what the step keeps of its files.
+
+    The request's documents (``document_index`` order) and container uploads, a container
+    started in the place of one the API no longer had (``container.replaces``), and the
+    files code execution wrote, saved into the workspace (:mod:`desktop_agent.llm.outputs`).
+    """
+    extra: dict[str, JSON] = {}
+    if params.get("_documents"):
+        extra["documents"] = list(params["_documents"])
+    if params.get("_uploads"):
+        extra["uploads"] = list(params["_uploads"])
+    box = response.details.get("container")
+    if replaced and isinstance(box, dict):
+        extra["container"] = {**box, "replaces": replaced}
+    produced = outputs.produced_file_ids(response.content)
+    if produced:
+        extra["files"] = outputs.save_outputs(
+            client.beta.files, request.workspace, key, produced, betas=[docs.FILES_BETA]
+        )
+    if not extra:
+        return response
+    return replace(response, details={**response.details, **extra})
+
+
 # --------------------------------------------------------------------------- requests
 
 
@@ -702,16 +765,13 @@ def build_params(
     params: dict[str, Any] = {"model": model, "max_tokens": max_tokens}
     cache = {**EPHEMERAL, "ttl": "1h"} if request.cache_ttl == "1h" else dict(EPHEMERAL)
     breakpoints = 0
-    tools = [dict(t) for t in request.tools if _server_tool_allowed(entry, t)]
-    if tools:
-        tools[-1]["cache_control"] = dict(cache)
-        params["tools"] = tools
-        breakpoints += 1
+    coding = _tools_param(params, request, entry, cache)
+    breakpoints += 1 if "tools" in params else 0
     if request.system.strip():
         params["system"] = [{"type": "text", "text": request.system, "cache_control": dict(cache)}]
         breakpoints += 1
     messages = own_thinking_only(request.messages, entry.id if entry else model, catalogue)
-    prepared = docs.prepare(messages, entry, file_ids or {}, request.workspace)
+    prepared = docs.prepare(messages, entry, file_ids or {}, request.workspace, container=coding)
     params["messages"] = with_breakpoints(prepared.messages, MAX_BREAKPOINTS - breakpoints, cache)
     effort = request.effort if entry is not None and entry.accepts_effort(request.effort) else ""
     thinking = thinking_param(entry, request.thinking_budget > 0, effort or info.default_effort)
@@ -733,9 +793,32 @@ def build_params(
         betas.append(docs.FILES_BETA)
     if prepared.documents:
         params["_documents"] = prepared.documents
+    if prepared.uploads:
+        params["_uploads"] = prepared.uploads
     if betas:
         params["betas"] = betas
     return params
+
+
+def _tools_param(
+    params: dict[str, Any],
+    request: ModelRequest,
+    entry: ModelEntry | None,
+    cache: Mapping[str, str],
+) -> bool:
+    """Put the tools the model takes (and the container to go on in) into ``params``.
+
+    The last tool carries a cache breakpoint. Returns whether code execution is sent: the
+    request's ``container`` is named only then.
+    """
+    tools = [dict(t) for t in request.tools if _server_tool_allowed(entry, t)]
+    coding = any(t.get("name") == "code_execution" and "type" in t for t in tools)
+    if coding and request.container:
+        params["container"] = request.container
+    if tools:
+        tools[-1]["cache_control"] = dict(cache)
+        params["tools"] = tools
+    return coding
 
 
 def _output_config(
@@ -932,15 +1015,23 @@ def _server_tool_allowed(entry: ModelEntry | None, tool: Mapping[str, Any]) -> b
 
     A server tool (one with a ``type``, e.g. ``web_search_20260318``) goes only where the
     catalogue lists it (``capabilities.server_tools.web_search``, as the Models API and the
-    web search tool's page say to check). A model the catalogue does not know gets it (as
-    elsewhere: the API will say if it is wrong). Our own tools always go.
+    web search tool's page say to check; web fetch where code execution is listed, see
+    :func:`desktop_agent.domain.server_tools.takes_server_tool`). A model the catalogue
+    does not know gets it (as elsewhere: the API will say if it is wrong). Our own tools
+    always go.
     """
     if "type" not in tool or tool.get("type") == "custom" or entry is None:
         return True
-    if not entry.has(str(tool.get("name", ""))):
-        log.info("%s does not take the server tool %s: left out", entry.id, tool.get("name"))
+    name = str(tool.get("name", ""))
+    if not takes_server_tool(entry, RUN_NAMES.get(name, name)):
+        log.info("%s does not take the server tool %s: left out", entry.id, name)
         return False
     return True
+
+
+def _coding(request: ModelRequest) -> bool:
+    """Whether ``request`` carries Anthropic's code execution tool."""
+    return any(t.get("name") == "code_execution" and "type" in t for t in request.tools)
 
 
 def _server_uses(u: Any) -> dict[str, int]:
@@ -981,6 +1072,13 @@ def _details(message: Any) -> dict[str, JSON]:
     uses = _server_uses(usage)
     if uses:
         out["server_tool_use"] = dict(uses)
+    box = getattr(message, "container", None)
+    if box is not None and getattr(box, "id", None):
+        expires: Any = getattr(box, "expires_at", None)
+        out["container"] = {
+            "id": str(box.id),
+            "expires_at": float(expires.timestamp()) if hasattr(expires, "timestamp") else None,
+        }
     dropped = getattr(message, "input_transformations", None)
     if dropped:
         out["input_transformations"] = [
@@ -991,8 +1089,20 @@ def _details(message: Any) -> dict[str, JSON]:
 
 
 def _response(
-    message: Any, requested: str, catalogue: Catalogue | None = None, *, batch: bool = False
+    message: Any,
+    requested: str,
+    catalogue: Catalogue | None = None,
+    *,
+    batch: bool = False,
+    elapsed_s: float = 0.0,
+    request: ModelRequest | None = None,
 ) -> ModelResponse:
+    """Our answer from the API's message, priced.
+
+    Tokens, server tool uses and, when a container ran, its time
+    (:func:`desktop_agent.llm.pricing.code_execution_cost` of the call's wall time, the
+    documented minimum at least; the API does not report it).
+    """
     known = (catalogue or SHARED).entry(message.model) if message.model else None
     used = message.model if message.model and (known or is_known(message.model)) else requested
     usage = _usage(message.usage)
@@ -1001,14 +1111,20 @@ def _response(
         str(b.get("thinking", "")) for b in content if b.get("type") == "thinking"
     ).strip()
     cost = model_info(used).cost(usage, cache_write_1h_tokens=_1h(message.usage), batch=batch)
+    details = _details(message)
+    container = 0.0
+    if "container" in details:
+        tools = request.tools if request is not None else ()
+        container = code_execution_cost(elapsed_s, tools)
+        details["code_execution"] = {"billed_s": billed_seconds(elapsed_s), "usd": container}
     return ModelResponse(
         content=content,
         stop_reason=str(message.stop_reason),
         usage=usage,
-        cost_usd=cost + server_tool_cost(_server_uses(message.usage)),
+        cost_usd=cost + server_tool_cost(_server_uses(message.usage)) + container,
         model=message.model or requested,
         thinking=thinking,
-        details=_details(message),
+        details=details,
     )
 
 
@@ -1021,6 +1137,20 @@ def _file_gone(exc: anthropic.APIStatusError) -> bool:
         return True
     text = str(exc.api_message or exc.message).lower()
     return exc.status_code in (400, 404) and "file_id" in text and "not found" in text
+
+
+def _container_gone(exc: anthropic.APIStatusError) -> bool:
+    """Whether the API refused the request because the container it names is gone.
+
+    The message is matched loosely (a container, and that it is unknown or expired): the
+    wording is not documented.
+    """
+    text = str(exc.api_message or exc.message).lower()
+    return (
+        exc.status_code in (400, 404)
+        and "container" in text
+        and any(w in text for w in ("not found", "expired", "no longer"))
+    )
 
 
 def _block(block: Any) -> dict[str, JSON]:

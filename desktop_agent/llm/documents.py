@@ -18,6 +18,13 @@ The key ``document`` is never sent. Uploads are the caller's (``llm/claude.py``)
 is uploaded under a name made of the run and the file's SHA-256 (:func:`upload_name`), so
 that a call repeated after a crash finds the upload in the API's list of files instead of
 uploading again (:func:`find_upload`).
+
+A run with code execution puts its attachments in the container the same way: the engine
+adds a ``container_upload`` block holding a descriptor under ``upload`` (with the name the
+file has in the container, which carries the start of its SHA-256); it is uploaded once
+per run (:func:`pending_uploads` with ``container=True``) and sent as
+``{"type": "container_upload", "file_id": ...}`` only while the request carries the code
+execution tool (never without a file id: the block is left out until there is one).
 """
 
 from __future__ import annotations
@@ -44,6 +51,8 @@ request, paid once per run).
 """
 DOCUMENT_KEY = "document"
 """The key of a ``tool_result`` block holding a descriptor (never sent to the API)."""
+UPLOAD_KEY = "upload"
+"""The key of a ``container_upload`` block holding a descriptor (never sent to the API)."""
 PDF = "application/pdf"
 TEXT = "text/plain"
 
@@ -93,11 +102,34 @@ def descriptors(messages: Sequence[Mapping[str, JSON]]) -> list[Mapping[str, Any
     return out
 
 
+def container_descriptors(messages: Sequence[Mapping[str, JSON]]) -> list[Mapping[str, Any]]:
+    """Every descriptor of a file for the code execution container, in order."""
+    out: list[Mapping[str, Any]] = []
+    for message in messages:
+        content = message.get("content")
+        for block in content if isinstance(content, list) else []:
+            if isinstance(block, Mapping) and isinstance(block.get(UPLOAD_KEY), Mapping):
+                out.append(block[UPLOAD_KEY])
+    return out
+
+
 def pending_uploads(
-    messages: Sequence[Mapping[str, JSON]], entry: ModelEntry | None, file_ids: Mapping[str, str]
+    messages: Sequence[Mapping[str, JSON]],
+    entry: ModelEntry | None,
+    file_ids: Mapping[str, str],
+    *,
+    container: bool = False,
 ) -> list[Mapping[str, Any]]:
-    """Descriptors the model reads as documents that need an upload first (one per file)."""
+    """Descriptors that need an upload first (one per file).
+
+    The documents the model reads that are too large to send inline and, with
+    ``container``, the files for the code execution container without a file id.
+    """
     out: dict[str, Mapping[str, Any]] = {}
+    for d in container_descriptors(messages) if container else []:
+        sha = str(d.get("sha256", ""))
+        if not d.get("file_id") and sha not in file_ids and sha not in out:
+            out[sha] = d
     for d in descriptors(messages):
         sha = str(d.get("sha256", ""))
         if (
@@ -120,11 +152,14 @@ class Prepared:
         documents: per document block, ``{"seq", "path", "title", "media_type",
             "file_id", "sha256"}``.
         files: whether a ``file`` source is sent (the request needs :data:`FILES_BETA`).
+        uploads: per ``container_upload`` block sent, ``{"name", "path", "sha256",
+            "file_id"}``.
     """
 
     messages: list[dict[str, JSON]]
     documents: list[dict[str, JSON]] = field(default_factory=list)
     files: bool = False
+    uploads: list[dict[str, JSON]] = field(default_factory=list)
 
 
 def prepare(
@@ -132,18 +167,21 @@ def prepare(
     entry: ModelEntry | None,
     file_ids: Mapping[str, str],
     workspace: str = "",
+    *,
+    container: bool = False,
 ) -> Prepared:
     """``messages`` as the model reads them (see the module docstring).
 
     ``file_ids`` (SHA-256 → file id) wins over a descriptor's own ``file_id`` (a file
     uploaded again after it expired). A large file without a file id, or a copy that is
-    gone, stays the tool's text.
+    gone, stays the tool's text. ``container``: whether the request carries the code
+    execution tool (without it, ``container_upload`` blocks are left out).
     """
     out = Prepared([])
     for message in messages:
         content = message.get("content")
         if not isinstance(content, list) or not any(
-            isinstance(b, Mapping) and DOCUMENT_KEY in b for b in content
+            isinstance(b, Mapping) and (DOCUMENT_KEY in b or UPLOAD_KEY in b) for b in content
         ):
             out.messages.append(dict(message))
             continue
@@ -151,10 +189,34 @@ def prepare(
         for block in content:
             if isinstance(block, Mapping) and DOCUMENT_KEY in block:
                 blocks.append(_result_block(block, entry, file_ids, out, workspace))
+            elif isinstance(block, Mapping) and UPLOAD_KEY in block:
+                sent = _upload_block(block[UPLOAD_KEY], file_ids, out) if container else None
+                if sent is not None:
+                    blocks.append(sent)
             else:
                 blocks.append(block)
         out.messages.append({**message, "content": blocks})
     return out
+
+
+def _upload_block(d: Any, file_ids: Mapping[str, str], out: Prepared) -> dict[str, JSON] | None:
+    """A ``container_upload`` block for descriptor ``d``, or None while it has no file id."""
+    if not isinstance(d, Mapping):
+        return None
+    sha = str(d.get("sha256", ""))
+    file_id = file_ids.get(sha) or (str(d["file_id"]) if d.get("file_id") else None)
+    if not file_id:
+        return None
+    out.files = True
+    out.uploads.append(
+        {
+            "name": str(d.get("upload_name", "")),
+            "path": str(d.get("path", "")),
+            "sha256": sha,
+            "file_id": file_id,
+        }
+    )
+    return {"type": "container_upload", "file_id": file_id}
 
 
 def _result_block(

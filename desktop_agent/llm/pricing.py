@@ -6,7 +6,9 @@ One table for the whole program; cache writes and reads are priced separately (D
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from desktop_agent.domain import Usage
 from desktop_agent.domain.catalogue import undated
@@ -491,10 +493,50 @@ program used before, as the web search tool's page gave it; the pricing page its
 not re-read on 2026-11-27). Web fetch: no charge beyond the tokens of the fetched content,
 as the web fetch tool's page put it (not confirmed in the pages read on 2026-11-27); kept
 here so the count is shown and a price, should one be set, reaches every step. A count not
-listed costs nothing.
+listed costs nothing. Code execution is not counted per use: its container's time is
+priced (:func:`code_execution_cost`).
 """
 
 
 def server_tool_cost(counts: dict[str, int]) -> float:
     """Dollars for the server tool uses a call reports (``{"web_search_requests": 2}``)."""
     return sum(SERVER_TOOL_USD.get(name, 0.0) * n for name, n in counts.items())
+
+
+CONTAINER_HOUR_USD = 0.05
+"""Price of one hour of a code execution container.
+
+Carried over from the code execution tool's page as this program knew it ($0.05 per
+container hour, at least five minutes per use, a monthly allowance of free hours per
+organization); the 2026 pages read on 2026-11-27 did not state the figure. The free hours
+are not subtracted here (their use is the organization's, across all its keys): a step's
+price is the most it can cost.
+"""
+CONTAINER_MIN_S = 300.0
+"""The least container time a call that used a container is billed (five minutes)."""
+FREE_CONTAINER_WITH = "20260209"
+"""Code execution costs nothing beyond tokens in a request that also carries web search or
+web fetch of this version or later (their dynamic filtering runs in the container): the
+code execution tool's page, read 2026-11-27, for the 20260209 versions."""
+
+
+def billed_seconds(elapsed_s: float) -> float:
+    """The container time a call that used a container is billed.
+
+    Its length, five minutes at least: the API does not report the container's own time.
+    """
+    return max(CONTAINER_MIN_S, float(elapsed_s))
+
+
+def code_execution_cost(elapsed_s: float, tools: Sequence[Mapping[str, Any]] = ()) -> float:
+    """Dollars of container time for a call that used a container and took ``elapsed_s``.
+
+    Nothing when the request's ``tools`` hold web search or web fetch of a version from
+    :data:`FREE_CONTAINER_WITH` on.
+    """
+    for tool in tools:
+        kind = str(tool.get("type", ""))
+        family, _, date = kind.rpartition("_")
+        if family in ("web_search", "web_fetch") and date.isdigit() and date >= FREE_CONTAINER_WITH:
+            return 0.0
+    return billed_seconds(elapsed_s) / 3600.0 * CONTAINER_HOUR_USD

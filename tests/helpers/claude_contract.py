@@ -53,11 +53,21 @@ words, not the whole text:
 * ``compaction`` together with ``context_management``; a context management strategy, a
   compaction type or task budgets on a model without them.
 * ``role: "system"`` messages on a model without mid-conversation system messages.
-* server tools (:func:`_check_server_tools`, after the "Web search tool" page, read
-  2026-11-27): a ``type`` other than ``custom`` or the three web search versions; a web
-  search field outside its documented set; ``allowed_domains`` with ``blocked_domains``
-  (the page says one or the other per request); web search on a model whose catalogue
-  entry does not list it.
+* server tools (:func:`_check_server_tools`, after the "Web search tool", "Web fetch
+  tool" and "Code execution tool" pages, read 2026-11-27, and the SDK 2.14's
+  ``*Tool*Param`` types for each version's fields): a ``type`` other than ``custom`` or a
+  documented version of web search, web fetch or code execution; a field outside the
+  version's set; a name other than the tool's; ``max_uses`` / ``max_content_tokens``
+  below 1; ``allowed_domains`` with ``blocked_domains`` (one or the other per request);
+  a tool on a model that does not take it (web search and code execution: the
+  catalogue's ``server_tools``; web fetch: the page's model list, the same as code
+  execution's). Two tools of one name: ``tools: Tool names must be unique.`` (chosen: the
+  wording other integrations quote). A ``container`` that is neither a string nor an
+  object of ``id`` / ``skills``; ``container_upload`` blocks (only in user messages, only
+  with the code execution tool, naming a file the Files API has: the same refusals as a
+  ``file`` source). A ``container`` id the fake never issued, or one that expired, is the
+  fake's to refuse (:class:`~tests.helpers.fake_anthropic.FakeAnthropic`): 400
+  ``invalid_request_error`` (chosen; the pages do not give the error).
 * compaction block errors (misplaced, ambiguous, signature, content, incomplete turn,
   nothing to summarize): the text is invented, the ``error.details.error_code`` values are
   the SDK's (``compaction_block_misplaced``, ``compaction_signature_invalid``, ...).
@@ -252,6 +262,7 @@ class ModelRules:
     structured_outputs: bool = True
     web_search: bool = True
     code_execution_tool: bool = True
+    web_fetch: bool = True
     programmatic_tool_calling: bool = True
 
     @property
@@ -871,34 +882,89 @@ WEB_SEARCH_PARAMS: Final = frozenset(
 """The fields of a web search tool definition (the tool's page and the SDKs' types)."""
 
 
+_TOOL_COMMON: Final = frozenset(
+    {"type", "name", "allowed_callers", "cache_control", "defer_loading", "strict"}
+)
+_FETCH_BASE: Final = _TOOL_COMMON | {
+    "allowed_domains",
+    "blocked_domains",
+    "citations",
+    "max_content_tokens",
+    "max_uses",
+    "url_sources",
+}
+SERVER_TOOL_PARAMS: Final[dict[str, frozenset[str]]] = {
+    **{v: WEB_SEARCH_PARAMS for v in WEB_SEARCH_VERSIONS},
+    "web_fetch_20250910": _FETCH_BASE,
+    "web_fetch_20260209": _FETCH_BASE,
+    "web_fetch_20260309": _FETCH_BASE | {"use_cache"},
+    "web_fetch_20260318": _FETCH_BASE | {"use_cache", "response_inclusion"},
+    "code_execution_20250522": _TOOL_COMMON,
+    "code_execution_20250825": _TOOL_COMMON,
+    "code_execution_20260120": _TOOL_COMMON,
+    "code_execution_20260521": _TOOL_COMMON,
+}
+"""Each documented server tool version and its fields (the SDK 2.14's ``*Param`` types)."""
+WEB_FETCH_VERSIONS: Final = tuple(v for v in SERVER_TOOL_PARAMS if v.startswith("web_fetch_"))
+CODE_EXECUTION_VERSIONS: Final = tuple(
+    v for v in SERVER_TOOL_PARAMS if v.startswith("code_execution_")
+)
+
+
+def _tool_name(kind: str) -> str:
+    """The name a server tool of version ``kind`` must have (``web_fetch_20260318`` → …)."""
+    return kind.rsplit("_", 1)[0]
+
+
+def _takes(rules: ModelRules, name: str) -> bool:
+    return {
+        "web_search": rules.web_search,
+        "web_fetch": rules.web_fetch,
+        "code_execution": rules.code_execution_tool,
+    }[name]
+
+
 def _check_server_tools(
     body: Mapping[str, Any], rules: ModelRules, betas: frozenset[str], model: str
 ) -> ApiError | None:
     """Server tool definitions (a ``type`` other than ``custom``) in their documented shape.
 
-    Web search: one of :data:`WEB_SEARCH_VERSIONS`, named ``web_search``, only the fields of
-    :data:`WEB_SEARCH_PARAMS`, ``max_uses`` a positive integer, domain lists of strings,
-    never both lists, and only on a model whose catalogue entry lists it. Any other typed
-    tool this fake does not know is refused as the API refuses an unknown tag.
+    One of the versions of :data:`SERVER_TOOL_PARAMS`, named as the tool (``web_search``,
+    ``web_fetch``, ``code_execution``), only that version's fields, ``max_uses`` and
+    ``max_content_tokens`` positive integers, domain lists of strings, never both lists,
+    and only on a model that takes the tool. Any other typed tool this fake does not know
+    is refused as the API refuses an unknown tag. Tool names are unique; a ``container``
+    has the documented shape; ``container_upload`` blocks need the code execution tool.
     """
     tools = body.get("tools")
-    for i, tool in enumerate(tools if isinstance(tools, list) else []):
+    tools = tools if isinstance(tools, list) else []
+    names = [t.get("name") for t in tools if isinstance(t, Mapping)]
+    if len(names) != len(set(map(str, names))):
+        return _bad("tools: Tool names must be unique.")
+    for i, tool in enumerate(tools):
         kind = tool.get("type") if isinstance(tool, Mapping) else None
         if kind is None or kind == "custom":
             continue
-        if not str(kind).startswith("web_search_") or kind not in WEB_SEARCH_VERSIONS:
+        if kind not in SERVER_TOOL_PARAMS:
             return _bad(
                 f"tools.{i}: Input tag '{kind}' found using 'type' does not match any of the "
-                f"expected tags: 'custom', {', '.join(repr(v) for v in WEB_SEARCH_VERSIONS)}"
+                f"expected tags: 'custom', {', '.join(repr(v) for v in SERVER_TOOL_PARAMS)}"
             )
-        extra = sorted(set(tool) - WEB_SEARCH_PARAMS)
+        extra = sorted(set(tool) - SERVER_TOOL_PARAMS[kind])
         if extra:
             return _bad(f"tools.{i}.{kind}.{extra[0]}: Extra inputs are not permitted")
-        if tool.get("name") != "web_search":
-            return _bad(f"tools.{i}.{kind}.name: Input should be 'web_search'")
-        uses = tool.get("max_uses")
-        if uses is not None and (isinstance(uses, bool) or not isinstance(uses, int) or uses < 1):
-            return _bad(f"tools.{i}.{kind}.max_uses: Input should be greater than 0")
+        name = _tool_name(str(kind))
+        if tool.get("name") != name:
+            return _bad(f"tools.{i}.{kind}.name: Input should be '{name}'")
+        for field_name in ("max_uses", "max_content_tokens"):
+            n = tool.get(field_name)
+            if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
+                return _bad(f"tools.{i}.{kind}.{field_name}: Input should be greater than 0")
+        citations = tool.get("citations")
+        if citations is not None and not (
+            isinstance(citations, Mapping) and isinstance(citations.get("enabled"), bool)
+        ):
+            return _bad(f'tools.{i}.{kind}.citations: expected {{"enabled": <boolean>}}')
         for key in ("allowed_domains", "blocked_domains"):
             domains = tool.get(key)
             if domains is not None and not (
@@ -910,9 +976,50 @@ def _check_server_tools(
                 f"tools.{i}: Cannot specify both allowed_domains and blocked_domains in the "
                 "same request."
             )
-        if not rules.web_search:
-            return _bad(f"tools.{i}: the web search tool is not supported on {model}.")
+        if not _takes(rules, name):
+            what = name.replace("_", " ")
+            return _bad(f"tools.{i}: the {what} tool is not supported on {model}.")
+    return _check_container(body, tools)
+
+
+def _check_container(body: Mapping[str, Any], tools: list[Any]) -> ApiError | None:
+    """``container`` in its shape; ``container_upload`` blocks only with code execution."""
+    box = body.get("container")
+    if box is not None and not isinstance(box, str):
+        if not isinstance(box, Mapping):
+            return _bad("container: Input should be a valid string or object")
+        extra = sorted(set(box) - {"id", "skills"})
+        if extra:
+            return _bad(f"container.{extra[0]}: Extra inputs are not permitted")
+    coding = any(
+        isinstance(t, Mapping) and str(t.get("type", "")).startswith("code_execution_")
+        for t in tools
+    )
+    for where, role, block in _blocks_of_type(body, "container_upload"):
+        if role != "user":
+            return _bad(f"{where}: `container_upload` blocks are only accepted in user messages.")
+        if not coding:
+            return _bad(
+                f"{where}: `container_upload` blocks require the code execution tool in `tools`."
+            )
+        if not isinstance(block.get("file_id"), str) or not block["file_id"]:
+            return _bad(f"{where}.file_id: Field required")
+        extra = sorted(set(block) - {"type", "file_id", "cache_control"})
+        if extra:
+            return _bad(f"{where}.{extra[0]}: Extra inputs are not permitted")
     return None
+
+
+def _blocks_of_type(body: Mapping[str, Any], kind: str) -> list[tuple[str, str, Mapping[str, Any]]]:
+    """(path, role, block) of every top-level block of ``kind`` in the messages."""
+    found = []
+    messages = body.get("messages")
+    for i, message in enumerate(messages if isinstance(messages, list) else []):
+        content = message.get("content") if isinstance(message, Mapping) else None
+        for j, block in enumerate(content if isinstance(content, list) else []):
+            if isinstance(block, Mapping) and block.get("type") == kind:
+                found.append((f"messages.{i}.content.{j}", str(message.get("role")), block))
+    return found
 
 
 def _check_tool_choice(
@@ -1001,6 +1108,8 @@ class FileRecord:
         data: its bytes.
         created_at: RFC 3339 time of the upload.
         expired: its ``expires_at`` passed (a test sets it): the bytes are gone.
+        downloadable: a file a tool made (code execution), which ``GET
+            /v1/files/{id}/content`` serves; uploads are not.
     """
 
     id: str
@@ -1009,6 +1118,7 @@ class FileRecord:
     data: bytes
     created_at: str
     expired: bool = False
+    downloadable: bool = False
 
     def metadata(self) -> dict[str, Any]:
         """The ``FileMetadata`` object the API answers."""
@@ -1019,7 +1129,7 @@ class FileRecord:
             "mime_type": self.mime_type,
             "size_bytes": len(self.data),
             "created_at": self.created_at,
-            "downloadable": False,
+            "downloadable": self.downloadable,
             "expires_at": "2000-01-01T00:00:00Z" if self.expired else None,
         }
 
@@ -1144,6 +1254,14 @@ def check_documents(
             return _bad(f"{where}.title: String should have between 1 and 500 characters")
     if len(enabled) > 1:
         return _bad("Citations must be enabled on all or none of the documents within a request.")
+    for where, _role, block in _blocks_of_type(body, "container_upload"):
+        file_id = block.get("file_id")
+        if isinstance(file_id, str) and file_id:
+            error = _check_source(
+                where, {"type": "file", "file_id": file_id}, "upload", betas, files
+            )
+            if error is not None:
+                return error
     return None
 
 
@@ -1154,7 +1272,7 @@ def _check_source(
     betas: frozenset[str],
     files: Mapping[str, FileRecord],
 ) -> ApiError | None:
-    if kind == "file":
+    if kind in ("file", "upload"):
         file_id = source.get("file_id")
         if not isinstance(file_id, str) or not file_id:
             return _bad(f"{where}.source.file_id: Field required")
@@ -1169,7 +1287,7 @@ def _check_source(
                 "longer available.",
                 "file_expired",
             )
-        if record.mime_type not in ("application/pdf", "text/plain"):
+        if kind == "file" and record.mime_type not in ("application/pdf", "text/plain"):
             return _bad(
                 f"{where}.source.file_id: a document's file must be application/pdf or "
                 f"text/plain, not {record.mime_type}."

@@ -28,9 +28,11 @@ batches stay in the fake object.
 
 It serves the Files API (``POST /v1/files`` multipart upload, ``GET /v1/files`` newest
 first with ``limit``/``page`` cursors and ``next_page``, ``GET /v1/files/{id}``,
-``DELETE /v1/files/{id}``), each call needing the ``anthropic-beta: files-api-2025-04-14``
-header; a file larger than ``file_max_bytes`` (500 MB by default) gets 413
-``request_too_large``; an unknown id 404 ``not_found_error``. A test makes a file expire
+``GET /v1/files/{id}/content`` for the files code execution made
+(:meth:`FakeAnthropic.produce_file`), ``DELETE /v1/files/{id}``), each call needing the
+``anthropic-beta: files-api-2025-04-14`` header; a file larger than ``file_max_bytes`` (500
+MB by default) gets 413 ``request_too_large``; an unknown id 404 ``not_found_error``. A test
+makes a file expire
 (:meth:`FakeAnthropic.expire_file`: ``expires_at`` in the past, and a request naming it
 refused with ``error.details.error_code: "file_expired"``) or vanish
 (:meth:`FakeAnthropic.forget_file`), and reads what was uploaded
@@ -57,6 +59,15 @@ types (``BetaFileMetadata`` with ``expires_at``, ``files.upload(expires_in_secon
 chosen here: the texts of the document refusals (see ``claude_contract``), a request
 naming an unknown file answered 400 ``invalid_request_error`` ("File not found") rather
 than 404, the message of the 413, and the list's ``page_N`` cursors.
+
+Code execution (read 2026-11-27: the code execution tool's page and the SDK 2.14's types):
+a request carrying the tool runs in a container, answered in the message's ``container:
+{id, expires_at}``; a request naming a container the fake issued reuses it, one naming a
+container it never issued or one that expired is refused (see
+:meth:`FakeAnthropic._container_for`). Scripts answer with the documented result blocks as
+:class:`Raw` blocks (``server_tool_use`` named ``bash_code_execution`` /
+``text_editor_code_execution``, ``bash_code_execution_tool_result`` whose outputs name
+files by ``file_id``); code execution adds no ``usage.server_tool_use`` count.
 
 With ``cache=True`` it models the prompt cache (see :meth:`FakeAnthropic._cache_usage`) on an
 injectable ``clock``, and answers cache ``diagnostics``.
@@ -177,7 +188,13 @@ class Raw:
 Block = Text | Cited | ToolUse | Thinking | RedactedThinking | Compaction | Raw
 
 SERVER_TOOL_COUNTS = {"web_search": "web_search_requests", "web_fetch": "web_fetch_requests"}
-"""The ``usage.server_tool_use`` count of each server tool (the tools' pages)."""
+"""The ``usage.server_tool_use`` count of each server tool (the tools' pages; the SDK 2.14's
+``ServerToolUsage`` has these two: code execution is billed by container time, not uses)."""
+
+CODE_EXECUTION_USES = frozenset(
+    {"code_execution", "bash_code_execution", "text_editor_code_execution"}
+)
+"""``server_tool_use`` names of the code execution tool (its Bash and file editing)."""
 
 
 def server_tool_counts(blocks: list[Block], body: dict[str, Any]) -> dict[str, int]:
@@ -196,10 +213,12 @@ def server_tool_counts(blocks: list[Block], body: dict[str, Any]) -> dict[str, i
         if not (isinstance(block, Raw) and block.block.get("type") == "server_tool_use"):
             continue
         name = str(block.block.get("name"))
-        if name not in offered:
+        tool = "code_execution" if name in CODE_EXECUTION_USES else name
+        if tool not in offered:
             raise AssertionError(f"the script uses the server tool {name!r}, not offered")
-        key = SERVER_TOOL_COUNTS.get(name, f"{name}_requests")
-        counts[key] = counts.get(key, 0) + 1
+        if tool in SERVER_TOOL_COUNTS:
+            key = SERVER_TOOL_COUNTS[tool]
+            counts[key] = counts.get(key, 0) + 1
     return counts
 
 
@@ -400,6 +419,8 @@ class FakeAnthropic:
             small ones).
         max_request_bytes: the largest ``POST /v1/messages`` body (413 above it).
         file_max_bytes: the largest file the Files API takes (413 above it).
+        container_ttl_s: how long a code execution container lives after its last use
+            (chosen; :meth:`expire_container` ends one at once).
 
     Attributes:
         requests: the model calls in order: ``POST /v1/messages`` requests (and unknown
@@ -423,6 +444,7 @@ class FakeAnthropic:
         batch_max_bytes: int = fake_batches.MAX_BYTES,
         max_request_bytes: int = contract.REQUEST_MAX_BYTES,
         file_max_bytes: int = contract.FILE_MAX_BYTES,
+        container_ttl_s: float = 3600.0,
     ) -> None:
         self.script: Sequence[Reply] | Script = (
             script if script is not None else [Stream([Text("ok")])]
@@ -449,6 +471,8 @@ class FakeAnthropic:
         self.file_max_bytes = file_max_bytes
         self._files: dict[str, contract.FileRecord] = {}
         self._uploads: list[str] = []
+        self._containers: dict[str, float] = {}
+        self.container_ttl_s = container_ttl_s
         self._running = False
         self._bind(0)
         self._port = int(self._server.server_address[1])
@@ -620,6 +644,58 @@ class FakeAnthropic:
         with self._lock:
             del self._files[file_id]
 
+    def produce_file(self, filename: str, data: bytes, mime_type: str = "text/csv") -> str:
+        """A file as code execution makes one (``downloadable``); its id, for a script."""
+        created = datetime.fromtimestamp(self.clock(), UTC).isoformat().replace("+00:00", "Z")
+        record = contract.FileRecord(
+            f"file_{uuid.uuid4().hex[:24]}", filename, mime_type, data, created, downloadable=True
+        )
+        with self._lock:
+            self._files[record.id] = record
+        return record.id
+
+    # ------------------------------------------------------------------ containers (tests)
+
+    @property
+    def containers(self) -> dict[str, float]:
+        """The containers the fake issued: id → expiry (epoch seconds on :attr:`clock`)."""
+        with self._lock:
+            return dict(self._containers)
+
+    def expire_container(self, container_id: str) -> None:
+        """Make a container expire now (a request naming it is refused)."""
+        with self._lock:
+            self._containers[container_id] = self.clock() - 1.0
+
+    def _container_for(self, body: dict[str, Any]) -> tuple[str | None, ApiError | None]:
+        """The container a request with the code execution tool runs in, or its refusal.
+
+        A ``container`` the fake issued and that has not expired is reused (its expiry
+        moves on); none starts a new one; an unknown or expired one is refused with 400
+        ``invalid_request_error`` (chosen: the pages do not give the error).
+        """
+        tools = body.get("tools") or []
+        if not any(
+            isinstance(t, dict) and str(t.get("type", "")).startswith("code_execution_")
+            for t in tools
+        ):
+            return None, None
+        asked = body.get("container")
+        wanted = asked.get("id") if isinstance(asked, dict) else asked
+        now = self.clock()
+        with self._lock:
+            if wanted:
+                expires = self._containers.get(str(wanted))
+                if expires is None:
+                    return None, contract._bad(f"container: container {wanted} not found")
+                if expires <= now:
+                    return None, contract._bad(f"container: container {wanted} has expired")
+                box = str(wanted)
+            else:
+                box = f"container_{uuid.uuid4().hex[:24]}"
+            self._containers[box] = now + self.container_ttl_s
+        return box, None
+
     def bodies(self) -> list[dict[str, Any]]:
         """Bodies of the requests received so far."""
         with self._lock:
@@ -760,12 +836,23 @@ class FakeAnthropic:
                 error = binding.error
             if error is not None:
                 return _Outcome(error=error)
+        box: str | None = None
+        if self.strict:
+            box, refused = self._container_for(body)
+            if refused is not None:
+                return _Outcome(error=refused)
         reply = self._reply_for(body, index)
         if isinstance(reply, Status):
             return _Outcome(status=reply)
         if not self.strict and not batched and not body.get("stream"):
             return _Outcome(error=ApiError(400, "invalid_request_error", "the fake only streams"))
         message, outs = self._answer(reply, body, binding, docs)
+        if box is not None:
+            expires = datetime.fromtimestamp(self.containers[box], UTC)
+            message["container"] = {
+                "id": box,
+                "expires_at": expires.isoformat().replace("+00:00", "Z"),
+            }
         return _Outcome(reply=reply, message=message, outs=outs)
 
     def _messages(self, h: BaseHTTPRequestHandler, request: Request, index: int) -> None:
@@ -838,9 +925,14 @@ class FakeAnthropic:
     ) -> None:
         """``GET /v1/files`` (newest first, ``limit``, ``page``) and ``/v1/files/{id}``."""
         rest = unquote(path[len("/v1/files") :].strip("/"))
+        content = rest.endswith("/content")
+        rest = rest.removesuffix("/content")
         with self._lock:
             files = sorted(self._files.values(), key=lambda f: f.created_at, reverse=True)
             record = self._files.get(rest) if rest else None
+        if content:
+            self._file_content(h, request, rest, record)
+            return
         if rest:
             if record is None:
                 self._error(h, request, ApiError(404, "not_found_error", f"File not found: {rest}"))
@@ -869,6 +961,31 @@ class FakeAnthropic:
                 "next_page": f"page_{start + limit}" if more else None,
             },
         )
+
+    def _file_content(
+        self,
+        h: BaseHTTPRequestHandler,
+        request: Request,
+        file_id: str,
+        record: contract.FileRecord | None,
+    ) -> None:
+        """``GET /v1/files/{id}/content``: the bytes of a file a tool made.
+
+        The SDK 2.14's errors: an upload is not downloadable (400, ``error_code:
+        "file_not_downloadable"``), an expired file's bytes are gone (404, ``error_code:
+        "file_expired"``); an unknown id is 404.
+        """
+        if record is None:
+            self._error(h, request, ApiError(404, "not_found_error", f"File not found: {file_id}"))
+        elif record.expired:
+            error = ApiError(404, "not_found_error", f"File {file_id} has expired.", "file_expired")
+            self._error(h, request, error)
+        elif not record.downloadable:
+            message = f"File {file_id} is not downloadable: only files a tool made are."
+            self._error(h, request, contract._bad(message, "file_not_downloadable"))
+        else:
+            request_id = f"req_{uuid.uuid4().hex[:24]}"
+            self._write_bytes(h, 200, record.data, "application/octet-stream", request_id, None)
 
     def _handle_delete(self, h: BaseHTTPRequestHandler) -> None:
         """``DELETE /v1/files/{id}``."""
@@ -1323,6 +1440,7 @@ def _events(message: dict[str, Any], outs: list[_Out]) -> Iterator[tuple[str, st
     """The SSE events of a streamed message: (class, event name, data)."""
     usage = message["usage"]
     start = dict(message, stop_reason=None, usage=dict(usage, output_tokens=1))
+    start.pop("container", None)  # the API tells it at the end (``message_delta.delta``)
     yield ("meta", "message_start", {"type": "message_start", "message": start})
     yield ("meta", "ping", {"type": "ping"})
     for index, out in enumerate(outs):
@@ -1347,7 +1465,11 @@ def _events(message: dict[str, Any], outs: list[_Out]) -> Iterator[tuple[str, st
         "message_delta",
         {
             "type": "message_delta",
-            "delta": {"stop_reason": message["stop_reason"], "stop_sequence": None},
+            "delta": {
+                "stop_reason": message["stop_reason"],
+                "stop_sequence": None,
+                **({"container": message["container"]} if "container" in message else {}),
+            },
             "usage": {"output_tokens": usage["output_tokens"]},
         },
     )
