@@ -23,6 +23,7 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
+from desktop_agent.client.server_tool_lines import server_tool_lines
 from desktop_agent.domain import JSON, Step, StepKind, StepStatus
 
 # --------------------------------------------------------------------------- what is read
@@ -441,6 +442,8 @@ def _model_sections(f: StepFacts, c: Context) -> list[Section]:
     cache = cache_lines(out)
     if cache:
         found.append(Section("Prompt cache", Shape.TEXT, "\n".join(cache)))
+    if server := server_tool_lines(f.input, out):
+        found.append(Section("Anthropic's tools", Shape.TEXT, "\n".join(server)))
     return found
 
 

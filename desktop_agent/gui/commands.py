@@ -178,6 +178,7 @@ class RunCommands(QObject):
                 thinking_budget=request.thinking_budget,
                 economy=request.economy,
                 attachments=request.attachments,
+                **request.server_tools.options(),
             )
             return run, model_notice(client)
 

@@ -21,6 +21,7 @@ from anthropic.types import CodeExecutionTool20260521Param
 
 from desktop_agent.client.api import Client
 from desktop_agent.client.server_tool_lines import server_tool_lines
+from desktop_agent.client.stepkinds import facts_of, sections
 from desktop_agent.domain import RunStatus, Step, StepKind
 from desktop_agent.engine.builtin_tools import CODE_EXECUTION_VERSION, SERVER_TOOLS
 from desktop_agent.engine.loop import EngineConfig
@@ -183,6 +184,8 @@ def test_a_run_keeps_its_container_and_saves_what_the_code_wrote(
         f"saved outputs/totals.csv ({len(analyst.contents[0])} bytes, "
         f"sha256 {saved['sha256'][:12]})",
     ]
+    shown = {x.title: x.content for x in sections(facts_of(steps[0]))}
+    assert "saved outputs/totals.csv" in str(shown["Anthropic's tools"])
 
 
 def test_a_resumed_run_names_the_container_its_journal_holds(

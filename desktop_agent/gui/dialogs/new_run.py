@@ -39,6 +39,7 @@ from desktop_agent.gui.dialogs.new_run_fields import (
     budget_fields,
     check_tools,
     checked_tools,
+    fill_budgets,
     fill_efforts,
     fill_models,
     fill_tools,
@@ -54,6 +55,7 @@ from desktop_agent.gui.dialogs.new_run_request import (
     tool_item_text,
 )
 from desktop_agent.gui.dialogs.prompts import MessageDialog
+from desktop_agent.gui.dialogs.server_tools_field import ServerToolsField
 from desktop_agent.gui.sizing import keep_minimum_size
 from desktop_agent.gui.widgets.forecast import Estimate, ForecastLine, ForecastQuestion, RunTask
 
@@ -185,7 +187,7 @@ class NewRunDialog(GuardedDialog):
             self.policy.addItem(label, key)
 
         self.cost, self.steps, self.time, self.tokens = budget_fields(self)
-        self._fill_budgets(settings)
+        fill_budgets(self, settings)
 
         top = QFormLayout()
         top.addRow("Goal", self.goal)
@@ -200,6 +202,7 @@ class NewRunDialog(GuardedDialog):
         top.addRow("Workspace", ws_row)
         top.addRow("", self.workspace_note)
         self.attachments = AttachmentsField(self, top)
+        self.server_tools = ServerToolsField(self, top, settings)
         tools_box = QGroupBox("Tools and approvals", self)
         tl = QVBoxLayout(tools_box)
         tl.addWidget(self.tools)
@@ -276,17 +279,10 @@ class NewRunDialog(GuardedDialog):
         self.workspace.clear()
         fill_tools(self.tools, tools, default_tools)
         self.policy.setCurrentIndex(0)
-        self._fill_budgets(settings)
+        fill_budgets(self, settings)
+        self.server_tools.reset(settings)
         self.error.setText("")
         self._on_goal_text_changed()
-
-    def _fill_budgets(self, settings: Settings) -> None:
-        """The budgets a new run gets unless the analyst changes them."""
-        self.cost.setValue(settings.default_max_cost_usd or 0)
-        self.steps.setValue(settings.default_max_steps or 0)
-        max_time = settings.default_max_time_s
-        self.time.setText(format_duration(max_time) if max_time else "")
-        self.tokens.setValue(0)
 
     def typed_text(self) -> bool:
         """Whether a goal was typed (Escape asks before dropping it)."""
@@ -318,6 +314,7 @@ class NewRunDialog(GuardedDialog):
         self.time.setText(format_duration(b.max_time_s) if b.max_time_s else "")
         self.tokens.setValue(b.max_tokens or 0)
         self.attachments.keep(run)
+        self.server_tools.keep(run)
         self.ask_forecast()  # the runs of its schedule or batch first
 
     def chosen_tools(self) -> list[str]:
@@ -349,6 +346,7 @@ class NewRunDialog(GuardedDialog):
             thinking_budget=thinking_budget_for(self.thinking.isChecked()),
             economy=self.economy_checked(),
             attachments=self.attachments.paths(),
+            server_tools=self.server_tools.choice(),
         )
 
     def economy_checked(self) -> bool:

@@ -7,17 +7,25 @@ show are in :mod:`.new_run_request`.
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
+from typing import Protocol
 
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QComboBox, QDoubleSpinBox, QLineEdit, QListWidget, QSpinBox, QWidget
 
 from desktop_agent.client.views import ModelChoice, ToolInfo
+from desktop_agent.config import Settings
+from desktop_agent.domain.units import format_duration
 from desktop_agent.gui.dialogs.new_run_request import model_item_text, tool_item_text
 
 
 def fill_tools(view: QListWidget, tools: Sequence[ToolInfo], default_tools: Sequence[str]) -> None:
-    """Offer ``tools`` in ``view``, those in ``default_tools`` checked."""
+    """Offer ``tools`` in ``view``, those in ``default_tools`` checked.
+
+    Anthropic's server tools are left out: the form's own field chooses them
+    (:mod:`.server_tools_field`).
+    """
     view.clear()
+    tools = [t for t in tools if t.origin != "provider"]
     for tool in tools:
         # An item Qt makes (addItem with a text), not a QListWidgetItem made here: the
         # view's first call into a Python-made item keeps a reference to None (PySide6
@@ -75,6 +83,24 @@ def fill_efforts(combo: QComboBox, choice: ModelChoice | None) -> None:
     combo.setEnabled(combo.count() > 1)
     index = combo.findData(before) if before else -1
     combo.setCurrentIndex(max(0, index))
+
+
+def fill_budgets(form: BudgetForm, settings: Settings) -> None:
+    """The budgets a new run gets unless the analyst changes them."""
+    form.cost.setValue(settings.default_max_cost_usd or 0)
+    form.steps.setValue(settings.default_max_steps or 0)
+    max_time = settings.default_max_time_s
+    form.time.setText(format_duration(max_time) if max_time else "")
+    form.tokens.setValue(0)
+
+
+class BudgetForm(Protocol):
+    """A form holding the budget's fields (:func:`budget_fields`)."""
+
+    cost: QDoubleSpinBox
+    steps: QSpinBox
+    time: QLineEdit
+    tokens: QSpinBox
 
 
 def budget_fields(parent: QWidget) -> tuple[QDoubleSpinBox, QSpinBox, QLineEdit, QSpinBox]:

@@ -6,11 +6,47 @@ emits (the arguments of ``Client.start_run``); the template dialogs wrap it in t
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from desktop_agent.client.views import DEMO_NO_ECONOMY, ModelChoice, ToolInfo
 from desktop_agent.domain import EffectClass
+
+
+@dataclass(frozen=True)
+class ServerToolsChoice:
+    """Anthropic's server tools the analyst chose for a run (``Client.start_run`` options).
+
+    Attributes:
+        web_search: web search on or off (None: the setting decides).
+        domains: the domains of the domain list, as typed.
+        blocked: the list is of domains never to reach (else the only ones to reach).
+        web_fetch: Anthropic's web fetch in the place of our ``web_fetch``.
+        code_execution: Anthropic's code execution.
+    """
+
+    web_search: bool | None = None
+    domains: tuple[str, ...] = ()
+    blocked: bool = False
+    web_fetch: bool = False
+    code_execution: bool = False
+
+    def options(self) -> dict[str, Any]:
+        """The keyword arguments of ``Client.start_run``."""
+        return {
+            "web_search": self.web_search,
+            "search_domains": () if self.blocked else self.domains,
+            "search_blocked_domains": self.domains if self.blocked else (),
+            "server_web_fetch": self.web_fetch,
+            "code_execution": self.code_execution,
+        }
+
+
+def domain_list(text: str) -> tuple[str, ...]:
+    """The domains typed in a field (commas, spaces or new lines between them)."""
+    return tuple(d for d in re.split(r"[\s,;]+", text.strip()) if d)
 
 
 @dataclass(frozen=True)
@@ -36,6 +72,8 @@ class NewRunRequest:
     """Each model turn as a request of a Message Batch (half price, slower)."""
     attachments: tuple[str, ...] = ()
     """Files to copy into the workspace's ``attachments/`` (paths)."""
+    server_tools: ServerToolsChoice = field(default_factory=ServerToolsChoice)
+    """Web search and its domains, web fetch and code execution (Anthropic's)."""
 
 
 ECONOMY_TIP = (
