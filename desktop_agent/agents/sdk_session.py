@@ -23,7 +23,10 @@ A worker's driver (``worker/agent_sdk.py``) runs one connection of the SDK's
 from __future__ import annotations
 
 import json
+import os
 import shlex
+import shutil
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -119,6 +122,47 @@ def replay_settings(replay: Replay, folder: Path) -> str:
     return json.dumps({"hooks": hooks})
 
 
+GUARD_PARENT_ENV = "DESKTOP_AGENT_CLI_PARENT"
+"""The worker's process id, for the CLI's launcher (see :func:`guarded_cli`)."""
+
+_LAUNCHER = """
+import ctypes, os, sys
+# Die with the worker: a CLI left behind by a killed worker would go on spending.
+ctypes.CDLL(None, use_errno=True).prctl(1, 9)  # PR_SET_PDEATHSIG, SIGKILL
+if os.getppid() != int(os.environ.get("{parent}", "0") or 0):
+    sys.exit("the worker that started the Claude Code CLI is gone")
+os.execv({cli!r}, [{cli!r}, *sys.argv[1:]])
+"""
+
+
+def claude_cli() -> str | None:
+    """The Claude Code CLI the SDK runs: the one its wheel bundles, else ``claude``."""
+    import claude_agent_sdk
+
+    name = "claude.exe" if sys.platform == "win32" else "claude"
+    bundled = Path(claude_agent_sdk.__file__).parent / "_bundled" / name
+    return str(bundled) if bundled.is_file() else shutil.which("claude")
+
+
+def guarded_cli(folder: Path) -> str | None:
+    """A launcher of the Claude Code CLI that dies with the worker, on Linux (else None).
+
+    A worker killed with SIGKILL cannot stop the CLI it started; the CLI would finish its
+    turn alone (model calls nobody records). The launcher asks the kernel to kill the
+    CLI when its parent dies (``PR_SET_PDEATHSIG``), then becomes the CLI (``execv``).
+    """
+    cli = claude_cli()
+    if sys.platform != "linux" or getattr(sys, "frozen", False) or cli is None:
+        return None
+    launcher = folder / "claude"
+    launcher.write_text(
+        f"#!{sys.executable} -I\n" + _LAUNCHER.format(parent=GUARD_PARENT_ENV, cli=cli),
+        encoding="utf-8",
+    )
+    launcher.chmod(0o700)
+    return str(launcher)
+
+
 def session_options(
     *,
     workspace: str,
@@ -149,7 +193,11 @@ def session_options(
         replay: the decision for the deferred call this connection runs again.
         stderr: told each line the CLI writes to its standard error.
     """
-    env = {**QUIET_ENV, "CLAUDE_CONFIG_DIR": str(folder / "config")}
+    env = {
+        **QUIET_ENV,
+        "CLAUDE_CONFIG_DIR": str(folder / "config"),
+        GUARD_PARENT_ENV: str(os.getpid()),
+    }
     if api_key:
         env["ANTHROPIC_API_KEY"] = api_key
     preset: dict[str, Any] = {"type": "preset", "preset": "claude_code"}
@@ -168,6 +216,7 @@ def session_options(
         settings=replay_settings(replay, folder) if replay is not None else None,
         hooks={"PreToolUse": [HookMatcher(matcher=None, hooks=[hook], on_failure="block")]},
         stderr=stderr,
+        cli_path=guarded_cli(folder),
     )
 
 

@@ -139,6 +139,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("run", "start a run; follows it until it ends or waits (or --detach)")
     p.add_argument("goal")
     p.add_argument("--model", help="demo or a Claude model id")
+    p.add_argument(
+        "--agent",
+        choices=["agent-sdk"],
+        help="agent-sdk: a Claude Agent SDK session (Claude Code's tools; needs "
+        "pip install 'desktop-agent[agents]'); default: desktop-agent's own loop",
+    )
     p.add_argument("--workspace", help="folder the agent works in")
     p.add_argument("--max-cost", type=usd, metavar="USD")
     p.add_argument("--max-steps", type=_positive_int, metavar="N")
@@ -359,6 +365,7 @@ def cmd_run(args: argparse.Namespace, out: Out) -> int:
     run = client.start_run(
         args.goal,
         model=args.model,
+        agent=args.agent,
         workspace=args.workspace,
         max_cost_usd=args.max_cost,
         max_steps=args.max_steps,

@@ -111,6 +111,9 @@ log = logging.getLogger(__name__)
 INSTALL_HINT = "pip install 'desktop-agent[agents]'"
 """How to get the Claude Agent SDK (an extra of the package)."""
 
+MIRROR_WAIT_S = 10.0
+"""How long the result of a replayed call may take to reach the session store."""
+
 INTERRUPT_GRACE_S = 30.0
 """How long an interrupted session has to end its turn before it is disconnected."""
 
@@ -577,6 +580,9 @@ class _Activation:
         if rs.state.conversation.pending:
             transcript = self.transcript()
             self.settle_pending(waiting, transcript.results)
+        conv = rs.state.conversation
+        if result is not None and not getattr(result, "is_error", False) and conv.finished:
+            finish_completed(rs)  # the final answer came before the interrupt did
         if self.stopping == "budget":
             self.open_budget_wait(budgets.exceeded(rs) or "cost")
             return
@@ -675,6 +681,8 @@ class _Activation:
         from claude_agent_sdk import ResultMessage
 
         async for message in client.receive_response():
+            if self.replay_call is not None and self.replay is not None:
+                await self._mirrored(message, self.replay.tool_use_id)
             try:
                 self.on_message(message)
             except Exception as exc:  # a write failed (lease lost, storage): stop the session
@@ -690,6 +698,34 @@ class _Activation:
             if isinstance(message, ResultMessage):
                 return message
         return None
+
+    async def _mirrored(self, message: object, tool_use_id: str) -> None:
+        """Before the replayed call's outcome is written, its result is in the session store.
+
+        The journal then never says "done" for a call the store could lose: a worker that
+        stops after this finds the result there (:meth:`recover_call`). The SDK mirrors
+        each transcript line in the background; this waits for it at most
+        :data:`MIRROR_WAIT_S`.
+        """
+        import anyio
+        import anyio.to_thread
+        from claude_agent_sdk import UserMessage
+
+        from desktop_agent.agents.sdk_session import tool_results
+
+        if not isinstance(message, UserMessage):
+            return
+        if all(b.tool_use_id != tool_use_id for b in tool_results(message.content)):
+            return
+        with anyio.move_on_after(MIRROR_WAIT_S):
+            while True:
+                found = await anyio.to_thread.run_sync(self.transcript)
+                if tool_use_id in found.results:
+                    return
+                await anyio.sleep(0.02)
+        log.warning(
+            "run %s: the session store has no result for %s yet", self.rs.run.id, tool_use_id
+        )
 
     async def _watch(self, client: Any, scope: Any) -> None:
         import anyio
