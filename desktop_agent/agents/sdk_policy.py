@@ -86,8 +86,11 @@ def decide(
     settings: Settings,
     cwd: Path,
 ) -> Decision:
-    """The analyst's rules for one call, in a run with these per-tool policies."""
-    policy = overrides.get(name)
+    """The analyst's rules for one call, in a run with these per-tool policies.
+
+    ``overrides`` name Claude Code's tools; ``*`` stands for every tool not named.
+    """
+    policy = overrides.get(name, overrides.get("*"))
     if policy == ApprovalPolicy.NEVER:
         return Decision("deny", f"{name} is disabled by the analyst's policy")
     if policy == ApprovalPolicy.ASK:

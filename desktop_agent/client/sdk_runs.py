@@ -63,4 +63,7 @@ def sdk_spec(spec: AgentSpec, agent: str, system_prompt: str | None) -> AgentSpe
         agent=agent,
         tools=(),
         system_prompt=check_text(system_prompt or "", "the system prompt"),
+        web_search=None,
+        search_domains=(),
+        search_blocked_domains=(),
     )

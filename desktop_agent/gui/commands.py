@@ -178,6 +178,7 @@ class RunCommands(QObject):
                 thinking_budget=request.thinking_budget,
                 economy=request.economy,
                 attachments=request.attachments,
+                agent=request.agent or None,
                 **request.server_tools.options(),
             )
             return run, model_notice(client)

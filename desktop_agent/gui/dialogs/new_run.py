@@ -33,6 +33,7 @@ from desktop_agent.domain import Run, RunStatus
 from desktop_agent.domain.errors import InvalidInputError
 from desktop_agent.domain.units import format_duration, parse_duration
 from desktop_agent.gui import resources, theme
+from desktop_agent.gui.dialogs.agent_choice import AgentChoiceField
 from desktop_agent.gui.dialogs.attachments_field import AttachmentsField, choose_folder
 from desktop_agent.gui.dialogs.guard import GuardedDialog
 from desktop_agent.gui.dialogs.new_run_fields import (
@@ -203,6 +204,7 @@ class NewRunDialog(GuardedDialog):
         top.addRow("", self.workspace_note)
         self.attachments = AttachmentsField(self, top)
         self.server_tools = ServerToolsField(self, top, settings)
+        self.agent = AgentChoiceField(self, top)
         tools_box = QGroupBox("Tools and approvals", self)
         tl = QVBoxLayout(tools_box)
         tl.addWidget(self.tools)
@@ -315,6 +317,7 @@ class NewRunDialog(GuardedDialog):
         self.tokens.setValue(b.max_tokens or 0)
         self.attachments.keep(run)
         self.server_tools.keep(run)
+        self.agent.keep(run)
         self.ask_forecast()  # the runs of its schedule or batch first
 
     def chosen_tools(self) -> list[str]:
@@ -334,8 +337,8 @@ class NewRunDialog(GuardedDialog):
             model=str(self.model.currentData()),
             workspace=self.workspace.text().strip() or None,
             tools=tuple(tools),
-            approval_overrides=overrides_for(
-                str(self.policy.currentData()), self.tool_infos, tools
+            approval_overrides=self.agent.overrides(
+                overrides_for(str(self.policy.currentData()), self.tool_infos, tools)
             ),
             max_cost_usd=self.cost.value() or None,
             max_steps=self.steps.value() or None,
@@ -347,6 +350,7 @@ class NewRunDialog(GuardedDialog):
             economy=self.economy_checked(),
             attachments=self.attachments.paths(),
             server_tools=self.server_tools.choice(),
+            agent=self.agent.choice(),
         )
 
     def economy_checked(self) -> bool:

@@ -74,6 +74,8 @@ class NewRunRequest:
     """Files to copy into the workspace's ``attachments/`` (paths)."""
     server_tools: ServerToolsChoice = field(default_factory=ServerToolsChoice)
     """Web search and its domains, web fetch and code execution (Anthropic's)."""
+    agent: str = ""
+    """Who drives the run: "" (desktop-agent) or ``agent-sdk`` (a Claude Agent SDK session)."""
 
 
 ECONOMY_TIP = (
