@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from desktop_agent.cli.output import Out
     from desktop_agent.client.usage import Total, Usage
 
-GROUP_KEYS = ("day", "model", "schedule", "batch", "mode")
+GROUP_KEYS = ("day", "model", "agent", "schedule", "batch", "mode")
 """What ``--by`` takes (the client's ``GROUPS``, repeated so the parser imports no client)."""
 
 AddParser = Callable[[str, str], argparse.ArgumentParser]
@@ -102,6 +102,13 @@ def cmd_usage(args: argparse.Namespace, out: Out) -> int:
     return EXIT_OK
 
 
+def _foreign_only(group: dict[str, Total], by: str | None) -> dict[str, Total]:
+    """The per-agent group, shown unasked only when another agent than ours spent."""
+    if by == "agent" or any(name != "desktop-agent" for name in group):
+        return group
+    return {}
+
+
 def _print_table(usage: Usage, since: float, by: str | None, stream: TextIO) -> None:
     """The totals as text: the headline lines, then each group (only ``by`` if given)."""
     start = time.strftime("%Y-%m-%d", time.localtime(since))
@@ -120,6 +127,7 @@ def _print_table(usage: Usage, since: float, by: str | None, stream: TextIO) -> 
     groups = (
         ("day", "per day", usage.by_day, str),
         ("model", "per model", usage.by_model, model_label),
+        ("agent", "per agent", _foreign_only(usage.by_agent, by), str),
         ("schedule", "per schedule", usage.by_schedule, str),
         ("batch", "per batch", usage.by_batch, str),
     )

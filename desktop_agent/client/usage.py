@@ -33,15 +33,17 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from desktop_agent.domain import DEMO_MODEL
+from desktop_agent.domain.agents import agent_kind
+from desktop_agent.domain.errors import InvalidInputError
 from desktop_agent.domain.units import format_usd
 from desktop_agent.llm import pricing
 from desktop_agent.persistence import usage as usage_rows
 from desktop_agent.persistence.db import Database
-from desktop_agent.persistence.mapping import spec_model
+from desktop_agent.persistence.mapping import outside_cap, spec_agent, spec_model
 from desktop_agent.persistence.readmodels import RunKeys
 from desktop_agent.persistence.usage import ArchivedSpend, SpendRow, month_start
 
-GROUPS = ("day", "model", "schedule", "batch", "mode")
+GROUPS = ("day", "model", "agent", "schedule", "batch", "mode")
 """How totals can be grouped (``--by``)."""
 
 STREAMED, ECONOMY, ARCHIVED = "streamed", "economy", "archived"
@@ -111,12 +113,15 @@ class Usage:
         total: everything.
         by_day: by local calendar day (``YYYY-MM-DD``), oldest first.
         by_model: by model id.
+        by_agent: by the agent that spent (desktop-agent, Claude Code, Claude Agent SDK,
+            Managed Agents: :class:`~desktop_agent.domain.agents.AgentKind` labels).
         by_schedule: by schedule id (runs a schedule started).
         by_batch: by batch id (runs of a batch).
         by_mode: by how calls were sent: ``streamed``, ``economy`` (requests of Message
             Batches, at half price) and ``archived`` (archived runs: mode unknown); all
             three keys, always.
-        month: spent since the start of this calendar month (local time).
+        month: spent since the start of this calendar month (local time), as the monthly
+            cap counts it: imported Claude Code sessions are in the totals, not here.
         month_start: when this month started (seconds since the epoch).
         cap_usd: the monthly spend cap (None: none set).
         simulated: what runs of the offline demo model "spent" in the period: simulated
@@ -131,6 +136,7 @@ class Usage:
     total: Total = field(default_factory=Total)
     by_day: dict[str, Total] = field(default_factory=dict)
     by_model: dict[str, Total] = field(default_factory=dict)
+    by_agent: dict[str, Total] = field(default_factory=dict)
     by_schedule: dict[str, Total] = field(default_factory=dict)
     by_batch: dict[str, Total] = field(default_factory=dict)
     by_mode: dict[str, Total] = field(default_factory=lambda: {m: Total() for m in MODES})
@@ -144,6 +150,7 @@ class Usage:
         return {
             "day": self.by_day,
             "model": self.by_model,
+            "agent": self.by_agent,
             "schedule": self.by_schedule,
             "batch": self.by_batch,
             "mode": self.by_mode,
@@ -160,6 +167,7 @@ class Usage:
             "total": self.total.to_json(),
             "by_day": group(self.by_day),
             "by_model": group(self.by_model),
+            "by_agent": group(self.by_agent),
             "by_schedule": group(self.by_schedule),
             "by_batch": group(self.by_batch),
             "by_mode": group(self.by_mode),
@@ -212,6 +220,14 @@ def saving_text(amount_usd: float) -> str:
     return f"the prompt cache saved {format_usd(amount_usd)}"
 
 
+def agent_kind_of(spec: str) -> str:
+    """The label of the agent a run's stored spec names (our own loop: desktop-agent)."""
+    try:
+        return agent_kind(spec_agent(spec)).label
+    except InvalidInputError:
+        return spec_agent(spec)
+
+
 def _is_demo(row: SpendRow, key: RunKeys | None) -> bool:
     """Whether the step's dollars are simulated (its run's model, or its own, is the demo)."""
     return row.model == DEMO_MODEL or (key is not None and spec_model(key.spec) == DEMO_MODEL)
@@ -242,6 +258,8 @@ def totals(
         if key is None:
             continue
         usage.by_model.setdefault(model, Total()).add(row, saving)
+        agent = agent_kind_of(key.spec)
+        usage.by_agent.setdefault(agent, Total()).add(row, saving)
         if key.schedule_id:
             usage.by_schedule.setdefault(key.schedule_id, Total()).add(row, saving)
         if key.batch_id:
@@ -278,7 +296,11 @@ def usage_since(
     usage.month_start = first
     of = {k.run_id: k for k in keys}
     usage.month = sum(
-        r.cost_usd for r in rows if r.finished_at >= first and not _is_demo(r, of.get(r.run_id))
+        r.cost_usd
+        for r in rows
+        if r.finished_at >= first
+        and not _is_demo(r, key := of.get(r.run_id))
+        and not (key is not None and outside_cap(key.spec))
     ) + sum(a.cost_usd for a in archived if a.created_at >= first and a.model != DEMO_MODEL)
     usage.cap_usd = cap_usd
     return usage

@@ -19,6 +19,7 @@ from typing import Any
 from sqlalchemy import RowMapping, Table
 
 from desktop_agent.domain import (
+    DEMO_MODEL,
     JSON,
     AgentSpec,
     Approval,
@@ -258,6 +259,26 @@ def run_values(run: Run) -> dict[str, Any]:
         "forked_from": run.forked_from,
         "forked_at_seq": run.forked_at_seq,
     }
+
+
+def spec_agent(spec: str) -> str:
+    """The agent a run's stored spec names ("" for our own loop, or when unreadable)."""
+    try:
+        value = json.loads(spec)
+    except ValueError:
+        return ""
+    return str(value.get("agent", "") or "") if isinstance(value, dict) else ""
+
+
+IMPORTED_AGENTS = frozenset({"claude-code"})
+"""Agents whose runs are imported records of spend made elsewhere (Claude Code sessions):
+shown in usage, never counted against the monthly cap, which limits what desktop-agent's
+own runs may spend."""
+
+
+def outside_cap(spec: str) -> bool:
+    """Whether a run's spend stays out of the monthly cap: the demo model's, an import's."""
+    return spec_model(spec) == DEMO_MODEL or spec_agent(spec) in IMPORTED_AGENTS
 
 
 def spec_model(spec: str, unknown: str = "?") -> str:

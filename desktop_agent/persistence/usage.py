@@ -25,7 +25,7 @@ from sqlalchemy.sql.elements import ColumnElement
 
 from desktop_agent.domain import DEMO_MODEL, RunStatus
 from desktop_agent.persistence.db import Database
-from desktop_agent.persistence.mapping import spec_model
+from desktop_agent.persistence.mapping import outside_cap
 from desktop_agent.persistence.readmodels import CHUNK, RunKeys
 from desktop_agent.persistence.tables import runs, search_runs, spend_reservations, steps
 
@@ -207,7 +207,8 @@ class MonthSpend:
     of the runs touched this month (id and running cost), and a sum over one run's steps
     (its primary key) only for a run whose cost moved since the last check, typically the
     run asking. Archived runs created this month count with their whole cost. Runs of the
-    offline demo model count nothing: their dollars are simulated.
+    offline demo model count nothing (their dollars are simulated), nor do imported Claude
+    Code sessions (their dollars were spent elsewhere, before desktop-agent saw them).
 
     Calls in flight hold their worst case (:meth:`reserve`), so that runs asking at the same
     moment, in one worker or several, cannot each find room for the same last dollars.
@@ -219,7 +220,7 @@ class MonthSpend:
         self._lock = threading.Lock()
         self._month = 0.0
         self._runs: dict[str, tuple[float, float]] = {}  # run id -> (run cost, month's part)
-        self._demo: dict[str, bool] = {}  # run id -> driven by the demo model (never changes)
+        self._demo: dict[str, bool] = {}  # run id -> outside the cap (demo, import; fixed)
 
     def cap_usd(self) -> float | None:
         """The cap as the settings say now."""
@@ -322,14 +323,14 @@ class MonthSpend:
         return total
 
     def _learn_demo(self, conn: Connection, run_ids: list[str]) -> None:
-        """Note which of ``run_ids`` (not known yet) the demo model drives."""
+        """Note which of ``run_ids`` (not known yet) stay outside the cap (demo, imports)."""
         unknown = [run_id for run_id in run_ids if run_id not in self._demo]
         for first in range(0, len(unknown), CHUNK):
             chunk = unknown[first : first + CHUNK]
             for run_id, spec in conn.execute(
                 select(runs.c.id, runs.c.spec).where(runs.c.id.in_(chunk))
             ):
-                self._demo[str(run_id)] = spec_model(spec) == DEMO_MODEL
+                self._demo[str(run_id)] = outside_cap(spec)
 
     @staticmethod
     def _parts(conn: Connection, start: float, moved: dict[str, float]) -> dict[str, float]:

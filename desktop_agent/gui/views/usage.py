@@ -35,8 +35,9 @@ from desktop_agent.gui.keyboard import close_on_escape
 from desktop_agent.gui.tasks import TaskRunner
 
 PERIODS = ((7, "Last 7 days"), (30, "Last 30 days"), (90, "Last 90 days"))
-GROUPS = (("day", "Per day"), ("model", "Per model"), ("schedule", "Per schedule"),
-          ("batch", "Per batch"), ("mode", "Per mode"))  # fmt: skip
+GROUPS = (("day", "Per day"), ("model", "Per model"), ("agent", "Per agent"),
+          ("schedule", "Per schedule"), ("batch", "Per batch"),
+          ("mode", "Per mode"))  # fmt: skip
 COLUMNS = ["", "Cost", "Tokens in", "Tokens out", "Calls", "Runs", "Cache saved"]
 DAY = 86400.0
 
