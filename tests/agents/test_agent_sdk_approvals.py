@@ -5,6 +5,7 @@ world) is deferred by the hook desktop-agent registers: the session stops, the r
 on an approval the inbox lists with the tool, its arguments, the model's reason and the
 rule, holding no thread. The decision resumes the session from the journal's store: the
 call runs once (as approved, or as edited), or the model reads the analyst's refusal.
+Each test runs on a SQLite file and on the tests' PostgreSQL server.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from desktop_agent.client.api import Client
 from desktop_agent.domain import ApprovalState, RunStatus, StepKind, StepStatus
 from desktop_agent.worker.compose import build_executor
 from tests.conftest import drain
+from tests.helpers import postgres
 from tests.helpers.fake_anthropic import FakeAnthropic, Stream, Text, ToolUse
 
 MODEL = "claude-sonnet-5-5"
@@ -42,6 +44,13 @@ def script(body: dict[str, Any], _index: int) -> Stream:
         return Stream([Text("I will append a line to effect.txt."), ToolUse("Bash", COMMAND)])
     content = results[-1].get("content")
     return Stream([Text(f"Done. The command said: {content}")])
+
+
+@pytest.fixture(params=postgres.BACKENDS)
+def db_path(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Path]:
+    """The database, as a SQLite file or on the tests' PostgreSQL server."""
+    with postgres.database_for(tmp_path / "data", request.param):
+        yield tmp_path / "data" / "desktop-agent.db"
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ is deleted before the second starts: the second has nothing of the session on di
 what it reads from the journal's database. It claims the run once the lease ran out,
 finds the call's result in the stored session, closes the step with it (the call is not
 run again) and resumes the session to its end; the run is in the run list, its steps in
-the timeline, search and usage.
+the timeline, search and usage. On a SQLite file and on the tests' PostgreSQL server.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from desktop_agent.client.api import Client
 from desktop_agent.domain import RunStatus, StepKind, StepStatus
 from desktop_agent.worker.compose import build_executor
 from tests.conftest import drain
+from tests.helpers import postgres
 from tests.helpers.fake_anthropic import FakeAnthropic, Stream, Text, ToolUse
 from tests.helpers.polling import wait_status, wait_until
 
@@ -53,6 +54,13 @@ def script(body: dict[str, Any], _index: int) -> Stream:
     if not results_of(body):
         return Stream([Text("I will append a line to effect.txt."), ToolUse("Bash", COMMAND)])
     return Stream([Text("Done: the line is in effect.txt (market notes, quarterly).")])
+
+
+@pytest.fixture(params=postgres.BACKENDS)
+def db_path(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Path]:
+    """The database, as a SQLite file or on the tests' PostgreSQL server."""
+    with postgres.database_for(tmp_path / "data", request.param):
+        yield tmp_path / "data" / "desktop-agent.db"
 
 
 @pytest.fixture
