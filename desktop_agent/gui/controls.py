@@ -5,6 +5,7 @@ from __future__ import annotations
 from enum import StrEnum
 
 from desktop_agent.domain import Run, RunStatus, WaitReason
+from desktop_agent.domain.agents import AgentKind
 
 
 class Control(StrEnum):
@@ -25,12 +26,18 @@ class Control(StrEnum):
 
 
 _WAKEABLE = frozenset({WaitReason.RATE_LIMIT, WaitReason.CREDENTIALS, WaitReason.TIMER})
+_DECISIONS = frozenset({Control.APPROVE, Control.EDIT, Control.REJECT})
 
 
 def allowed_controls(run: Run | None, pending_approvals: int = 0) -> frozenset[Control]:
     """The controls that make sense for ``run`` now (none without a run)."""
     if run is None:
         return frozenset()
+    if run.spec.agent == AgentKind.CLAUDE_CODE:
+        # A Claude Code session is only read: the one thing desktop-agent decides for it
+        # is a tool call its hook asked about.
+        decide = pending_approvals > 0 and run.status.is_active
+        return _DECISIONS if decide else frozenset()
     status = run.status
     out: set[Control] = set()
     if status.is_active:

@@ -59,6 +59,25 @@ def test_approval_controls_need_a_pending_approval() -> None:
     assert allowed_controls(None) == frozenset()
 
 
+def test_a_claude_code_session_offers_only_the_decision_its_hook_waits_for() -> None:
+    import dataclasses
+
+    from desktop_agent.domain import AgentSpec
+
+    spec = AgentSpec(model="claude-opus-4-7", system_prompt="", agent="claude-code")
+    waiting = dataclasses.replace(
+        run(1, RunStatus.WAITING, wait_reason=WaitReason.APPROVAL), spec=spec
+    )
+    assert allowed_controls(waiting, 1) == {Control.APPROVE, Control.EDIT, Control.REJECT}
+    assert allowed_controls(waiting, 0) == frozenset()  # no pause, cancel, steer, extend
+    done = dataclasses.replace(run(2, RunStatus.COMPLETED), spec=spec)
+    assert allowed_controls(done) == frozenset()
+    # Our own run in the same state keeps its controls.
+    assert {Control.CANCEL, Control.STEER} <= allowed_controls(
+        run(1, RunStatus.WAITING, wait_reason=WaitReason.APPROVAL), 1
+    )
+
+
 def test_notices_come_from_status_transitions() -> None:
     before = {
         "run001": (RunStatus.RUNNING, None),
