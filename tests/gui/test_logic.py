@@ -239,3 +239,18 @@ def test_app_main_opens_and_closes_the_window(
     for widget in QApplication.topLevelWidgets():
         widget.close()
         widget.deleteLater()
+
+
+def test_the_inbox_names_the_agent_that_asks() -> None:
+    import dataclasses
+
+    from desktop_agent.domain import AgentSpec
+    from desktop_agent.gui.desk.approvals import inbox_title
+
+    ours = run(1, RunStatus.WAITING, wait_reason=WaitReason.APPROVAL)
+    assert inbox_title(ours) == "Goal number 1"
+    code = AgentSpec(model="claude-opus-4-7", system_prompt="", agent="claude-code")
+    assert inbox_title(dataclasses.replace(ours, spec=code)) == "Claude Code · Goal number 1"
+    managed = AgentSpec(model="claude-opus-4-7", system_prompt="", agent="managed-agents")
+    titled = dataclasses.replace(ours, spec=managed, title="Board pack (Managed Agents)")
+    assert inbox_title(titled) == "Board pack (Managed Agents)"  # said once

@@ -13,7 +13,9 @@ from __future__ import annotations
 from PySide6.QtCore import QObject, Slot
 from PySide6.QtWidgets import QMainWindow
 
-from desktop_agent.domain import Approval
+from desktop_agent.domain import Approval, Run
+from desktop_agent.domain.agents import agent_kind
+from desktop_agent.domain.errors import InvalidInputError
 from desktop_agent.gui import resources
 from desktop_agent.gui.desk.host import Desk
 from desktop_agent.gui.dialogs.approval import ApprovalDialog
@@ -67,7 +69,7 @@ class ApprovalsRoom(QObject):
         """List the visible approvals; their count in the tab, the toolbar and the title."""
         pending = self.visible()
         runs = self.window.runs_room.runs_model.rows()
-        titles = {r.run.id: (r.run.title or r.run.goal) for r in runs}
+        titles = {r.run.id: inbox_title(r.run) for r in runs}
         self.approvals_model.set_rows(
             ApprovalRow(a, titles.get(a.run_id, a.run_id)) for a in pending
         )
@@ -140,3 +142,15 @@ class ApprovalsRoom(QObject):
     def _on_commands_decisions_changed(self) -> None:
         self.show_pending()
         self.window.controls_room.update()
+
+
+def inbox_title(run: Run) -> str:
+    """The run as the inbox names it: another agent's runs say which agent asks."""
+    title = run.title or run.goal
+    try:
+        kind = agent_kind(run.spec.agent)
+    except InvalidInputError:
+        return title
+    if kind.foreign and kind.label not in title:
+        return f"{kind.label} · {title}"
+    return title
