@@ -42,6 +42,7 @@ import contextlib
 import dataclasses
 import importlib.util
 import logging
+import os
 import shutil
 import tempfile
 from collections.abc import Callable
@@ -113,6 +114,17 @@ INSTALL_HINT = "pip install 'desktop-agent[agents]'"
 
 MIRROR_WAIT_S = 10.0
 """How long the result of a replayed call may take to reach the session store."""
+
+NO_KEY = "no API key: set one with `desktop-agent key set` or ANTHROPIC_API_KEY"
+"""Why an Agent SDK run cannot start its session (as our own runs say it)."""
+
+OTHER_CREDENTIALS = (
+    "ANTHROPIC_AUTH_TOKEN",
+    "CLAUDE_CODE_OAUTH_TOKEN",
+    "CLAUDE_CODE_USE_BEDROCK",
+    "CLAUDE_CODE_USE_VERTEX",
+)
+"""Variables that give the Claude Code CLI its credentials without an API key."""
 
 INTERRUPT_GRACE_S = 30.0
 """How long an interrupted session has to end its turn before it is disconnected."""
@@ -293,6 +305,15 @@ class _Activation:
                 "This worker cannot run Claude Agent SDK sessions: the SDK is not installed "
                 f"({INSTALL_HINT}). Install it, or start a worker that has it, then resume.",
                 None,
+            )
+        if not self.driver.api_key() and not any(os.environ.get(v) for v in OTHER_CREDENTIALS):
+            suspend(
+                rs,
+                RunPatch(
+                    status=RunStatus.WAITING,
+                    wait_reason=WaitReason.CREDENTIALS,
+                    status_message=f"{NO_KEY}; then resume the run",
+                ),
             )
         limit = budgets.exceeded(rs)
         if limit:
@@ -774,7 +795,8 @@ class _Activation:
             spec = dataclasses.replace(self.rs.run.spec, session_id=sid)
             commit(self.rs, patch=RunPatch(spec=spec.to_json()))
         if isinstance(message, AssistantMessage):
-            if message.parent_tool_use_id is None:
+            # "<synthetic>": the CLI's own words (an error), no model call; its result says it.
+            if message.parent_tool_use_id is None and message.model != "<synthetic>":
                 self.on_assistant(message)
         elif isinstance(message, UserMessage):
             self.end_turn()

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from desktop_agent.client.api import Client
-from desktop_agent.domain import RunStatus, StepKind, StepStatus
+from desktop_agent.domain import RunStatus, StepKind, StepStatus, WaitReason
 from desktop_agent.domain.agents import AgentKind
 from desktop_agent.worker.compose import build_executor
 from tests.conftest import drain
@@ -90,3 +90,16 @@ def test_a_run_reads_a_file_and_answers_with_its_steps_usage_and_cost_in_the_jou
     assert done.usage.input_tokens == 2700
     bodies = [json.dumps(b) for b in api.bodies()]
     assert all(MODEL in b for b in bodies) and len(bodies) == 2
+
+
+def test_without_an_api_key_the_run_waits_for_one_and_calls_nothing(
+    client: Client, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with FakeAnthropic([Stream([Text("never")])]) as fake:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", fake.url)
+        run = client.start_run("x", model=MODEL, workspace=tmp_path / "ws", agent="agent-sdk")
+        drain(client.store, build_executor(client.store, client.settings))
+        waiting = client.run(run.id)
+        assert (waiting.status, waiting.wait_reason) == (RunStatus.WAITING, WaitReason.CREDENTIALS)
+        assert "no API key" in waiting.status_message
+        assert fake.requests == [] and client.store.load_steps(run.id) == []
