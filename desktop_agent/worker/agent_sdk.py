@@ -8,6 +8,9 @@ other (lease, fencing) and hands it here. One activation is one connection of th
 line mirrored at once), so any worker resumes it, after a crash too. The session's id goes
 into the run's spec as soon as the SDK names it.
 
+Without an API key (or another credential of the CLI's) the run waits for one, as our own
+runs do, before any session starts.
+
 The activation works on the engine's :class:`~desktop_agent.engine.run_state.RunState` and
 writes through the engine's recording helpers, so the journal has the shapes of our own
 runs (the timeline, search, usage, export and compare read it alike) and every write is
@@ -24,11 +27,13 @@ fenced by the lease:
   ``boundary`` applies; the next activation resumes the session, which runs the call again
   and the hook answers it: allowed (with the edited arguments), or denied with the
   analyst's reason, which the model reads;
-* before an approved call runs again, its ``tool_call`` intent is written: a worker killed
-  meanwhile leaves it open, and the next one looks in the stored transcript. A result
-  there closes the step (the call is not run twice); none leaves a call that acts on the
-  world *in doubt*: the run needs the analyst (``resolve``: retry, skip or mark done), as an
-  unsafe effect of our own runs does;
+* before an approved call runs again, its ``tool_call`` intent is written, and its outcome
+  only once the call's result is in the session store: a worker killed meanwhile leaves
+  the step open, and the next one looks in the stored transcript. A result there closes
+  the step (the call is not run twice); none leaves a call that acts on the world *in
+  doubt*: the run needs the analyst (``resolve``: retry, skip or mark done), as an unsafe
+  effect of our own runs does. The Claude Code CLI dies with a killed worker (on Linux,
+  ``agents/sdk_session.py`` ``guarded_cli``): no turn goes on unrecorded;
 * budgets: after each model call, and every ``watch_s`` while the session works, the run's
   budget is checked (``engine/budget.py`` ``exceeded``: dollars, time, steps, tokens); at
   the limit the session is interrupted and the run waits on a ``budget`` step, so *extend*
