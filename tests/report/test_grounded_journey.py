@@ -22,14 +22,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QTextCursor
+from PySide6.QtTest import QTest
+from pytestqt.qtbot import QtBot
 
 from desktop_agent.cli import main
 from desktop_agent.client.api import Client
 from desktop_agent.client.export import export
 from desktop_agent.client.report import Report, run_report
 from desktop_agent.domain import RunStatus, Step, StepKind
+from desktop_agent.gui.mainwindow import MainWindow
 from tests.conftest import MakeExecutor, drain
 from tests.documents.pdfs import make_pdf
+from tests.gui.conftest import open_window, select, window  # noqa: F401  (the window)
 from tests.helpers import chromium
 from tests.helpers.fake_anthropic import Cited, FakeAnthropic, Reply, Stream, Text, ToolUse
 from tests.httpapi.test_api import Api, api  # noqa: F401  (the server fixture)
@@ -528,6 +534,46 @@ def test_the_html_export_in_headless_chromium_keeps_links_and_shows_the_uncited_
     tinted, colours = _tinted_pixels(shot)
     assert colours > 8, "the page drew next to nothing"
     assert tinted > 200, f"the uncited claim's tint is not on the page ({tinted} pixels)"
+
+
+def _selected_seq(detail: Any) -> int | None:
+    entry = detail.current_entry()
+    return None if entry is None else int(entry.seq)
+
+
+def test_the_report_tab_links_each_cited_sentence_to_the_step_that_read_its_source(
+    qtbot: QtBot,
+    window: MainWindow,  # noqa: F811
+    client: Client,
+    journey: Journey,
+) -> None:
+    from desktop_agent.gui.widgets.report_view import uncited_tint
+    from tests.report.test_report_gui import _fragment
+
+    select(qtbot, window, journey.run_id)
+    detail = window.detail
+    view = detail.report_view
+    detail.inspector.setCurrentWidget(view)
+    qtbot.waitUntil(lambda: view.report is not None and view.run_id == journey.run_id)
+    doc = view.browser.document()
+    text = doc.toPlainText()
+    tint = uncited_tint(view.palette()).name()
+    assert _fragment(doc, UNCITED_CLAIM, href=False)[1] == tint  # marked at a glance
+    for number, e in enumerate(journey.expected, start=1):
+        assert f"{e.claim.text} [{number}]" in text
+        assert _fragment(doc, e.claim.text, href=False)[1] != tint
+        # A click on the reference's link selects the step that read the source.
+        detail.select_step(journey.write_seq)
+        position, _ = _fragment(doc, f"ref:{number}", href=True)
+        cursor = QTextCursor(doc)
+        cursor.setPosition(position)
+        view.browser.ensureCursorVisible()
+        at = view.browser.cursorRect(cursor).center()
+        QTest.mouseClick(
+            view.browser.viewport(), Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier, at
+        )
+        source = e.source_seq
+        qtbot.waitUntil(lambda: _selected_seq(detail) == source)  # noqa: B023 (waited for now)
 
 
 def test_markdown_export_keeps_the_references(client: Client, journey: Journey) -> None:
