@@ -12,7 +12,7 @@ from alembic.config import Config
 from alembic.migration import MigrationContext
 
 from desktop_agent.domain import RunEventKind
-from desktop_agent.persistence.db import MIGRATIONS, Database, DbSettings
+from desktop_agent.persistence.db import MIGRATIONS, Database, DbSettings, head_revision
 from desktop_agent.persistence.store import SqlStore
 from desktop_agent.persistence.tables import metadata
 
@@ -43,7 +43,7 @@ def test_a_0002_database_with_a_claimed_run_upgrades_and_downgrades(tmp_path: Pa
     db = Database(DbSettings.for_path(path))  # the app opens it: migrated to the newest
     try:
         with db.read() as conn:
-            assert db.current_revision(conn) == "0013"
+            assert db.current_revision(conn) == head_revision()
             row = conn.exec_driver_sql("SELECT lease_owner, lease_epoch FROM runs").one()
         assert tuple(row) == ("old-worker", 0)  # a claim of the old release: epoch 0
         store = SqlStore(db)

@@ -21,7 +21,7 @@ from desktop_agent.domain.errors import InvalidInputError, NotFoundError
 from desktop_agent.engine.ports import StepIntent
 from desktop_agent.persistence import readmodels
 from desktop_agent.persistence.archive import Archiver
-from desktop_agent.persistence.db import Database, DbSettings
+from desktop_agent.persistence.db import Database, DbSettings, head_revision
 from desktop_agent.persistence.tables import runs, steps
 from desktop_agent.tools.registry import ToolRegistry, builtin_tools
 from tests.conftest import MakeExecutor, drain
@@ -177,7 +177,7 @@ def test_a_database_at_0005_with_runs_migrates_and_downgrades(tmp_path: Path) ->
     db = Database(DbSettings.for_path(path))
     try:
         with db.read() as conn:
-            assert db.current_revision(conn) == "0013"
+            assert db.current_revision(conn) == head_revision()
             row = conn.execute(select(runs.c.id, runs.c.forked_from, runs.c.forked_at_seq)).one()
         assert tuple(row) == ("r1", None, None)
     finally:

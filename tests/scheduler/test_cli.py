@@ -10,6 +10,7 @@ import pytest
 
 from desktop_agent.cli import main
 from desktop_agent.client.api import Client
+from desktop_agent.persistence.db import head_revision
 
 
 def run_cli(capsys: pytest.CaptureFixture[str], db: Path, *args: str) -> tuple[int, str, str]:
@@ -103,7 +104,7 @@ def test_watch_and_db_commands(
     assert made["folder"] == str(inbox) and made["every_s"] == 10.0
     assert [w["id"] for w in as_json(capsys, db, "watch", "list")] == [made["id"]]
     info = as_json(capsys, db, "db", "info")
-    assert info["revision"] == "0013" and info["rows"]["watches"] == 1
+    assert info["revision"] == head_revision() and info["rows"]["watches"] == 1
     code, out, _ = run_cli(capsys, db, "db", "vacuum")
     assert code == 0 and out.startswith("vacuumed: ")
     code, out, _ = run_cli(capsys, db, "db", "archive", "--older-than", "30d")

@@ -10,6 +10,7 @@ from desktop_agent.client.schedules import RunOptions, Scheduling
 from desktop_agent.config import Settings
 from desktop_agent.domain import RunStatus
 from desktop_agent.persistence.archive import ARCHIVE_FORMAT, read_archive
+from desktop_agent.persistence.db import head_revision
 from desktop_agent.scheduler.service import SchedulerConfig
 from desktop_agent.worker.scheduling import scheduler_config
 from tests.conftest import MakeExecutor, drain
@@ -63,7 +64,7 @@ def test_old_finished_runs_are_archived_then_removed(
     assert again.path is None and again.run_ids == []
 
     info = sched.db_info()
-    assert info.rows["runs"] == 2 and info.revision == "0013"
+    assert info.rows["runs"] == 2 and info.revision == head_revision()
     after = sched.vacuum()
     assert after.wal_bytes == 0 and after.file_bytes > 0
 

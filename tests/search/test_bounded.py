@@ -18,7 +18,7 @@ from sqlalchemy import delete, func, insert, select, update
 
 from desktop_agent.client.api import Client
 from desktop_agent.persistence import search
-from desktop_agent.persistence.db import Database, DbSettings
+from desktop_agent.persistence.db import Database, DbSettings, head_revision
 from desktop_agent.persistence.search import SearchFilters
 from desktop_agent.persistence.tables import search_docs, search_hours, search_runs
 from tests.helpers.journal import write_long_run
@@ -178,7 +178,7 @@ def test_the_migration_fills_the_hours_and_goes_back(tmp_path: Path) -> None:
     db = Database(DbSettings.for_path(path))  # upgraded again: filled from search_docs
     try:
         with db.read() as conn:
-            assert db.current_revision(conn) == "0013"
+            assert db.current_revision(conn) == head_revision()
             hours = conn.execute(select(search_hours).order_by(search_hours.c.hour)).all()
             span = conn.execute(select(search_runs.c.first_doc_id, search_runs.c.last_doc_id))
             assert tuple(span.one()) == (min(ids), max(ids))
