@@ -148,11 +148,14 @@ def container(rs: RunState) -> str | None:
     The container's id and expiry come from the run's model steps (the API's answer, kept
     in the journal), so a run resumed after a crash or a wait names the same container
     while it lives. An expired one is not named: the API starts a new one, and the step
-    that gets it says so (``container.replaces``).
+    that gets it says so (``container.replaces``). Nor is the container of a fork's parent
+    (from the steps the fork shares): a fork must not change its parent's files.
     """
     kept = rs.state.scalars.container
     if not kept.get("id"):
         return None
+    if kept.get("run_id") not in (None, rs.run.id):
+        return None  # a fork's parent's container: the fork gets one of its own
     expires = kept.get("expires_at")
     if isinstance(expires, int | float) and expires - CONTAINER_MARGIN_S <= rs.clock.now():
         return None
@@ -163,14 +166,18 @@ def container_intent(rs: RunState, request: ModelRequest) -> JSON:
     """What a model step's intent says of its container (None without code execution).
 
     ``{"id": ...}`` when the call names the run's container, ``{"new": true}`` when the
-    API is to start one, with ``expired``: the run's last container, which had expired.
+    API is to start one, with ``expired``: the run's last container, which had expired
+    (a fork's first call starts its own: its parent's is never named nor noted).
     """
     if not has_code_execution(request.tools):
         return None
     if request.container:
         return {"id": request.container}
-    old = rs.state.scalars.container.get("id")
-    return {"new": True, "expired": str(old)} if old else {"new": True}
+    kept = rs.state.scalars.container
+    old = kept.get("id")
+    if not old or kept.get("run_id") not in (None, rs.run.id):
+        return {"new": True}
+    return {"new": True, "expired": str(old)}
 
 
 def cache_ttl(rs: RunState) -> str:

@@ -53,7 +53,8 @@ class Scalars:
     code execution container (``api.uploads``); the latest wins."""
     container: dict[str, JSON] = field(default_factory=dict)
     """The run's code execution container, from its latest model step that had one
-    (``api.container``: ``id`` and ``expires_at`` in epoch seconds); empty before."""
+    (``api.container``: ``id`` and ``expires_at`` in epoch seconds, and the ``run_id`` of
+    the step, a fork's parent for a container its prefix had); empty before."""
 
     def to_json(self) -> dict[str, JSON]:
         """Plain dict for a snapshot."""
@@ -480,7 +481,9 @@ def _fold_model_step(sc: Scalars, step: Step, out: dict[str, Any]) -> None:
     if isinstance(api, dict):
         files += api.get("uploads") or []
         if isinstance(api.get("container"), dict) and api["container"].get("id"):
-            sc.container = dict(api["container"])
+            # Whose it is: a fork folds its parent's steps (with the parent's run id) and
+            # must not write into the parent's container.
+            sc.container = {**api["container"], "run_id": step.run_id}
     for document in files:
         if isinstance(document, dict) and document.get("file_id") and document.get("sha256"):
             sc.uploads[str(document["sha256"])] = str(document["file_id"])

@@ -365,3 +365,31 @@ def test_container_time_is_priced_per_step(
         cancel=CancelToken(),
     )
     assert free.details["code_execution"]["usd"] == 0.0
+
+
+def test_a_fork_never_names_its_parent_s_container(
+    client: Client,
+    make_executor: MakeExecutor,
+    start_fake: StartFake,
+    make_model: MakeModel,
+    tmp_path: Path,
+    data_file: Path,
+) -> None:
+    from desktop_agent.client.forks import fork
+
+    fake, _ = _start_fake(start_fake, writes=False)
+    run_id = _start(client, tmp_path, data_file)
+    drain(client.store, make_executor(make_model(fake)))
+    assert client.run(run_id).status == RunStatus.COMPLETED
+    (parent_box,) = fake.containers
+    plan_step = next(s.seq for s in client.steps(run_id) if s.name == "update_plan")
+
+    child = fork(client, run_id, plan_step, note="Also say which region grew most.")
+    drain(client.store, make_executor(make_model(fake)))
+    assert client.run(child.id).status == RunStatus.COMPLETED, client.run(child.id).status_message
+    _no_refusal(fake)
+    forked = fake.requests[2:]  # the parent made two calls
+    assert forked and "container" not in forked[0].body  # the parent's files stay its own
+    own = _model_steps(client, child.id)[-1]
+    assert own.run_id == child.id and own.input["container"] == {"new": True}
+    assert own.output["api"]["container"]["id"] != parent_box
