@@ -36,12 +36,15 @@ def test_totals_add_up_per_model_and_day_and_the_cli_prints_them(
     assert shown.returncode == 0, shown.stderr
     data = json.loads(shown.stdout)
     assert set(data) == {
-        *("since", "total", "by_day", "by_model", "by_schedule", "by_batch", "by_mode"),
-        *("timezone", "month", "simulated"),
+        *("since", "total", "by_day", "by_model", "by_agent", "by_schedule", "by_batch"),
+        *("by_mode", "timezone", "month", "simulated"),
     }
+    assert set(data["by_agent"]) == {"desktop-agent"}  # our own runs only
+    assert data["by_agent"]["desktop-agent"]["cost_usd"] == data["total"]["cost_usd"]
     assert data["simulated"]["cost_usd"] == 0  # no demo run here
     assert data["total"]["runs"] == 3 and set(data["by_model"]) == {HAIKU, SONNET}
     text = cli(client.db_path, "usage").stdout
     assert text.splitlines()[0].startswith("since ") and "per model:" in text
+    assert "per agent:" not in text  # shown unasked only when another agent spent
     bad = cli(client.db_path, "usage", "--since", "someday")
     assert bad.returncode == 2 and "is not a date" in bad.stderr
