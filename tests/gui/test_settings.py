@@ -82,11 +82,14 @@ def test_settings_are_saved_beside_the_database(
     dialog.cost.setValue(2.5)
     dialog.time.setText("2h")
     dialog.model.setCurrentIndex(dialog.model.findData("claude-haiku-4-5"))
+    assert not dialog.watch_code.isChecked()
+    dialog.watch_code.setChecked(True)
     QTest.mouseClick(
         dialog.buttons.button(dialog.buttons.StandardButton.Save), Qt.MouseButton.LeftButton
     )
     qtbot.waitUntil(lambda: not dialog.isVisible())
     saved = json.loads((client.db_path.parent / "settings.json").read_text())
+    assert saved["claude_code_watch"] is True  # the workers' watch of Claude Code's sessions
     assert saved["durability"] == "NORMAL"
     assert saved["close_action"] == "quit"
     assert saved["notify_finished"] is False

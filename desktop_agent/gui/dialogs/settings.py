@@ -235,6 +235,12 @@ class SettingsDialog(QDialog):
         self.ask_unsafe.setChecked(s.ask_unsafe)
         self.ask_overwrite = QCheckBox("Ask before a write that overwrites different content", page)
         self.ask_overwrite.setChecked(s.ask_overwrite)
+        self.watch_code = QCheckBox("Bring in Claude Code's sessions as they grow", page)
+        self.watch_code.setChecked(s.claude_code_watch)
+        self.watch_code.setToolTip(
+            "Workers import new and grown sessions every half minute, read-only "
+            "(as desktop-agent import claude-code does)"
+        )
         self.deadline = QLineEdit(
             format_duration(s.approval_deadline_s) if s.approval_deadline_s else ""
         )
@@ -256,6 +262,8 @@ class SettingsDialog(QDialog):
         form.addRow(self.ask_overwrite)
         form.addRow("Approval deadline", self.deadline)
         form.addRow("At the deadline", self.default_action)
+        form.addRow(QLabel("<b>Your other Claude agents</b>", page))
+        form.addRow(self.watch_code)
         return page
 
     def _app_tab(self) -> QWidget:
@@ -437,6 +445,7 @@ class SettingsDialog(QDialog):
                 "monthly_spend_cap_usd": self.monthly_cap.value() or None,
                 "ask_unsafe": self.ask_unsafe.isChecked(),
                 "ask_overwrite": self.ask_overwrite.isChecked(),
+                "claude_code_watch": self.watch_code.isChecked(),
                 "approval_deadline_s": parse_duration(d) if d else None,
                 "approval_default": str(self.default_action.currentData()),
                 "durability": str(self.durability.currentData()),
