@@ -32,6 +32,7 @@ from desktop_agent.tools.registry import ToolRegistry
 from desktop_agent.worker.compose import build_executor
 from desktop_agent.worker.worker import Worker, WorkerConfig
 from tests.helpers.fakes import FakeClock, MemoryKeyring
+from tests.helpers.sqlite_template import migrated_database
 
 # The hygiene checks (tests/hygiene/plugin.py): a test fails when it leaves a thread, a
 # child process, a Qt window or a database open. pytester runs their own tests.
@@ -56,7 +57,15 @@ def db_path(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def client(db_path: Path) -> Iterator[Client]:
-    """A client on a fresh, migrated database (settings without default budgets)."""
+    """A client on a fresh, migrated database (settings without default budgets).
+
+    A new SQLite file is a copy of this process's migrated template
+    (:func:`~tests.helpers.sqlite_template.migrated_database`), as opening an empty file
+    would leave it; a folder pointed at a server (``database.url``) or a database already
+    there is opened as it is.
+    """
+    if not db_path.exists() and not (db_path.parent / "database.url").exists():
+        migrated_database(db_path)
     settings = Settings(default_max_cost_usd=None, default_max_steps=None)
     settings.save(db_path)
     c = Client(db_path, settings)
