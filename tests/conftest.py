@@ -7,6 +7,7 @@ offscreen platform is chosen here, before any QApplication can exist.
 from __future__ import annotations
 
 import os
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -21,6 +22,11 @@ os.environ.pop("DESKTOP_AGENT_DB", None)
 # Tests drive their own workers: a CLI decision must not start a background one by itself
 # (tests of that behaviour remove this from their subprocesses' environment).
 os.environ["DESKTOP_AGENT_AUTOSTART_WORKER"] = "0"
+# The suite starts hundreds of interpreters (the CLI, workers, probes, benchmarks): each
+# would compile the package from source again, and every pytest worker each test module,
+# were bytecode never cached (PYTHONDONTWRITEBYTECODE, set in some environments). Cached
+# bytecode is written atomically and checked against its source, so it is safe to share.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
 from desktop_agent.client.api import Client
 from desktop_agent.config import Settings
@@ -33,6 +39,8 @@ from desktop_agent.worker.compose import build_executor
 from desktop_agent.worker.worker import Worker, WorkerConfig
 from tests.helpers.fakes import FakeClock, MemoryKeyring
 from tests.helpers.sqlite_template import migrated_database
+
+sys.dont_write_bytecode = False  # this process too (the test modules, imported after)
 
 # The hygiene checks (tests/hygiene/plugin.py): a test fails when it leaves a thread, a
 # child process, a Qt window or a database open. pytester runs their own tests.
