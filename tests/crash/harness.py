@@ -23,6 +23,7 @@ from desktop_agent.client.api import Client
 from desktop_agent.config import Settings
 from desktop_agent.domain import Run, RunStatus, Step, StepKind, StepStatus
 from desktop_agent.tools.registry import CONTROL_TOOL_NAMES
+from tests.helpers.sqlite_template import migrated_database
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -89,6 +90,8 @@ class Lab:
 
     def __post_init__(self) -> None:
         self.db = self.root / "data" / "desktop-agent.db"
+        if not self.db.exists() and not (self.db.parent / "database.url").exists():
+            migrated_database(self.db)  # as the first open would leave it, without migrating
         settings = lab_settings()
         settings.save(self.db)
         self.client = Client(self.db, settings)

@@ -40,6 +40,7 @@ from desktop_agent.persistence.tables import (
 )
 from tests.conftest import MakeExecutor
 from tests.export.conftest import bundle_members, secret_run
+from tests.helpers.sqlite_template import migrated_database
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX paths in the tar")
 
@@ -126,7 +127,8 @@ def good(client: Client, make_executor: MakeExecutor, workspace: Path, tmp_path:
 @pytest.fixture
 def there(tmp_path: Path) -> Iterator[Client]:
     """A colleague's installation: its own data folder under the test's folder."""
-    other = Client(tmp_path / "colleague" / "desktop-agent.db")
+    path = migrated_database(tmp_path / "colleague" / "desktop-agent.db")
+    other = Client(path)
     yield other
     other.close()
 

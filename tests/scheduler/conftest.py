@@ -36,6 +36,7 @@ from desktop_agent.worker.scheduling import attach_scheduler
 from desktop_agent.worker.worker import Worker, WorkerConfig
 from tests.helpers.fakes import FakeClock, Reply
 from tests.helpers.polling import wait_until
+from tests.helpers.sqlite_template import migrated_database
 
 __all__ = ["wait_until"]  # the scheduler tests import it from here
 
@@ -128,6 +129,8 @@ def client(db_path: Path) -> Iterator[Client]:
     take most of the suite's time budget. WAL with NORMAL loses nothing when a process is
     killed (only a power cut could cost the last commits), which is what the tests here do.
     """
+    if not db_path.exists() and not (db_path.parent / "database.url").exists():
+        migrated_database(db_path)  # as the first open would leave it, without migrating
     settings = Settings(default_max_cost_usd=None, default_max_steps=None, durability="NORMAL")
     settings.save(db_path)
     c = Client(db_path, settings)

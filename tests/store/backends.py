@@ -32,6 +32,7 @@ from desktop_agent.persistence.store_postgres import PostgresJournalWriter
 from desktop_agent.persistence.store_sqlite import SqliteJournalWriter
 from tests.helpers import postgres
 from tests.helpers.fakes import FakeClock
+from tests.helpers.sqlite_template import migrated_database
 
 
 class Backend(Protocol):
@@ -66,7 +67,13 @@ class SqliteBackend:
         return None
 
     def settings(self) -> DbSettings:
-        """The file, with the default durability (``synchronous=FULL``)."""
+        """The file, with the default durability (``synchronous=FULL``).
+
+        Made on first use as a copy of a migrated database (as the PostgreSQL backend's is):
+        what the first open would have made of an empty file, without migrating it again.
+        """
+        if not self.path.exists():
+            migrated_database(self.path)
         return DbSettings.for_path(self.path)
 
     def discard(self) -> None:
