@@ -19,10 +19,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import psutil
+from sqlalchemy.engine import make_url
+
 from desktop_agent.client.api import Client
 from desktop_agent.config import Settings
 from desktop_agent.domain import Run, RunStatus, Step, StepKind, StepStatus
 from desktop_agent.tools.registry import CONTROL_TOOL_NAMES
+from tests.helpers.polling import wait_until
 from tests.helpers.sqlite_template import migrated_database
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -154,6 +158,7 @@ class Lab:
         """Run a worker that must SIGKILL itself the ``nth`` time it reaches ``point``."""
         rc = self.run_worker(**{CRASH_ENV: f"{point}:{nth}", **env})
         assert rc == -signal.SIGKILL, f"no crash at {point}:{nth} (exit {rc}):\n{self.last_log()}"
+        self.wait_sessions_ended()
 
     def finish(self, run_ids: Sequence[str], **env: str) -> None:
         """Run an uninterrupted worker; every run must then be completed."""
@@ -162,6 +167,35 @@ class Lab:
         for run_id in run_ids:
             run = self.client.run(run_id)
             assert run.status == RunStatus.COMPLETED, (run.status, run.status_message)
+
+    def wait_sessions_ended(self) -> None:
+        """On PostgreSQL, wait until the server has ended the sessions of killed workers.
+
+        A statement a worker sent just before its SIGKILL is still carried out by its
+        server process, which notices the client gone only afterwards: until then a
+        commit of the dead worker can still land, after the test has read the journal.
+        Every session on the database but this process's own must be gone. (SQLite has
+        nothing of the kind: a killed process's commit is in the file or not at all.)
+        """
+        db = self.client.store.db
+        if db.is_sqlite:
+            return
+        server_port = make_url(db.settings.url).port
+
+        def others() -> list[int]:
+            ours = {
+                c.laddr.port
+                for c in psutil.Process().net_connections(kind="tcp")
+                if c.raddr and c.raddr.port == server_port
+            }
+            with db.read() as conn:
+                ports = conn.exec_driver_sql(
+                    "SELECT client_port FROM pg_stat_activity"
+                    " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                ).scalars()
+                return [p for p in ports if p not in ours]
+
+        wait_until(lambda: not others(), what="killed workers' server sessions to end", last=others)
 
     def last_log(self) -> str:
         """The tail of the newest worker log, for failure messages."""

@@ -96,6 +96,7 @@ def test_random_sigkills_lose_nothing_and_repeat_at_most_the_step_in_flight(
                 continue
             os.kill(proc.pid, signal.SIGKILL)
             assert proc.wait() == -signal.SIGKILL
+        lab.wait_sessions_ended()  # on PostgreSQL, a commit sent just before may still land
         kills += 1
         for run_id in run_ids:
             steps = lab.steps(run_id)
