@@ -31,6 +31,9 @@ log = logging.getLogger(__name__)
 
 THREAD_NAME = "partial-flush"
 """The name of the flusher's thread (tests and diagnostics find it by this name)."""
+ENDING_NAME = "partial-flush (ending)"
+"""The name a flusher thread takes once it serves no more and only returns: a new one may
+be started beside it before the system has let it finish."""
 
 
 class TrailingFlusher:
@@ -136,6 +139,7 @@ class TrailingFlusher:
                 if not self._heap:
                     self._thread = None  # nothing pending: the thread ends
                     self._ended.append(me)
+                    me.name = ENDING_NAME
                     return None
                 due, _, key = self._heap[0]
                 left = due - time.monotonic()
@@ -144,6 +148,7 @@ class TrailingFlusher:
                     self._running = key
                     return self._actions.pop(key)
                 self._cond.wait(left)
+            me.name = ENDING_NAME
             return None  # told to end by cancel
 
 

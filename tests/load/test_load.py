@@ -99,6 +99,7 @@ def test_many_concurrent_demo_runs_all_complete_with_bounded_threads_and_memory(
     def sample() -> None:
         while not stop.wait(0.02):
             peak["threads"] = max(peak["threads"], threading.active_count())
+            # Serving flushers (one ending beside a new one is named apart: it only returns).
             flushers = sum(t.name == "partial-flush" for t in threading.enumerate())
             peak["flushers"] = max(peak.get("flushers", 0), flushers)
             peak["rss"] = max(peak["rss"], proc.memory_info().rss)
